@@ -1,0 +1,61 @@
+"""Every rule's own examples, run as tests: adding a rule adds its tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchdev_lint.config import Settings
+from torchdev_lint.engine import check_source
+from torchdev_lint.fixes import fix_source
+from torchdev_lint.rule import DOC_SECTIONS, Invalid, Rule, Valid, all_rules
+
+
+def _cases(kind: str) -> list[object]:
+    params = []
+    for rule in all_rules():
+        for index, example in enumerate(getattr(rule, kind)):
+            params.append(pytest.param(rule, example, id=f"{rule.code}-{kind}-{index}"))
+    return params
+
+
+def _settings(example: Invalid | Valid) -> Settings:
+    return Settings.from_mapping(dict(example.settings))
+
+
+@pytest.mark.parametrize(("rule", "example"), _cases("invalid"))
+def test_invalid_example_is_flagged_and_fixed(rule: type[Rule], example: Invalid) -> None:
+    settings = _settings(example)
+    source = example.source.encode()
+    result = check_source("example.py", source, [rule], settings, skip_filter=False)
+    assert [(d.code, d.line) for d in result.diagnostics] == [(rule.code, line) for line in example.lines]
+    outcome = fix_source("example.py", source, [rule], settings, unsafe=True)
+    expected = example.fixed_source if example.fixed_source is not None else example.source
+    assert outcome.source.decode() == expected
+    again = fix_source("example.py", outcome.source, [rule], settings, unsafe=True)
+    assert again.source == outcome.source, "fixing twice must equal fixing once"
+    if example.fixed_source is not None:
+        compile(outcome.source, "fixed.py", "exec")
+        assert all(d.fix is not None for d in result.diagnostics)
+
+
+@pytest.mark.parametrize(("rule", "example"), _cases("valid"))
+def test_valid_example_is_silent(rule: type[Rule], example: Valid | str) -> None:
+    valid = example if isinstance(example, Valid) else Valid(example)
+    result = check_source("example.py", valid.source.encode(), [rule], _settings(valid), skip_filter=False)
+    assert [(d.code, d.line) for d in result.diagnostics] == []
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)
+def test_rule_is_documented_and_has_examples(rule: type[Rule]) -> None:
+    docs = rule.documentation()
+    for section in DOC_SECTIONS:
+        assert f"## {section}" in docs, f"{rule.code} docs lack '{section}'"
+    assert rule.invalid and rule.valid
+    assert rule.code.startswith("TDL") and rule.name == rule.name.lower()
+    assert (rule.fix_safety is None) == all(example.fixed is None for example in rule.invalid)
+
+
+def test_codes_and_names_are_unique() -> None:
+    rules = all_rules()
+    assert len({r.code for r in rules}) == len(rules)
+    assert len({r.name for r in rules}) == len(rules)

@@ -1,0 +1,3 @@
+from torchdev_lint.cli import entry
+
+entry()

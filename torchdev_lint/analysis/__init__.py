@@ -1,0 +1,1 @@
+"""Shared knowledge that rules ask for: names, kinds of values, devices."""

@@ -1,0 +1,235 @@
+"""Scopes and name resolution, built in the engine's own single pass.
+
+Each scope's bindings are collected when the traversal enters it, by a walk
+over its statements only (not its expressions), which is far cheaper than
+LibCST's ScopeProvider/QualifiedNameProvider. Resolution follows Python's
+rules closely enough for linting: a name bound in a function shadows an
+import of the same name, class bodies are skipped by nested functions, and a
+name bound several ways resolves only when every binding agrees.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+BUILTIN_NAMES = frozenset(dir(builtins))
+_MAX_ALIAS_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One way a name gets a value in a scope.
+
+    `import_target` is the dotted name an import binds (``torch.load``);
+    `value` is the right-hand side of a plain ``name = value``; a binding
+    with neither (a parameter, a loop target, a def) is opaque.
+    """
+
+    import_target: str | None = None
+    value: cst.BaseExpression | None = None
+    node: cst.CSTNode | None = None
+
+
+class Scope:
+    """A module, class, function, lambda or comprehension scope."""
+
+    def __init__(self, node: cst.CSTNode, kind: str, parent: Scope | None) -> None:
+        self.node = node
+        self.kind = kind
+        self.parent = parent
+        self.bindings: dict[str, list[Binding]] = defaultdict(list)
+        self.globals: set[str] = set()
+        # Uses seen during the traversal, keyed by dotted receiver (`model`,
+        # `self.model`): method calls `key.attr(...)` and direct calls `key(...)`.
+        self.method_calls: dict[str, list[tuple[str, cst.Call]]] = defaultdict(list)
+        self.calls: dict[str, list[cst.Call]] = defaultdict(list)
+
+    @property
+    def owner(self) -> Scope:
+        """The scope that records uses: comprehensions and lambdas see their enclosing one."""
+        scope = self
+        while scope.kind in ("comprehension", "lambda") and scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+    @property
+    def module(self) -> Scope:
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+    def bind(self, name: str, binding: Binding) -> None:
+        self.bindings[name].append(binding)
+
+    def lookup(self, name: str) -> tuple[Scope, list[Binding]] | None:
+        """The bindings that a use of `name` in this scope sees, with their scope."""
+        scope: Scope | None = self
+        innermost = True
+        while scope is not None:
+            if name in scope.globals:
+                scope = scope.module
+            if (innermost or scope.kind != "class") and name in scope.bindings:
+                return scope, scope.bindings[name]
+            innermost = False
+            scope = scope.parent
+        return None
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a chain of attributes on a name, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def resolve(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | None:
+    """The fully qualified name an expression refers to, or None when unknown.
+
+    `T.load` with `import torch as T` gives `torch.load`; a local definition
+    shadowing an import gives None; a plain alias `DL = torch.utils.data.DataLoader`
+    is followed.
+    """
+    if isinstance(node, cst.Attribute):
+        base = resolve(node.value, scope, depth)
+        return None if base is None else f"{base}.{node.attr.value}"
+    if not isinstance(node, cst.Name):
+        return None
+    found = scope.lookup(node.value)
+    if found is None:
+        return f"builtins.{node.value}" if node.value in BUILTIN_NAMES else None
+    owner, bindings = found
+    targets = {_binding_target(binding, owner, depth) for binding in bindings}
+    return targets.pop() if len(targets) == 1 else None
+
+
+def _binding_target(binding: Binding, scope: Scope, depth: int) -> str | None:
+    if binding.import_target is not None:
+        return binding.import_target
+    if binding.value is not None and depth < _MAX_ALIAS_DEPTH:
+        if isinstance(binding.value, (cst.Name, cst.Attribute)):
+            return resolve(binding.value, scope, depth + 1)
+    return None
+
+
+def collect_function_bindings(scope: Scope, node: cst.FunctionDef | cst.Lambda) -> None:
+    params = node.params
+    for param in (
+        *params.posonly_params,
+        *params.params,
+        *params.kwonly_params,
+        *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)),
+    ):
+        scope.bind(param.name.value, Binding(node=param))
+    if isinstance(node, cst.FunctionDef):
+        collect_bindings(scope, _block_statements(node.body))
+
+
+def collect_comprehension_bindings(scope: Scope, node: cst.BaseComp) -> None:
+    comp_for: cst.CompFor | None = node.for_in
+    while comp_for is not None:
+        _bind_target(scope, comp_for.target, None)
+        comp_for = comp_for.inner_for_in
+
+
+def collect_bindings(scope: Scope, statements: Iterable[cst.CSTNode]) -> None:
+    """Record every name the statements bind, without entering nested scopes."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                _collect_small(scope, small)
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            scope.bind(statement.name.value, Binding(node=statement))
+        else:
+            _collect_compound(scope, statement)
+
+
+def _collect_small(scope: Scope, small: cst.BaseSmallStatement) -> None:
+    if isinstance(small, cst.Import):
+        for alias in small.names:
+            full = dotted_name(alias.name) or ""
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                scope.bind(alias.asname.name.value, Binding(import_target=full, node=small))
+            else:
+                first = full.split(".")[0]
+                scope.bind(first, Binding(import_target=first, node=small))
+    elif isinstance(small, cst.ImportFrom):
+        if isinstance(small.names, cst.ImportStar):
+            return
+        module = dotted_name(small.module) if small.module is not None else ""
+        prefix = "." * len(small.relative) + (module or "")
+        for alias in small.names:
+            name = dotted_name(alias.name) or ""
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            scope.bind(local, Binding(import_target=f"{prefix}.{name}", node=small))
+    elif isinstance(small, cst.Assign):
+        value = small.value if len(small.targets) == 1 else None
+        for target in small.targets:
+            _bind_target(scope, target.target, value)
+    elif isinstance(small, cst.AnnAssign):
+        _bind_target(scope, small.target, small.value)
+    elif isinstance(small, cst.AugAssign):
+        _bind_target(scope, small.target, None)
+    elif isinstance(small, (cst.Global, cst.Nonlocal)):
+        if isinstance(small, cst.Global):
+            scope.globals.update(item.name.value for item in small.names)
+
+
+def _collect_compound(scope: Scope, statement: cst.CSTNode) -> None:
+    if isinstance(statement, (cst.For, cst.While, cst.If)):
+        if isinstance(statement, cst.For):
+            _bind_target(scope, statement.target, None)
+        collect_bindings(scope, _block_statements(statement.body))
+        if statement.orelse is not None:
+            orelse = statement.orelse
+            if isinstance(orelse, cst.If):
+                _collect_compound(scope, orelse)
+            else:
+                collect_bindings(scope, _block_statements(orelse.body))
+    elif isinstance(statement, cst.With):
+        for item in statement.items:
+            if item.asname is not None:
+                _bind_target(scope, item.asname.name, None)
+        collect_bindings(scope, _block_statements(statement.body))
+    elif isinstance(statement, (cst.Try, cst.TryStar)):
+        collect_bindings(scope, _block_statements(statement.body))
+        for handler in statement.handlers:
+            if handler.name is not None:
+                _bind_target(scope, handler.name.name, None)
+            collect_bindings(scope, _block_statements(handler.body))
+        for extra in (statement.orelse, statement.finalbody):
+            if extra is not None:
+                collect_bindings(scope, _block_statements(extra.body))
+    elif isinstance(statement, cst.Match):
+        for case in statement.cases:
+            collect_bindings(scope, _block_statements(case.body))
+
+
+def _bind_target(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+    if isinstance(target, cst.Name):
+        scope.bind(target.value, Binding(value=value, node=target))
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _bind_target(scope, element.value, None)
+    elif isinstance(target, cst.StarredElement):
+        _bind_target(scope, target.value, None)
+
+
+def _block_statements(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+    if isinstance(body, cst.IndentedBlock):
+        return body.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=body.body)] if body.body else []
+    return []

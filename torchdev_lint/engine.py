@@ -1,0 +1,301 @@
+"""Parse a file once and run every selected rule in one traversal.
+
+The engine knows no rule by name: it dispatches `visit_<Node>`/`leave_<Node>`
+methods, keeps the scope stack that name resolution needs, and turns what
+rules report into diagnostics. Positions are computed only for files that
+have findings, since LibCST's position metadata costs a second pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchdev_lint.analysis.scopes import (
+    Scope,
+    collect_bindings,
+    collect_comprehension_bindings,
+    collect_function_bindings,
+    dotted_name,
+    resolve,
+)
+from torchdev_lint.config import Settings
+from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo, SourceError
+from torchdev_lint.rule import Fix, Rule
+
+Handler = Callable[[cst.CSTNode], object]
+
+NOQA = re.compile(
+    r"#\s*noqa(?::[\s]?(?P<codes>[A-Z][0-9A-Z]*(?:[,\s]+[A-Z][0-9A-Z]*)*))?", re.IGNORECASE
+)
+
+
+@dataclass
+class Finding:
+    """A rule's report before positions are known."""
+
+    rule: type[Rule]
+    node: cst.CSTNode
+    message: str
+    fix: Fix | None
+
+
+@dataclass
+class FileResult:
+    """Everything one check of one file produced."""
+
+    path: str
+    module: cst.Module | None
+    findings: list[Finding] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def reported(self) -> list[Diagnostic]:
+        """Diagnostics that no `# noqa` suppresses."""
+        return [d for d in self.diagnostics if not d.suppressed]
+
+
+class FileContext:
+    """What rules see of the file being checked: names, scopes, ancestors, reporting."""
+
+    def __init__(self, path: str, module: cst.Module, settings: Settings) -> None:
+        self.path = path
+        self.module = module
+        self.settings = settings
+        self.ancestors: list[cst.CSTNode] = []
+        self.scope: Scope = Scope(module, "module", None)
+        self.findings: list[Finding] = []
+
+    def qualname(self, node: cst.BaseExpression) -> str | None:
+        """Fully qualified name of `node` as seen from the current scope."""
+        return resolve(node, self.scope)
+
+    def parent(self, depth: int = 1) -> cst.CSTNode | None:
+        """The ancestor `depth` levels above the node being visited."""
+        index = len(self.ancestors) - 1 - depth
+        return self.ancestors[index] if index >= 0 else None
+
+    def report(self, rule: Rule, node: cst.CSTNode, message: str, fix: Fix | None) -> None:
+        self.findings.append(Finding(type(rule), node, message, fix))
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    # Scope bookkeeping, driven by the dispatcher before rules see a node.
+    def enter(self, node: cst.CSTNode) -> None:
+        self.ancestors.append(node)
+        kind = type(node)
+        if kind is cst.Call:
+            self._record_call(node)  # type: ignore[arg-type]
+        elif kind is cst.FunctionDef or kind is cst.Lambda:
+            self.scope = Scope(node, "function" if kind is cst.FunctionDef else "lambda", self.scope)
+            collect_function_bindings(self.scope, node)  # type: ignore[arg-type]
+        elif kind is cst.ClassDef:
+            self.scope = Scope(node, "class", self.scope)
+            collect_bindings(self.scope, node.body.body)  # type: ignore[attr-defined]
+        elif kind in _COMPREHENSIONS:
+            self.scope = Scope(node, "comprehension", self.scope)
+            collect_comprehension_bindings(self.scope, node)  # type: ignore[arg-type]
+        elif kind is cst.Module:
+            collect_bindings(self.scope, node.body)  # type: ignore[attr-defined]
+
+    def leave(self, node: cst.CSTNode) -> None:
+        self.ancestors.pop()
+        if node is self.scope.node and self.scope.parent is not None:
+            self.scope = self.scope.parent
+
+    def _record_call(self, node: cst.Call) -> None:
+        func = node.func
+        owner = self.scope.owner
+        if isinstance(func, cst.Attribute):
+            key = dotted_name(func.value)
+            if key is not None:
+                owner.method_calls[key].append((func.attr.value, node))
+        elif isinstance(func, cst.Name):
+            owner.calls[func.value].append(node)
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+class _Dispatcher(cst.CSTVisitor):
+    """Calls every rule's handlers for a node; one traversal serves them all."""
+
+    def __init__(self, ctx: FileContext, rules: Sequence[Rule]) -> None:
+        self.ctx = ctx
+        self.visits: dict[type, list[Handler]] = defaultdict(list)
+        self.leaves: dict[type, list[Handler]] = defaultdict(list)
+        for rule in rules:
+            for attr in dir(type(rule)):
+                prefix, _, node_name = attr.partition("_")
+                table = {"visit": self.visits, "leave": self.leaves}.get(prefix)
+                if table is not None and node_name and hasattr(cst, node_name):
+                    table[getattr(cst, node_name)].append(getattr(rule, attr))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.ctx.enter(node)
+        for handler in self.visits.get(type(node), ()):
+            handler(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        for handler in self.leaves.get(type(original_node), ()):
+            handler(original_node)
+        self.ctx.leave(original_node)
+
+    # LibCST looks up `visit_<Node>_<field>` for every field of every node;
+    # nothing here uses that, and skipping it saves a large share of the walk.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+
+def parse(path: str, source: bytes | str) -> cst.Module:
+    """Parse with LibCST, turning every failure into a one-line SourceError."""
+    if ("\x00" if isinstance(source, str) else b"\x00") in source:
+        raise SourceError(path, "source contains a NUL byte")
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else "invalid syntax"
+        raise SourceError(
+            path, f"syntax error at line {error.raw_line}, column {error.raw_column + 1}: {first}"
+        ) from None
+    except (UnicodeDecodeError, LookupError, SyntaxError) as error:
+        raise SourceError(path, f"cannot decode: {error}") from None
+    except RecursionError:
+        raise SourceError(path, "too deeply nested for the parser") from None
+
+
+def could_match(source: bytes | str, rules: Sequence[type[Rule]]) -> bool:
+    """Cheap text filter: can any selected rule fire in this file at all?"""
+    if isinstance(source, str):
+        return any(trigger in source for rule in rules for trigger in rule.triggers)
+    return any(trigger.encode() in source for rule in rules for trigger in rule.triggers)
+
+
+def check_source(
+    path: str,
+    source: bytes | str,
+    rules: Sequence[type[Rule]],
+    settings: Settings | None = None,
+    *,
+    skip_filter: bool = True,
+) -> FileResult:
+    """Check one file's bytes; raises SourceError when it cannot be parsed."""
+    if skip_filter and not could_match(source, rules):
+        return FileResult(path, None)
+    module = parse(path, source)
+    return check_module(path, module, rules, settings or Settings())
+
+
+def check_module(
+    path: str, module: cst.Module, rules: Sequence[type[Rule]], settings: Settings
+) -> FileResult:
+    ctx = FileContext(path, module, settings)
+    instances = [rule(ctx) for rule in rules]
+    try:
+        module.visit(_Dispatcher(ctx, instances))
+    except RecursionError:
+        raise SourceError(path, "too deeply nested to analyse") from None
+    result = FileResult(path, module, ctx.findings)
+    if ctx.findings:
+        _locate(result)
+    return result
+
+
+def _locate(result: FileResult) -> None:
+    """Give each finding its position, fix edits and noqa status."""
+    assert result.module is not None
+    module = result.module
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    lines = module.code.splitlines()
+    unique: dict[tuple[str, int, int], Finding] = {}
+    for finding in result.findings:
+        start = positions[finding.node].start
+        unique.setdefault((finding.rule.code, start.line, start.column), finding)
+    result.findings = sorted(
+        unique.values(), key=lambda f: (positions[f.node].start.line, positions[f.node].start.column, f.rule.code)
+    )
+    for finding in result.findings:
+        span = positions[finding.node]
+        fix_info = None
+        if finding.fix is not None:
+            fix_info = FixInfo(finding.fix.safety, finding.fix.message, fix_edits(module, [finding.fix]))
+        line_text = lines[span.start.line - 1] if span.start.line <= len(lines) else ""
+        result.diagnostics.append(
+            Diagnostic(
+                path=result.path,
+                line=span.start.line,
+                column=span.start.column + 1,
+                end_line=span.end.line,
+                end_column=span.end.column + 1,
+                code=finding.rule.code,
+                name=finding.rule.name,
+                message=finding.message,
+                fix=fix_info,
+                suppressed=is_suppressed(line_text, finding.rule.code),
+            )
+        )
+
+
+def is_suppressed(line: str, code: str) -> bool:
+    """flake8's `# noqa` semantics: bare suppresses all, codes match by prefix."""
+    match = NOQA.search(line)
+    if match is None:
+        return False
+    codes = match.group("codes")
+    if not codes:
+        return True
+    return any(code.startswith(c.upper()) for c in re.split(r"[,\s]+", codes) if c)
+
+
+class _Replacer(cst.CSTTransformer):
+    def __init__(self, fixes: Sequence[Fix]) -> None:
+        self.replacements = {id(old): new for fix in fixes for old, new in fix.replacements.items()}
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+        return self.replacements.get(id(original_node), updated_node)
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+
+def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
+    """Apply non-overlapping fixes in one transform."""
+    return module.visit(_Replacer(fixes))
+
+
+def fix_edits(module: cst.Module, fixes: Sequence[Fix]) -> tuple[Edit, ...]:
+    """The text edit a fix makes, found by diffing the code before and after it."""
+    before = module.code
+    after = apply_fixes(module, fixes).code
+    start = 0
+    limit = min(len(before), len(after))
+    while start < limit and before[start] == after[start]:
+        start += 1
+    end_before, end_after = len(before), len(after)
+    while end_before > start and end_after > start and before[end_before - 1] == after[end_after - 1]:
+        end_before -= 1
+        end_after -= 1
+    if start == end_before and start == end_after:
+        return ()
+    line, column = _line_column(before, start)
+    end_line, end_column = _line_column(before, end_before)
+    return (Edit(line, column, end_line, end_column, after[start:end_after]),)
+
+
+def _line_column(text: str, offset: int) -> tuple[int, int]:
+    line = text.count("\n", 0, offset) + 1
+    line_start = text.rfind("\n", 0, offset) + 1
+    return line, offset - line_start + 1

@@ -1,0 +1,117 @@
+"""Finding source files, reading them, and writing fixed files atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import stat
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from torchdev_lint.diagnostics import SourceError
+
+SKIPPED_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
+        ".mypy_cache", ".ruff_cache", ".pytest_cache", ".torchdev_lint_cache", "node_modules",
+        ".eggs", "site-packages",
+    }
+)
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+def is_excluded(path: str, patterns: Sequence[str]) -> bool:
+    """True when the path, or any of its parts, matches an exclude glob."""
+    if not patterns:
+        return False
+    normalized = path.replace(os.sep, "/").removeprefix("./")
+    candidates = [normalized, *normalized.split("/")]
+    return any(fnmatch.fnmatch(c, p) for p in patterns for c in candidates)
+
+
+def _is_virtualenv(directory: str) -> bool:
+    return os.path.exists(os.path.join(directory, "pyvenv.cfg"))
+
+
+def discover(paths: Iterable[str], exclude: Sequence[str] = ()) -> tuple[list[str], list[SourceError]]:
+    """Python files under `paths`, sorted, and an error for each path that is missing.
+
+    Files named explicitly are checked whatever their suffix (as flake8 does);
+    directories are searched for `.py`/`.pyi` files without following symlinks,
+    so a symlink loop cannot trap the walk.
+    """
+    found: list[str] = []
+    errors: list[SourceError] = []
+    for raw in paths:
+        path = os.path.normpath(raw) if raw not in (".", "") else "."
+        if os.path.isdir(path):
+            found.extend(_walk(path, exclude))
+        elif os.path.exists(path) or os.path.islink(path):
+            if not is_excluded(path, exclude):
+                found.append(path)
+        else:
+            errors.append(SourceError(raw, "no such file or directory"))
+    return sorted(dict.fromkeys(found)), errors
+
+
+def _walk(root: str, exclude: Sequence[str]) -> Iterable[str]:
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(
+            d
+            for d in subdirs
+            if d not in SKIPPED_DIRS
+            and not d.endswith(".egg-info")
+            and not is_excluded(os.path.join(directory, d), exclude)
+            and not _is_virtualenv(os.path.join(directory, d))
+        )
+        for name in files:
+            path = os.path.join(directory, name)
+            if name.endswith(PYTHON_SUFFIXES) and not is_excluded(path, exclude):
+                yield path
+
+
+def read_source(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise SourceError(path, "file vanished before it could be read") from None
+    except IsADirectoryError:
+        raise SourceError(path, "is a directory") from None
+    except OSError as error:
+        raise SourceError(path, f"cannot read: {error.strerror or error}") from None
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Replace the file's content in one step, keeping its permissions.
+
+    The new content goes to a temporary file in the same directory, which is
+    flushed to disk and renamed over the original: a reader (or a crash) sees
+    the old file or the new one, never a mix. A read-only file is refused.
+    """
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise SourceError(path, f"cannot write: {error.strerror or error}") from None
+    if not info.st_mode & stat.S_IWUSR:
+        raise SourceError(path, "file is read-only; fixes not written")
+    directory = os.path.dirname(os.path.abspath(path))
+    name = os.path.basename(path)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tdl-tmp", dir=directory)
+    except OSError as error:
+        raise SourceError(path, f"cannot write: {error.strerror or error}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, stat.S_IMODE(info.st_mode))
+        os.replace(temp, path)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        if isinstance(error, OSError):
+            raise SourceError(path, f"cannot write: {error.strerror or error}") from None
+        raise

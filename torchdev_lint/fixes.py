@@ -1,0 +1,65 @@
+"""Applying fixes: choose compatible ones, apply them together, repeat until stable."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torchdev_lint.config import Settings
+from torchdev_lint.engine import FileResult, apply_fixes, check_module, check_source
+from torchdev_lint.rule import Fix, Rule
+
+# Each round applies every fix that does not overlap another; fixes that
+# overlapped are found again on the re-check and applied in the next round.
+MAX_ROUNDS = 10
+
+
+@dataclass
+class FixOutcome:
+    """The fixed source and what happened to the findings."""
+
+    source: bytes
+    applied: int
+    result: FileResult  # the check of the final source: what remains
+
+
+def fix_source(
+    path: str,
+    source: bytes,
+    rules: Sequence[type[Rule]],
+    settings: Settings,
+    *,
+    unsafe: bool = False,
+) -> FixOutcome:
+    """Apply safe (and with `unsafe` also unsafe) fixes until none is left to apply."""
+    result = check_source(path, source, rules, settings)
+    applied = 0
+    for _ in range(MAX_ROUNDS):
+        chosen = _choose(result, unsafe)
+        if not chosen or result.module is None:
+            break
+        module = apply_fixes(result.module, chosen)
+        applied += len(chosen)
+        result = check_module(path, module, rules, settings)
+    module = result.module
+    new_source = source if module is None or applied == 0 else module.bytes
+    return FixOutcome(new_source, applied, result)
+
+
+def _choose(result: FileResult, unsafe: bool) -> list[Fix]:
+    """Fixes to apply together: allowed by safety, not suppressed, spans disjoint."""
+    chosen: list[Fix] = []
+    taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    for finding, diagnostic in zip(result.findings, result.diagnostics):
+        fix = finding.fix
+        if fix is None or diagnostic.suppressed or (fix.safety == "unsafe" and not unsafe):
+            continue
+        if diagnostic.fix is None or not diagnostic.fix.edits:
+            continue
+        edit = diagnostic.fix.edits[0]
+        start, end = (edit.line, edit.column), (edit.end_line, edit.end_column)
+        if any(start < b_end and b_start < end or start == b_start for b_start, b_end in taken):
+            continue
+        taken.append((start, end))
+        chosen.append(fix)
+    return chosen

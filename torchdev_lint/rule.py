@@ -1,0 +1,130 @@
+"""The contract every rule module fulfils, and the registry that finds them.
+
+A rule is one class in one module under `torchdev_lint/rules/`. It carries its
+metadata, its documentation and its own examples; its `visit_<Node>` and
+`leave_<Node>` methods are called by the engine during the single traversal.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, ClassVar
+
+import libcst as cst
+
+from torchdev_lint.diagnostics import FixSafety
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
+
+DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Use instead", "Fix safety")
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A rewrite proposed by a rule: original nodes mapped to their replacements."""
+
+    safety: FixSafety
+    message: str
+    replacements: Mapping[cst.CSTNode, Replacement]
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Example code the rule must flag, at `lines` (1-based, after dedent).
+
+    `fixed` is the text after applying the rule's fix (unsafe fixes included);
+    None means the finding carries no fix and fixing leaves the code unchanged.
+    """
+
+    code: str
+    lines: tuple[int, ...]
+    fixed: str | None = None
+    settings: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        return dedent(self.code)
+
+    @property
+    def fixed_source(self) -> str | None:
+        return None if self.fixed is None else dedent(self.fixed)
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Example code the rule must not flag."""
+
+    code: str
+    settings: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        return dedent(self.code)
+
+
+def dedent(code: str) -> str:
+    """Examples are written indented inside the rule class; strip that."""
+    return textwrap.dedent(code).lstrip("\n")
+
+
+class Rule:
+    """Base of every rule. One instance per rule per file."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    default_enabled: ClassVar[bool] = True
+    fix_safety: ClassVar[FixSafety | None] = None
+    docs: ClassVar[str]
+    # Substrings of which at least one must occur in a file for the rule to
+    # possibly fire there: lets the engine skip parsing files no rule can match.
+    triggers: ClassVar[tuple[str, ...]] = ("torch",)
+    invalid: ClassVar[tuple[Invalid, ...]] = ()
+    valid: ClassVar[tuple[Valid | str, ...]] = ()
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+
+    def report(
+        self, node: cst.CSTNode, message: str | None = None, fix: Fix | None = None
+    ) -> None:
+        self.ctx.report(self, node, message or self.message, fix)
+
+    @classmethod
+    def documentation(cls) -> str:
+        """The rule's page: a title line, then its documentation sections."""
+        status = "on by default" if cls.default_enabled else "opt-in"
+        fix = f"fix: {cls.fix_safety}" if cls.fix_safety else "no fix"
+        header = f"# {cls.code} {cls.name}\n\n{status}; {fix}\n\nMessage: {cls.message}\n\n"
+        return header + dedent(cls.docs).strip() + "\n"
+
+
+@cache
+def all_rules() -> tuple[type[Rule], ...]:
+    """Every rule class in `torchdev_lint.rules`, sorted by code."""
+    import torchdev_lint.rules as package
+
+    found: list[type[Rule]] = []
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        found.extend(
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and issubclass(value, Rule)
+            and value is not Rule
+            and value.__module__ == module.__name__
+        )
+    return tuple(sorted(found, key=lambda rule: rule.code))
+
+
+def rules_by_code() -> dict[str, type[Rule]]:
+    return {rule.code: rule for rule in all_rules()}

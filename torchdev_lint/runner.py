@@ -1,0 +1,80 @@
+"""Checking or fixing one file end to end: read, analyse, fix, write.
+
+Each file is processed independently and the result is plain data, so the
+CLI can run files in any order (or in parallel) and still print
+deterministically.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from torchdev_lint.config import Settings
+from torchdev_lint.diagnostics import Diagnostic, SourceError
+from torchdev_lint.engine import check_source
+from torchdev_lint.files import read_source, write_atomic
+from torchdev_lint.fixes import fix_source
+from torchdev_lint.rule import Rule
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to do with each file."""
+
+    rules: tuple[type[Rule], ...]
+    settings: Settings = Settings()
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+
+
+@dataclass
+class FileReport:
+    """The outcome for one file: remaining findings, fixes, or the error that stopped it."""
+
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    source_lines: dict[int, str] = field(default_factory=dict)
+    fixed: int = 0
+    diff: str = ""
+    error: str | None = None
+
+
+def process_file(path: str, options: Options) -> FileReport:
+    """Check (and with options.fix, fix) one file; never raises for bad input."""
+    report = FileReport(path)
+    try:
+        source = read_source(path)
+        if options.fix or options.diff:
+            outcome = fix_source(path, source, options.rules, options.settings, unsafe=options.unsafe_fixes)
+            result = outcome.result
+            if outcome.source != source:
+                if options.diff:
+                    report.diff = unified_diff(path, source, outcome.source)
+                else:
+                    write_atomic(path, outcome.source)
+                report.fixed = outcome.applied
+        else:
+            result = check_source(path, source, options.rules, options.settings)
+    except SourceError as error:
+        report.error = str(error)
+        return report
+    report.diagnostics = result.reported
+    if result.module is not None and report.diagnostics:
+        lines = result.module.code.splitlines()
+        for diagnostic in report.diagnostics:
+            if diagnostic.line <= len(lines):
+                report.source_lines[diagnostic.line] = lines[diagnostic.line - 1]
+    return report
+
+
+def unified_diff(path: str, before: bytes, after: bytes) -> str:
+    old = before.decode("utf-8", errors="replace").splitlines(keepends=True)
+    new = after.decode("utf-8", errors="replace").splitlines(keepends=True)
+    return "".join(difflib.unified_diff(old, new, fromfile=f"a/{path}", tofile=f"b/{path}"))
+
+
+def process_files(paths: Sequence[str], options: Options) -> list[FileReport]:
+    return [process_file(path, options) for path in paths]
