@@ -27,10 +27,16 @@ def _codes(text: str) -> list[str]:
 def _add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", default=["."], help="files or directories (default: .)")
     parser.add_argument("--select", type=_codes, help="codes, prefixes (TDL2) or ALL to enable")
-    parser.add_argument("--extend-select", type=_codes, default=[], help="codes to enable on top of the selection")
+    parser.add_argument(
+        "--extend-select", type=_codes, default=[], help="codes to enable on top of the selection"
+    )
     parser.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
-    parser.add_argument("--exclude", type=lambda s: [p for p in s.split(",") if p], default=[],
-                        help="comma-separated globs of paths to skip")
+    parser.add_argument(
+        "--exclude",
+        type=lambda s: [p for p in s.split(",") if p],
+        default=[],
+        help="comma-separated globs of paths to skip",
+    )
     parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     parser.add_argument("--fix", action="store_true", help="apply safe fixes")
     parser.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
@@ -38,12 +44,18 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--statistics", action="store_true", help="print the number of findings per code")
     parser.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
-    parser.add_argument("--target-torch-version", type=parse_version, default=None,
-                        help="oldest torch version the code supports (default: 2.6)")
+    parser.add_argument(
+        "--target-torch-version",
+        type=parse_version,
+        default=None,
+        help="oldest torch version the code supports (default: 2.6)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchdev-lint", description="Find and fix PyTorch device anti-patterns.")
+    parser = argparse.ArgumentParser(
+        prog="torchdev-lint", description="Find and fix PyTorch device anti-patterns."
+    )
     parser.add_argument("--version", action="version", version=f"torchdev-lint {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_check_options(commands.add_parser("check", help="check files for device anti-patterns"))
@@ -72,8 +84,11 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
         settings = Settings(target_torch_version=args.target_torch_version)
     paths, errors = discover(args.paths, args.exclude)
     options = Options(
-        rules=tuple(rules), settings=settings, fix=args.fix or fixer_summary,
-        unsafe_fixes=args.unsafe_fixes, diff=args.diff,
+        rules=tuple(rules),
+        settings=settings,
+        fix=args.fix or fixer_summary,
+        unsafe_fixes=args.unsafe_fixes,
+        diff=args.diff,
     )
     reports = process_files(paths, options)
     messages = [str(e) for e in errors] + [r.error for r in reports if r.error]

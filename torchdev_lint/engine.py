@@ -30,9 +30,7 @@ from torchdev_lint.rule import Fix, Rule
 
 Handler = Callable[[cst.CSTNode], object]
 
-NOQA = re.compile(
-    r"#\s*noqa(?::[\s]?(?P<codes>[A-Z][0-9A-Z]*(?:[,\s]+[A-Z][0-9A-Z]*)*))?", re.IGNORECASE
-)
+NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z][0-9A-Z]*(?:[,\s]+[A-Z][0-9A-Z]*)*))?", re.IGNORECASE)
 
 
 @dataclass
@@ -222,7 +220,8 @@ def _locate(result: FileResult) -> None:
         start = positions[finding.node].start
         unique.setdefault((finding.rule.code, start.line, start.column), finding)
     result.findings = sorted(
-        unique.values(), key=lambda f: (positions[f.node].start.line, positions[f.node].start.column, f.rule.code)
+        unique.values(),
+        key=lambda f: (positions[f.node].start.line, positions[f.node].start.column, f.rule.code),
     )
     for finding in result.findings:
         span = positions[finding.node]

@@ -14,9 +14,23 @@ from torchdev_lint.diagnostics import SourceError
 
 SKIPPED_DIRS = frozenset(
     {
-        ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist",
-        ".mypy_cache", ".ruff_cache", ".pytest_cache", ".torchdev_lint_cache", "node_modules",
-        ".eggs", "site-packages",
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        "__pycache__",
+        "build",
+        "dist",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".torchdev_lint_cache",
+        "node_modules",
+        ".eggs",
+        "site-packages",
     }
 )
 PYTHON_SUFFIXES = (".py", ".pyi")

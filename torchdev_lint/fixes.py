@@ -50,7 +50,7 @@ def _choose(result: FileResult, unsafe: bool) -> list[Fix]:
     """Fixes to apply together: allowed by safety, not suppressed, spans disjoint."""
     chosen: list[Fix] = []
     taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
-    for finding, diagnostic in zip(result.findings, result.diagnostics):
+    for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True):
         fix = finding.fix
         if fix is None or diagnostic.suppressed or (fix.safety == "unsafe" and not unsafe):
             continue

@@ -35,4 +35,9 @@ class TorchDevLintPlugin:
         except SourceError:
             return  # flake8 reports syntax errors itself (E999)
         for diagnostic in result.diagnostics:
-            yield diagnostic.line, diagnostic.column - 1, f"{diagnostic.code} {diagnostic.message}", type(self)
+            yield (
+                diagnostic.line,
+                diagnostic.column - 1,
+                f"{diagnostic.code} {diagnostic.message}",
+                type(self),
+            )

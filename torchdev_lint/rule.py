@@ -93,9 +93,7 @@ class Rule:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
 
-    def report(
-        self, node: cst.CSTNode, message: str | None = None, fix: Fix | None = None
-    ) -> None:
+    def report(self, node: cst.CSTNode, message: str | None = None, fix: Fix | None = None) -> None:
         self.ctx.report(self, node, message or self.message, fix)
 
     @classmethod

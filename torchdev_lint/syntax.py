@@ -65,7 +65,9 @@ def with_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Ca
     return call.with_changes(args=args)
 
 
-def method_call(receiver: cst.BaseExpression, method: str, args: list[cst.Arg] | tuple[cst.Arg, ...] = ()) -> cst.Call:
+def method_call(
+    receiver: cst.BaseExpression, method: str, args: list[cst.Arg] | tuple[cst.Arg, ...] = ()
+) -> cst.Call:
     """`receiver.method(args)`, parenthesising the receiver where precedence needs it."""
     if not isinstance(receiver, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not receiver.lpar:
         receiver = receiver.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])

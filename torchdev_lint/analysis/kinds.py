@@ -18,9 +18,21 @@ _NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "Uninitializ
 # Methods only an nn.Module has (optimizers share state_dict/zero_grad, tensors share .to).
 MODULE_ONLY_METHODS = frozenset(
     {
-        "eval", "train", "parameters", "named_parameters", "modules", "named_modules", "children",
-        "named_children", "buffers", "named_buffers", "forward", "register_buffer",
-        "register_forward_hook", "register_forward_pre_hook", "requires_grad_",
+        "eval",
+        "train",
+        "parameters",
+        "named_parameters",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "buffers",
+        "named_buffers",
+        "forward",
+        "register_buffer",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "requires_grad_",
     }
 )
 TENSOR_FACTORIES = frozenset(
@@ -38,7 +50,9 @@ def is_module_class(name: str | None, scope: Scope) -> bool:
     if name.startswith("torch.nn."):
         last = name.rsplit(".", 1)[-1]
         inner = name[len("torch.nn.") :]
-        return last[:1].isupper() and last not in _NN_NON_MODULES and not inner.startswith(("utils.", "init."))
+        return (
+            last[:1].isupper() and last not in _NN_NON_MODULES and not inner.startswith(("utils.", "init."))
+        )
     if name.startswith("torchvision.models."):
         return True
     return name in local_module_classes(scope.module)
@@ -65,9 +79,9 @@ def local_module_classes(module_scope: Scope) -> frozenset[str]:
             for base in node.bases:  # type: ignore[union-attr]
                 qual = resolve(base.value, module_scope)
                 local = dotted_name(base.value)
-                if (qual is not None and qual.startswith("torch.nn.") and is_module_class(qual, module_scope)) or (
-                    local in found
-                ):
+                if (
+                    qual is not None and qual.startswith("torch.nn.") and is_module_class(qual, module_scope)
+                ) or (local in found):
                     found.add(name)
                     changed = True
                     break
@@ -84,7 +98,15 @@ def constructs_module(node: cst.BaseExpression, scope: Scope) -> bool:
             isinstance(func, cst.Name) and func.value in local_module_classes(scope.module)
         ):
             return True
-        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda", "cpu", "eval", "train", "half", "float"):
+        if isinstance(func, cst.Attribute) and func.attr.value in (
+            "to",
+            "cuda",
+            "cpu",
+            "eval",
+            "train",
+            "half",
+            "float",
+        ):
             node = func.value
             continue
         return False
