@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("rules", help="list all rules")
     rule = commands.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code", help="rule code, e.g. TDL101")
+    verify = commands.add_parser("verify", help="run fixtures before and after their fixes and compare")
+    from torchdev_lint.verify.command import configure_parser
+
+    configure_parser(verify)
     return parser
 
 
@@ -138,6 +142,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_check(args)
     if args.command == "rules":
         return run_rules()
+    if args.command == "verify":
+        from torchdev_lint.verify.command import run
+
+        return run(args)
     return run_rule(args.code)
 
 

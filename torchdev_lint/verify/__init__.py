@@ -1,0 +1,1 @@
+"""Runtime verification of fixes; imports torch only when it runs."""
