@@ -11,7 +11,14 @@ import sys
 from collections.abc import Sequence
 
 from torchdev_lint import __version__
-from torchdev_lint.config import ConfigError, Settings, parse_version, select_rules, validate_selectors
+from torchdev_lint.config import (
+    ConfigError,
+    Settings,
+    did_you_mean,
+    parse_version,
+    select_rules,
+    validate_selectors,
+)
 from torchdev_lint.files import discover
 from torchdev_lint.report import FORMATS, render, statistics, summary
 from torchdev_lint.rule import all_rules, rules_by_code
@@ -62,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("rules", help="list all rules")
     rule = commands.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code", help="rule code, e.g. TDL101")
+    rule.add_argument(
+        "--format", choices=("text", "markdown"), default="text", help="output format (both are markdown)"
+    )
     verify = commands.add_parser("verify", help="run fixtures before and after their fixes and compare")
     from torchdev_lint.verify.command import configure_parser
 
@@ -111,7 +121,7 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
         files = sum(1 for r in reports if r.fixed)
         print(f"Fixed {fixed} findings in {files} files; {len(diagnostics)} remain", file=sys.stderr)
     elif args.format == "text" and not args.quiet and not args.diff:
-        prefix = f"Fixed {fixed} findings.\n" if options.fix else ""
+        prefix = f"Fixed {fixed} finding{'' if fixed == 1 else 's'}.\n" if options.fix else ""
         print(prefix + summary(diagnostics), file=sys.stderr)
     if messages:
         return EXIT_ERROR
@@ -128,9 +138,10 @@ def run_rules() -> int:
 
 
 def run_rule(code: str) -> int:
-    rule = rules_by_code().get(code.upper())
+    codes = rules_by_code()
+    rule = codes.get(code.strip().upper())
     if rule is None:
-        _error(f"unknown rule {code!r}; `torchdev-lint rules` lists them")
+        _error(f"unknown rule {code!r}{did_you_mean(code.upper(), codes)}; `torchdev-lint rules` lists them")
         return EXIT_ERROR
     sys.stdout.write(rule.documentation())
     return EXIT_CLEAN

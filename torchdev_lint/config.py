@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,12 @@ def parse_version(text: str) -> tuple[int, int]:
     return major, minor
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A ` (did you mean X?)` hint for a misspelt key or code, or nothing."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _matches(code: str, selector: str) -> bool:
     return selector == "ALL" or code.startswith(selector)
 
@@ -49,7 +56,8 @@ def validate_selectors(selectors: Iterable[str]) -> list[str]:
         if not selector:
             continue
         if not any(_matches(code, selector) for code in codes):
-            raise ConfigError(f"unknown rule selector {raw!r}: no rule code starts with it")
+            hint = did_you_mean(selector, codes)
+            raise ConfigError(f"unknown rule selector {raw!r}: no rule code starts with it{hint}")
         result.append(selector)
     return result
 

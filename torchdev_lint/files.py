@@ -83,7 +83,7 @@ def _walk(root: str, exclude: Sequence[str]) -> Iterable[str]:
         for name in files:
             path = os.path.join(directory, name)
             if name.endswith(PYTHON_SUFFIXES) and not is_excluded(path, exclude):
-                yield path
+                yield path.removeprefix("./")
 
 
 def read_source(path: str) -> bytes:

@@ -1,25 +1,44 @@
 """flake8 entry point (prefix TDL): flake8's protocol around the same engine.
 
-flake8 handles selection and `# noqa` itself; opt-in rules are added to its
-default ignore list so they stay off unless selected, as with the CLI.
+flake8 handles `# noqa` and the final select/ignore decision itself. Opt-in
+rules are added to its default ignore list so they stay off under the default
+selection, and the plugin runs only the rules that `torchdev-lint check`
+would run for the same `--select`/`--extend-select`: a prefix such as
+`--select TDL` enables the default rules, an opt-in rule needs its full code.
+That keeps `flake8 --select TDL` and `torchdev-lint check --select TDL`
+reporting the same findings.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 from torchdev_lint import __version__
-from torchdev_lint.config import Settings
+from torchdev_lint.config import ConfigError, Settings, parse_version, select_rules
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import check_source
-from torchdev_lint.rule import all_rules
+from torchdev_lint.rule import Rule, all_rules
+
+PREFIX = "TDL"
+
+
+def _ours(selectors: Sequence[str] | None) -> list[str] | None:
+    """The flake8 selectors that can match a TDL code (`T`, `TDL`, `TDL2`, `TDL201`)."""
+    if selectors is None:
+        return None
+    chosen = [s.strip().upper() for s in selectors]
+    return [s for s in chosen if s and (PREFIX.startswith(s) or s.startswith(PREFIX))]
 
 
 class TorchDevLintPlugin:
     name = "torchdev-lint"
     version = __version__
+
+    rules: ClassVar[tuple[type[Rule], ...] | None] = None
+    settings: ClassVar[Settings] = Settings()
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
         self.filename = filename
@@ -27,11 +46,29 @@ class TorchDevLintPlugin:
 
     @classmethod
     def add_options(cls, option_manager: Any) -> None:
+        option_manager.add_option(
+            "--torchdev-target-torch-version",
+            default=None,
+            parse_from_config=True,
+            help="oldest torch version the checked code supports, e.g. 2.4 (default: 2.6)",
+        )
         option_manager.extend_default_ignore([r.code for r in all_rules() if not r.default_enabled])
 
-    def run(self) -> Iterator[tuple[int, int, str, type]]:
+    @classmethod
+    def parse_options(cls, options: argparse.Namespace) -> None:
+        version = getattr(options, "torchdev_target_torch_version", None)
         try:
-            result = check_source(self.filename, "".join(self.lines), all_rules(), Settings())
+            cls.settings = Settings(target_torch_version=parse_version(version)) if version else Settings()
+        except ConfigError as error:
+            raise SystemExit(f"flake8: torchdev-target-torch-version: {error}") from None
+        select = _ours(getattr(options, "select", None))
+        extend = _ours(getattr(options, "extend_select", None)) or []
+        cls.rules = tuple(select_rules(select, (), extend))
+
+    def run(self) -> Iterator[tuple[int, int, str, type]]:
+        rules = self.rules if self.rules is not None else select_rules()
+        try:
+            result = check_source(self.filename, "".join(self.lines), rules, self.settings)
         except SourceError:
             return  # flake8 reports syntax errors itself (E999)
         for diagnostic in result.diagnostics:

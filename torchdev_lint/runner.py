@@ -54,8 +54,14 @@ def process_file(path: str, options: Options) -> FileReport:
                 if options.diff:
                     report.diff = unified_diff(path, source, outcome.source)
                 else:
-                    write_atomic(path, outcome.source)
-                report.fixed = outcome.applied
+                    try:
+                        write_atomic(path, outcome.source)
+                    except SourceError as error:
+                        # Nothing was written: what the file holds is still to report.
+                        report.error = str(error)
+                        result = check_source(path, source, options.rules, options.settings)
+                if report.error is None:
+                    report.fixed = outcome.applied
         else:
             result = check_source(path, source, options.rules, options.settings)
     except SourceError as error:
