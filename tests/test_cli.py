@@ -265,9 +265,9 @@ def test_rule_prints_documentation(capsys: pytest.CaptureFixture[str], fmt: tupl
 
 
 def test_unknown_rule(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "rule", "TDL10")
+    code, out, err = run(capsys, "rule", "TDL1O1")
     assert code == 2 and out == ""
-    assert "TDL10" in err and "TDL101" in err  # did you mean
+    assert "TDL1O1" in err and "did you mean 'TDL101'" in err
 
 
 def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
