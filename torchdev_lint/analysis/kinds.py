@@ -1,21 +1,26 @@
-"""Is a value a module, a tensor, a data loader? Evidence gathered per scope.
+"""Is a value a module, a tensor, a loaded checkpoint? Evidence gathered per scope.
 
 Rules ask here instead of guessing from names themselves. Evidence is
 positive only: when the code shows nothing either way the answer is
-"unknown" and rules stay silent.
+"unknown" and rules stay silent. Uses recorded during the traversal
+(`Scope.method_calls`, `Scope.calls`) are complete only once the scope has
+been traversed, so rules that rely on them decide when leaving the scope.
 """
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
+from collections.abc import Collection, Iterator
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.scopes import Binding, Scope, dotted_name, resolve
 
 # Capitalised names under torch.nn that are not modules.
 _NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"})
-# Methods only an nn.Module has (optimizers share state_dict/zero_grad, tensors share .to).
+# Methods only an nn.Module has: optimizers share state_dict/load_state_dict/zero_grad,
+# tensors share .to/.cuda/.half/.requires_grad_/.share_memory_.
 MODULE_ONLY_METHODS = frozenset(
     {
         "eval",
@@ -30,17 +35,53 @@ MODULE_ONLY_METHODS = frozenset(
         "named_buffers",
         "forward",
         "register_buffer",
+        "register_parameter",
+        "register_module",
+        "add_module",
+        "get_submodule",
+        "get_parameter",
         "register_forward_hook",
         "register_forward_pre_hook",
-        "requires_grad_",
+        "register_full_backward_hook",
     }
 )
+# Methods that a tensor or a dict has and a module does not: negative evidence.
+_NON_MODULE_METHODS = frozenset(
+    """item numpy tolist size dim numel view reshape unsqueeze squeeze permute transpose
+    contiguous detach clone backward keys items values get update pop setdefault""".split()
+)
+# Methods that return their receiver's kind (a module stays a module, a tensor a tensor).
+MOVE_METHODS = frozenset({"to", "cuda", "cpu"})
+_SAME_KIND_METHODS = MOVE_METHODS | {"half", "float", "double", "bfloat16", "eval", "train"}
 TENSOR_FACTORIES = frozenset(
     """zeros ones empty full rand randn randint randperm arange linspace logspace eye tensor
     as_tensor zeros_like ones_like empty_like full_like rand_like randn_like randint_like
     from_numpy stack cat""".split()
 )
-_MODULE_NAME = re.compile(r"^(model|net|network|module)$|_(model|net)$|^(model|net)_", re.IGNORECASE)
+# `model`, `net`, `module`, `model2`, `netG`, `teacher_model`, `base_net`, `model_without_ddp`.
+_MODULE_NAME = re.compile(
+    r"^(model|net|network|module)(\d*|[A-Z])$"
+    r"|^[a-z0-9]+_(model|net|network)\d*$"
+    r"|^(model|net)_(to_save|without_ddp|ema|copy|cpu|gpu|wrapped|unwrapped)$"
+)
+_NON_MODULE_LITERALS = (
+    cst.Dict,
+    cst.DictComp,
+    cst.List,
+    cst.ListComp,
+    cst.Tuple,
+    cst.Set,
+    cst.SetComp,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+)
+_NON_MODULE_BUILTINS = frozenset(
+    f"builtins.{name}" for name in ("dict", "list", "tuple", "set", "str", "int", "float", "bool", "len")
+)
 
 
 def is_module_class(name: str | None, scope: Scope) -> bool:
@@ -54,7 +95,9 @@ def is_module_class(name: str | None, scope: Scope) -> bool:
             last[:1].isupper() and last not in _NN_NON_MODULES and not inner.startswith(("utils.", "init."))
         )
     if name.startswith("torchvision.models."):
-        return True
+        # Factories (`resnet18`) and classes (`ResNet`); not `*_Weights` enums or `get_weight`.
+        last = name.rsplit(".", 1)[-1]
+        return not last.endswith("_Weights") and not last.startswith(("get_", "list_"))
     return name in local_module_classes(scope.module)
 
 
@@ -98,15 +141,7 @@ def constructs_module(node: cst.BaseExpression, scope: Scope) -> bool:
             isinstance(func, cst.Name) and func.value in local_module_classes(scope.module)
         ):
             return True
-        if isinstance(func, cst.Attribute) and func.attr.value in (
-            "to",
-            "cuda",
-            "cpu",
-            "eval",
-            "train",
-            "half",
-            "float",
-        ):
+        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_KIND_METHODS:
             node = func.value
             continue
         return False
@@ -118,26 +153,271 @@ def used_as_module(key: str, scope: Scope) -> bool:
     return any(method in MODULE_ONLY_METHODS for method, _ in scope.owner.method_calls.get(key, ()))
 
 
-def is_module(node: cst.BaseExpression, scope: Scope) -> bool:
-    """Positive evidence that the expression is an nn.Module instance."""
+def is_called(key: str, scope: Scope) -> bool:
+    """Is `key` itself called (`model(x)`, `self.model(x)`) in this scope?"""
+    owner = scope.owner
+    base, _, attr = key.rpartition(".")
+    if not base:
+        return bool(owner.calls.get(key))
+    return any(method == attr for method, _ in owner.method_calls.get(base, ()))
+
+
+def statement_calls(scope: Scope) -> dict[str, list[tuple[str, cst.Call]]]:
+    """Method calls used as whole statements (`model.to(d)`), by dotted receiver.
+
+    The owner scope's statements are walked once (not its expressions, not
+    nested functions or classes) and the answer cached on the scope.
+    """
+    owner = scope.owner
+    cached = getattr(owner, "_statement_calls", None)
+    if cached is not None:
+        return cached
+    found: dict[str, list[tuple[str, cst.Call]]] = defaultdict(list)
+    for small in _small_statements(_scope_body(owner.node)):
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            func = small.value.func
+            if isinstance(func, cst.Attribute):
+                key = dotted_name(func.value)
+                if key is not None:
+                    found[key].append((func.attr.value, small.value))
+    owner._statement_calls = found  # type: ignore[attr-defined]
+    return found
+
+
+def moved_in_place(key: str, scope: Scope) -> bool:
+    """`key.to(d)` or `key.cuda()` as a statement: only a module moves in place.
+
+    Not evidence for rules that look for discarded tensor moves (TDL306): to
+    them this is the bug itself.
+    """
+    return any(method in MOVE_METHODS for method, _ in statement_calls(scope).get(key, ()))
+
+
+def is_module(node: cst.BaseExpression, scope: Scope, *, in_place_moves: bool = False) -> bool:
+    """Positive evidence that the expression is an nn.Module instance.
+
+    Evidence: it constructs one; a module-only method is called on it in the
+    scope; every binding of the name constructs one (or annotates it as one);
+    for `self.attr`, every assignment to it in the class constructs one; with
+    `in_place_moves`, it is moved by a bare `key.to(d)` statement. Uses in the
+    scope are complete only once the scope has been traversed.
+    """
     if constructs_module(node, scope):
         return True
     key = dotted_name(node)
     if key is None:
         return False
-    if used_as_module(key, scope):
+    if used_as_module(key, scope) or (in_place_moves and moved_in_place(key, scope)):
         return True
     if isinstance(node, cst.Name):
         found = scope.lookup(node.value)
         if found is not None:
             owner, bindings = found
-            values = [b.value for b in bindings]
-            return bool(values) and all(v is not None and constructs_module(v, owner) for v in values)
-    return False
+            return bool(bindings) and all(_binding_is_module(b, owner) for b in bindings)
+    values = self_attribute_values(key, scope)
+    return bool(values) and all(constructs_module(v, _class_scope(scope) or scope) for v in values)
+
+
+def probably_module(node: cst.BaseExpression, scope: Scope) -> bool:
+    """Module evidence strong enough for the save/load rules, vetoed by any contrary sign.
+
+    `is_module` (in-place moves included), or a model-like name (`model`,
+    `self.net`); but never a value that any binding shows to be a dict,
+    tensor, literal, `state_dict()` or `torch.load` result, nor one on which
+    tensor or dict methods are called.
+    """
+    if constructs_module(node, scope):
+        return True
+    if not (is_module(node, scope, in_place_moves=True) or _named_like_module(node, scope)):
+        return False
+    return not contradicts_module(node, scope)
+
+
+def _named_like_module(node: cst.BaseExpression, scope: Scope) -> bool:
+    """A model-like plain name, `self.<model-like>` in a method, or a DDP's `<...>.module`.
+
+    Other attributes (`args.model`, `cfg.net`) are often paths or configs.
+    """
+    if not looks_like_module_name(node):
+        return False
+    if isinstance(node, cst.Name):
+        return True
+    if not isinstance(node, cst.Attribute):
+        return False
+    if node.attr.value == "module":
+        return _named_like_module(node.value, scope)
+    base = node.value
+    return (
+        isinstance(base, cst.Name)
+        and _class_scope(scope) is not None
+        and base.value == _self_name(scope.owner.node)
+    )
+
+
+def contradicts_module(node: cst.BaseExpression, scope: Scope) -> bool:
+    """Does anything in the scope show that `node` (a name or `a.b`) is not a module?"""
+    key = dotted_name(node)
+    if key is None:
+        return True
+    if any(method in _NON_MODULE_METHODS for method, _ in scope.owner.method_calls.get(key, ())):
+        return True
+    if isinstance(node, cst.Name):
+        found = scope.lookup(node.value)
+        if found is None:
+            return False
+        owner, bindings = found
+        return any(_binding_is_not_module(b, owner) for b in bindings)
+    values = self_attribute_values(key, scope)
+    class_scope = _class_scope(scope) or scope
+    return any(_value_is_not_module(v, class_scope) for v in values)
+
+
+def _binding_is_module(binding: Binding, scope: Scope) -> bool:
+    if isinstance(binding.node, cst.Param):
+        annotation = binding.node.annotation
+        return annotation is not None and _annotation_is_module(annotation.annotation, scope)
+    return binding.value is not None and constructs_module(binding.value, scope)
+
+
+def _binding_is_not_module(binding: Binding, scope: Scope) -> bool:
+    if binding.import_target is not None or isinstance(binding.node, (cst.FunctionDef, cst.ClassDef)):
+        return True
+    if isinstance(binding.node, cst.Param):
+        annotation = binding.node.annotation
+        return annotation is not None and not _annotation_is_module(annotation.annotation, scope)
+    return binding.value is not None and _value_is_not_module(binding.value, scope)
+
+
+def _annotation_is_module(annotation: cst.BaseExpression, scope: Scope) -> bool:
+    name = resolve(annotation, scope)
+    if name is None and isinstance(annotation, cst.SimpleString):
+        text = annotation.evaluated_value
+        return isinstance(text, str) and text.rsplit(".", 1)[-1] == "Module"
+    return (
+        name == "torch.nn.Module" or name == "torch.nn.modules.module.Module" or is_module_class(name, scope)
+    )
+
+
+def _value_is_not_module(value: cst.BaseExpression, scope: Scope) -> bool:
+    """A dict/list/str/number literal, a tensor factory, `x.state_dict()`, `torch.load(...)`."""
+    while True:
+        if isinstance(value, _NON_MODULE_LITERALS) or isinstance(
+            value, (cst.BinaryOperation, cst.Comparison)
+        ):
+            return True
+        if not isinstance(value, cst.Call):
+            return False
+        func = value.func
+        name = resolve(func, scope)
+        if name in _NON_MODULE_BUILTINS or name == "torch.load" or is_tensor_factory_call(value, scope):
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_KIND_METHODS:
+            value = func.value
+            continue
+        return False
+
+
+def self_attribute_values(key: str, scope: Scope) -> list[cst.BaseExpression]:
+    """Values assigned to `self.attr` anywhere in the enclosing class's methods."""
+    base, _, attr = key.partition(".")
+    if not attr or "." in attr:
+        return []
+    class_scope = _class_scope(scope)
+    if class_scope is None or _self_name(scope.owner.node) != base:
+        return []
+    cached = getattr(class_scope, "_self_attributes", None)
+    if cached is None:
+        cached = _collect_self_attributes(class_scope.node)  # type: ignore[arg-type]
+        class_scope._self_attributes = cached  # type: ignore[attr-defined]
+    return cached.get(attr, [])
+
+
+def _class_scope(scope: Scope) -> Scope | None:
+    owner = scope.owner
+    if owner.kind == "function" and owner.parent is not None and owner.parent.kind == "class":
+        return owner.parent
+    return None
+
+
+def _self_name(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.FunctionDef) and node.params.params:
+        return node.params.params[0].name.value
+    return None
+
+
+def _collect_self_attributes(class_node: cst.ClassDef) -> dict[str, list[cst.BaseExpression]]:
+    found: dict[str, list[cst.BaseExpression]] = defaultdict(list)
+    for method in class_node.body.body:
+        self_name = _self_name(method)
+        if self_name is None:
+            continue
+        for small in _small_statements(_scope_body(method)):
+            if isinstance(small, cst.Assign):
+                targets = [t.target for t in small.targets]
+                value = small.value
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                targets, value = [small.target], small.value
+            else:
+                continue
+            for target in targets:
+                if (
+                    isinstance(target, cst.Attribute)
+                    and isinstance(target.value, cst.Name)
+                    and target.value.value == self_name
+                ):
+                    # `self.model = None` declares the attribute; it says nothing of its kind.
+                    if not (isinstance(value, cst.Name) and value.value == "None"):
+                        found[target.attr.value].append(value)
+    return found
+
+
+def _scope_body(node: cst.CSTNode) -> list[cst.CSTNode]:
+    if isinstance(node, cst.Module):
+        return list(node.body)
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return list(block_statements(node.body))
+    return []
+
+
+def block_statements(body: cst.BaseSuite) -> list[cst.BaseStatement]:
+    """The statements of a suite, an indented block or `if x: a; b` alike."""
+    if isinstance(body, cst.IndentedBlock):
+        return list(body.body)
+    if isinstance(body, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=body.body)] if body.body else []
+    return []
+
+
+def _small_statements(statements: list[cst.CSTNode]) -> Iterator[cst.BaseSmallStatement]:
+    """Every simple statement of a scope, through compound statements, not into nested scopes."""
+    stack = list(reversed(statements))
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif isinstance(statement, cst.SimpleStatementSuite):
+            yield from statement.body
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:
+            children: list[cst.CSTNode] = []
+            for attr in ("body", "handlers", "orelse", "finalbody", "cases"):
+                child = getattr(statement, attr, None)
+                if child is None:
+                    continue
+                if isinstance(child, (list, tuple)):
+                    children.extend(child)
+                elif isinstance(child, cst.BaseSuite):
+                    children.extend(block_statements(child))
+                else:
+                    children.append(child)  # an `else`/`elif`/`finally` clause
+            stack.extend(reversed(children))
 
 
 def looks_like_module_name(node: cst.BaseExpression) -> bool:
-    """Named like a model (`model`, `net`, `self.model`, `teacher_model`)."""
+    """Named like a model (`model`, `net`, `self.model`, `teacher_model`, `netG`)."""
     key = dotted_name(node)
     return key is not None and bool(_MODULE_NAME.search(key.rsplit(".", 1)[-1]))
 
@@ -147,3 +427,133 @@ def is_tensor_factory_call(node: cst.BaseExpression, scope: Scope) -> bool:
         return False
     name = resolve(node.func, scope)
     return name is not None and name.startswith("torch.") and name[6:] in TENSOR_FACTORIES
+
+
+def loaded_checkpoint(node: cst.BaseExpression, scope: Scope) -> tuple[cst.Call, bool] | None:
+    """The `torch.load(...)` call an expression's value comes from, and whether it is an item of it.
+
+    `torch.load(p)` → (call, False); `torch.load(p).to(d)` → (call, False);
+    `torch.load(p)["model"]` → (call, True). Anything else → None.
+    """
+    item = False
+    while True:
+        if isinstance(node, cst.Subscript) and not item:
+            node, item = node.value, True
+            continue
+        if not isinstance(node, cst.Call):
+            return None
+        func = node.func
+        if resolve(func, scope) == "torch.load":
+            return node, item
+        if isinstance(func, cst.Attribute) and func.attr.value in _SAME_KIND_METHODS and not item:
+            node = func.value
+            continue
+        return None
+
+
+def name_loads(name: str, scope: Scope, depth: int = 0) -> list[tuple[cst.Call, bool]] | None:
+    """When every binding of `name` in `scope` is a `torch.load` result (or an item of one), those loads.
+
+    `model = model.to(d)` rebindings are transparent and `net = ckpt["model"]`
+    follows `ckpt`; any other binding, or a name not bound in `scope` itself,
+    gives None.
+    """
+    bindings = scope.bindings.get(name)
+    if not bindings or any(b.value is None for b in bindings):
+        return None
+    return _values_loads(name, [b.value for b in bindings if b.value is not None], scope, depth)
+
+
+def _values_loads(
+    key: str, values: list[cst.BaseExpression], scope: Scope, depth: int = 0
+) -> list[tuple[cst.Call, bool]] | None:
+    if not values or depth > 4:
+        return None
+    loads: list[tuple[cst.Call, bool]] = []
+    for value in values:
+        if _is_self_move(value, key):
+            continue
+        loaded = loaded_checkpoint(value, scope)
+        if loaded is not None:
+            loads.append(loaded)
+            continue
+        if (
+            isinstance(value, cst.Subscript)
+            and isinstance(value.value, cst.Name)
+            and value.value.value != key
+        ):
+            whole = name_loads(value.value.value, scope, depth + 1)
+            if whole is not None and not any(item for _, item in whole):
+                loads.extend((call, True) for call, _ in whole)
+                continue
+        return None
+    return loads or None
+
+
+def attribute_assignments(scope: Scope) -> dict[str, list[cst.BaseExpression]]:
+    """Values assigned to dotted targets (`self.model = ...`) in the owner scope's statements."""
+    owner = scope.owner
+    cached = getattr(owner, "_attribute_assignments", None)
+    if cached is not None:
+        return cached
+    found: dict[str, list[cst.BaseExpression]] = defaultdict(list)
+    for small in _small_statements(_scope_body(owner.node)):
+        if isinstance(small, cst.Assign):
+            for target in small.targets:
+                key = dotted_name(target.target) if isinstance(target.target, cst.Attribute) else None
+                if key is not None:
+                    found[key].append(small.value)
+        elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Attribute):
+            key = dotted_name(small.target)
+            if key is not None and small.value is not None:
+                found[key].append(small.value)
+    owner._attribute_assignments = found  # type: ignore[attr-defined]
+    return found
+
+
+def module_use_receiver(call: cst.Call, is_statement: bool) -> cst.BaseExpression:
+    """What a call would use as a module: `r` in `r.eval()`, `r(x)`, or `r.to(d)` as a statement.
+
+    For `a.b(x)` with no module-only method that is `a.b` itself, being called.
+    """
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        method = func.attr.value
+        if method in MODULE_ONLY_METHODS or (is_statement and method in MOVE_METHODS):
+            return func.value
+    return func
+
+
+def loads_used_as_modules(scope: Scope, item_uses: Collection[str] = ()) -> Iterator[tuple[cst.Call, bool]]:
+    """`torch.load` calls whose result (or an item of it) a name of `scope` carries into a module use.
+
+    `item_uses` are names whose items the rule saw used as modules
+    (`ckpt["model"].eval()`): uses of subscripts are not recorded by the scope.
+    Call only once `scope` has been traversed.
+    """
+    candidates = [(name, name_loads(name, scope)) for name in list(scope.bindings)]
+    candidates += [
+        (key, _values_loads(key, values, scope)) for key, values in attribute_assignments(scope).items()
+    ]
+    for key, loads in candidates:
+        if not loads:
+            continue
+        if used_as_module_here(key, scope):
+            yield from loads
+        elif key in item_uses and not any(item for _, item in loads):
+            yield from ((call, True) for call, _ in loads)
+
+
+def _is_self_move(value: cst.BaseExpression, key: str) -> bool:
+    """`model.to(d)`, `self.model.cuda().eval()`: a rebinding of `key` that keeps the value's kind."""
+    while isinstance(value, cst.Call):
+        func = value.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in _SAME_KIND_METHODS):
+            return False
+        value = func.value
+    return dotted_name(value) == key
+
+
+def used_as_module_here(key: str, scope: Scope) -> bool:
+    """Module use of `key` in the scope: module-only method, called, or moved in place."""
+    return used_as_module(key, scope) or is_called(key, scope) or moved_in_place(key, scope)

@@ -1,0 +1,281 @@
+"""TDL103 save-whole-module."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis.kinds import probably_module
+from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.syntax import argument, method_call
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+class SaveWholeModule(Rule):
+    code = "TDL103"
+    name = "save-whole-module"
+    message = (
+        "`torch.save` of a whole module pickles its class by import path and its tensors' devices; "
+        "save `model.state_dict()` instead"
+    )
+    fix_safety = "unsafe"
+    triggers = ("save",)
+    docs = """
+        ## What it does
+        Flags `torch.save(obj, f)` where `obj` is an `nn.Module` instance: built from an `nn.Module`
+        subclass (`torch.nn.*`, a class of the file deriving from `nn.Module`, a
+        `torchvision.models` factory), used as a module in the same function (`.eval()`,
+        `.parameters()`, a bare `model.to(device)` statement...), or named like one (`model`,
+        `net`, `self.model`, `teacher_model`) and bound to nothing that is a dict, a tensor, a
+        `state_dict()` or a `torch.load` result.
+
+        ## Why it matters
+        Saving a module pickles the object: its class is stored by import path, so the file only
+        loads where the same code lives at the same place, and every parameter keeps the device
+        it was on, so a model saved from `cuda:0` needs that GPU to load (or a `map_location`).
+        Loading a pickled module also needs `weights_only=False`, which runs arbitrary code from
+        the file. A `state_dict` is plain tensors keyed by name: portable, device-independent
+        through `map_location`, and loadable with `weights_only=True`.
+
+        ## Example
+        ```python
+        model = Net().to(device)
+        train(model)
+        torch.save(model, "model.pt")
+        ```
+
+        ## Use instead
+        ```python
+        torch.save(model.state_dict(), "model.pt")
+
+        model = Net()
+        model.load_state_dict(torch.load("model.pt", map_location="cpu", weights_only=True))
+        model.to(device)
+        ```
+
+        ## Fix safety
+        Unsafe: the fix saves `obj.state_dict()`, which changes what the file holds; the code that
+        loads it must build the model and call `load_state_dict`.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    return x
+
+            net = Net()
+            torch.save(net, "net.pt")
+            torch.save(nn.Linear(2, 2), path)
+            """,
+            lines=(9, 10),
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def forward(self, x):
+                    return x
+
+            net = Net()
+            torch.save(net.state_dict(), "net.pt")
+            torch.save(nn.Linear(2, 2).state_dict(), path)
+            """,
+        ),
+        Invalid(
+            """
+            from torch import save as S
+            from torchvision.models import resnet18
+
+            def export(path):
+                backbone = resnet18()
+                S(obj=backbone, f=path)
+            """,
+            lines=(6,),
+            fixed="""
+            from torch import save as S
+            from torchvision.models import resnet18
+
+            def export(path):
+                backbone = resnet18()
+                S(obj=backbone.state_dict(), f=path)
+            """,
+        ),
+        Invalid(
+            """
+            import torch as T
+
+            def finish(clf, device, path):
+                clf.eval()
+                T.save(clf, path)
+
+            def finish_moved(enc, device, path):
+                enc.to(device)
+                T.save(enc, path)
+            """,
+            lines=(5, 9),
+            fixed="""
+            import torch as T
+
+            def finish(clf, device, path):
+                clf.eval()
+                T.save(clf.state_dict(), path)
+
+            def finish_moved(enc, device, path):
+                enc.to(device)
+                T.save(enc.state_dict(), path)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def save(model, path):
+                torch.save(model, path)
+
+            class Trainer:
+                def checkpoint(self, path):
+                    torch.save(self.model, path)
+                    torch.save(self.model.module, path + ".inner")
+            """,
+            lines=(4, 8, 9),
+            fixed="""
+            import torch
+
+            def save(model, path):
+                torch.save(model.state_dict(), path)
+
+            class Trainer:
+                def checkpoint(self, path):
+                    torch.save(self.model.state_dict(), path)
+                    torch.save(self.model.module.state_dict(), path + ".inner")
+            """,
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+
+            def save(model, path):
+                torch.save(model.state_dict(), path)
+                torch.save({"model": model.state_dict(), "epoch": 3}, path)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def save(optimizer, scheduler, path):
+                optimizer.zero_grad()
+                torch.save(optimizer, path)
+                scheduler.step()
+                torch.save(scheduler.state_dict(), path)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            weights = torch.zeros(3)
+            weights.to("cuda")  # a tensor: TDL306's business, not a module
+            torch.save(weights, "w.pt")
+            model = {"layer": torch.ones(2)}
+            torch.save(model, "m.pt")
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def export(model, path):
+                model = model.state_dict()
+                torch.save(model, path)
+
+            def convert(path, out):
+                model = torch.load(path)
+                torch.save(model, out)
+
+            def tensor(model, out):
+                print(model.size())
+                torch.save(model, out)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def save(args, cfg, model_path, model_state, model_dir, path):
+                torch.save(args.model, path)
+                torch.save(cfg.net, path)
+                torch.save(model_state, model_path)
+                torch.save(model_dir, path)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def save(model: dict, net: torch.Tensor, path):
+                torch.save(model, path)
+                torch.save(net, path)
+
+            class Saver:
+                def __init__(self):
+                    self.model = {"w": torch.zeros(2)}
+
+                def save(self, path):
+                    torch.save(self.model, path)
+            """
+        ),
+        Valid(
+            """
+            from torch import save
+
+            def save(obj, path):  # shadows torch's
+                print(obj, path)
+
+            save(model, "model.txt")
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        # Saves waiting for their scope to be traversed: module evidence includes later uses.
+        self.pending: list[tuple[cst.Call, cst.Arg, Scope]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualname(node.func) != "torch.save":
+            return
+        arg = argument(node, 0, "obj")
+        if arg is not None:
+            self.pending.append((node, arg, self.ctx.scope))
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._decide()
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._decide()
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._decide()
+
+    def _decide(self) -> None:
+        """Judge the saves of the scope being left, now that all its uses are known."""
+        current = self.ctx.scope
+        waiting = []
+        for call, arg, scope in self.pending:
+            if scope.owner is not current:
+                waiting.append((call, arg, scope))
+            elif probably_module(arg.value, scope):
+                fixed = arg.with_changes(value=method_call(arg.value, "state_dict"))
+                self.report(call, fix=Fix("unsafe", "Save `state_dict()` instead", {arg: fixed}))
+        self.pending = waiting

@@ -1,0 +1,164 @@
+"""TDL104 load-whole-module."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis.kinds import loaded_checkpoint, loads_used_as_modules, module_use_receiver
+from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+class LoadWholeModule(Rule):
+    code = "TDL104"
+    name = "load-whole-module"
+    message = (
+        "`torch.load` result used as a module: a pickled module needs `weights_only=False` and the "
+        "original code; build the model and `load_state_dict` a saved state_dict instead"
+    )
+    triggers = ("load",)
+    docs = """
+        ## What it does
+        Flags a `torch.load(...)` call whose result is used as a module: called (`torch.load(p)(x)`),
+        or given `.eval()`, `.train()`, `.parameters()`, `.forward()` and other methods only modules
+        have, or moved by a bare `model.to(device)` statement; directly or through a name that is
+        bound only to `torch.load` results in the function. Reported at the `torch.load(` call.
+
+        ## Why it matters
+        A whole pickled module loads only with `weights_only=False`, which executes arbitrary code
+        from the file (and is no longer the default since PyTorch 2.6), only where its class is
+        importable under the same path, and with every tensor on the device it was saved from.
+        Loading a `state_dict` into a freshly built model avoids all three.
+
+        ## Example
+        ```python
+        model = torch.load("model.pt", weights_only=False)
+        model.eval()
+        ```
+
+        ## Use instead
+        ```python
+        model = Net()
+        model.load_state_dict(torch.load("model.pt", map_location="cpu", weights_only=True))
+        model.to(device).eval()
+        ```
+
+        ## Fix safety
+        No fix: the model's class and constructor arguments are not known here, and the file
+        must be re-saved as a `state_dict` (see TDL103).
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+            model = torch.load("model.pt", weights_only=False)
+            model.eval()
+            y = torch.load(path)(x)
+            torch.load(path, weights_only=False).to(device).eval()
+            """,
+            lines=(2, 4, 5),
+        ),
+        Invalid(
+            """
+            import torch as T
+
+            def predict(path, x, device):
+                net = T.load(path, map_location="cpu")
+                net = net.to(device)
+                return net(x)
+
+            def describe(path, device):
+                m = T.load(path)
+                m.to(device)
+                return sum(p.numel() for p in m.parameters())
+
+            class Runner:
+                def setup(self, path):
+                    self.model = T.load(path)
+                    self.model.forward(None)
+            """,
+            lines=(4, 9, 15),
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+
+            def restore(model, path):
+                ckpt = torch.load(path, map_location="cpu")
+                model.load_state_dict(ckpt["state_dict"])
+                model.load_state_dict(torch.load(path))
+                model.eval()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def tensors(path, device):
+                t = torch.load(path).to(device)
+                u = torch.load(path)
+                u = u.to(device)
+                return t + u
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def either(path, fallback):
+                model = torch.load(path)
+                if isinstance(model, dict):
+                    model = fallback
+                model.eval()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def load(path):
+                return object()
+
+            load("m.pt").eval()
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.load_scopes: set[Scope] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualname(node.func) == "torch.load":
+            self.load_scopes.add(self.ctx.scope.owner)
+            return
+        receiver = module_use_receiver(node, isinstance(self.ctx.parent(), cst.Expr))
+        loaded = loaded_checkpoint(receiver, self.ctx.scope)
+        if loaded is not None and not loaded[1]:
+            self.report(loaded[0])
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._decide()
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._decide()
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._decide()
+
+    def _decide(self) -> None:
+        """Names bound to loads, judged by their uses once the scope has been traversed."""
+        scope = self.ctx.scope
+        if scope not in self.load_scopes:
+            return
+        self.load_scopes.discard(scope)
+        for call, item in loads_used_as_modules(scope):
+            if not item:
+                self.report(call)
