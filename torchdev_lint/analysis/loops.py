@@ -1,0 +1,240 @@
+"""Loop context: which loops enclose a node, what a loop (re)binds, hoisting out of it.
+
+Performance rules ask whether work inside a loop body repeats needlessly; that
+depends on what changes from one iteration to the next, i.e. on the names the
+loop binds. Everything here is syntactic and per loop, cached by node identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from torchdev_lint.analysis.scopes import dotted_name
+
+Loop = cst.For | cst.While
+_SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# id(loop) -> (loop, names); the loop is kept so that a reused id cannot hit.
+_bound_cache: dict[int, tuple[Loop, frozenset[str]]] = {}
+
+
+def enclosing_loops(ancestors: Sequence[cst.CSTNode]) -> list[Loop]:
+    """Loops whose *body* holds the last ancestor, innermost first, within its function.
+
+    A node in a `for` loop's iterable or `else` clause runs once, so that loop
+    does not enclose it; the search stops at a function, class or lambda.
+    """
+    loops: list[Loop] = []
+    for index in range(len(ancestors) - 2, -1, -1):
+        node = ancestors[index]
+        if isinstance(node, _SCOPE_NODES):
+            break
+        if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
+            loops.append(node)
+    return loops
+
+
+def innermost_loop(ancestors: Sequence[cst.CSTNode]) -> Loop | None:
+    loops = enclosing_loops(ancestors)
+    return loops[0] if loops else None
+
+
+def path_inside(ancestors: Sequence[cst.CSTNode], loop: cst.CSTNode) -> list[cst.CSTNode]:
+    """The ancestors strictly below `loop` (outermost first)."""
+    for index, node in enumerate(ancestors):
+        if node is loop:
+            return list(ancestors[index + 1 :])
+    return []
+
+
+def is_conditional_in(ancestors: Sequence[cst.CSTNode], loop: cst.CSTNode) -> bool:
+    """Does the last ancestor run only on some iterations (inside an `if`/`try`/`with`... body)?
+
+    An `if` test runs every iteration, its branches do not; exception handlers
+    likewise. Nested loops count as conditional too (they may run zero times).
+    """
+    below = path_inside(ancestors, loop)
+    for node, child in zip(below, below[1:], strict=False):
+        if isinstance(node, cst.If) and child is not node.test:
+            return True
+        if isinstance(node, (cst.Try, cst.TryStar, cst.ExceptHandler, cst.Match, cst.For, cst.While)):
+            if not (isinstance(node, (cst.For, cst.While)) and child is getattr(node, "iter", None)):
+                return True
+        if isinstance(node, cst.IfExp) and child is not node.test:
+            return True
+        if isinstance(node, cst.BooleanOperation) and child is node.right:
+            return True
+    return False
+
+
+def target_names(target: cst.BaseExpression) -> frozenset[str]:
+    """Names a `for` target binds (`x`, `(i, (x, y))`, `*rest`)."""
+    if isinstance(target, cst.Name):
+        return frozenset({target.value})
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return frozenset().union(*(target_names(e.value) for e in target.elements))
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return frozenset()
+
+
+def loop_target_names(loop: Loop) -> frozenset[str]:
+    return target_names(loop.target) if isinstance(loop, cst.For) else frozenset()
+
+
+class _Binder(cst.CSTVisitor):
+    """Collects the dotted names that statements (re)bind, without entering nested scopes."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def _add(self, target: cst.BaseExpression) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._add(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._add(target.value)
+        elif isinstance(target, cst.Subscript):
+            # `buf[i] = v` changes buf's contents: treat it as a rebinding of buf.
+            self._add(target.value)
+        else:
+            name = dotted_name(target)
+            if name is not None:
+                self.names.add(name)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._add(target.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._add(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._add(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._add(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._add(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> bool:
+        return True
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._add(node.asname.name)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None:
+            self._add(node.name.name)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._add(node.target)
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            if alias.asname is not None:
+                self._add(alias.asname.name)
+            else:
+                self.names.add(str(dotted_name(alias.name)).split(".")[0])
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                self._add(alias.asname.name if alias.asname is not None else alias.name)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.names.add(node.name.value)
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def bound_in_body(loop: Loop) -> frozenset[str]:
+    """Dotted names assigned anywhere in the loop body (not counting the loop's own target)."""
+    cached = _bound_cache.get(id(loop))
+    if cached is not None and cached[0] is loop:
+        return cached[1]
+    binder = _Binder()
+    loop.body.visit(binder)
+    names = frozenset(binder.names)
+    if len(_bound_cache) > 4096:
+        _bound_cache.clear()
+    _bound_cache[id(loop)] = (loop, names)
+    return names
+
+
+def loop_bound_names(loop: Loop) -> frozenset[str]:
+    """Every dotted name that may differ between iterations: the target and body assignments."""
+    return loop_target_names(loop) | bound_in_body(loop)
+
+
+def names_in(node: cst.CSTNode) -> set[str]:
+    """Dotted names read by an expression: `a`, `a.b`, with every prefix (`a` for `a.b`)."""
+    found: set[str] = set()
+
+    class _Reader(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            name = dotted_name(node)
+            if name is None:
+                node.value.visit(self)  # `f().x`: the `x` is no name read
+                return False
+            parts = name.split(".")
+            found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+            return False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            found.add(node.value)
+
+    node.visit(_Reader())
+    return found
+
+
+def depends_on(node: cst.CSTNode, names: frozenset[str] | set[str]) -> bool:
+    """Does the expression read any of `names` (a dotted name counts through its prefixes)?"""
+    read = names_in(node)
+    return any(name in read for name in names)
+
+
+def hoist(loop: Loop, statement: cst.BaseStatement) -> cst.FlattenSentinel[cst.BaseStatement]:
+    """`statement` moved out of the loop body, placed just before the loop.
+
+    The hoisted line takes over the comments above the loop so they stay above
+    the code they describe; an emptied body gets `pass`.
+    """
+    body = loop.body
+    assert isinstance(body, cst.IndentedBlock)
+    remaining = [s for s in body.body if s is not statement]
+    if not remaining:
+        remaining = [cst.SimpleStatementLine(body=[cst.Pass()])]
+    hoisted = statement.with_changes(leading_lines=loop.leading_lines)
+    new_loop = loop.with_changes(leading_lines=(), body=body.with_changes(body=remaining))
+    return cst.FlattenSentinel([hoisted, new_loop])
+
+
+def body_statement(ancestors: Sequence[cst.CSTNode], loop: Loop) -> cst.BaseStatement | None:
+    """The statement directly in `loop`'s body that holds the last ancestor, if any."""
+    below = path_inside(ancestors, loop)
+    if len(below) >= 2 and below[0] is loop.body and isinstance(below[1], cst.BaseStatement):
+        return below[1]
+    return None
+
+
+def statements_before(loop: Loop, statement: cst.BaseStatement) -> list[cst.BaseStatement]:
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock):
+        return []
+    result = []
+    for item in body.body:
+        if item is statement:
+            break
+        result.append(item)
+    return result

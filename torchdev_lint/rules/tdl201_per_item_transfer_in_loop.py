@@ -1,0 +1,587 @@
+"""TDL201 per-item-transfer-in-loop."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import libcst as cst
+
+from torchdev_lint.analysis.devices import Move, as_move
+from torchdev_lint.analysis.kinds import is_module, is_tensor_factory_call, looks_like_module_name
+from torchdev_lint.analysis.loaders import is_batch_source, iterates_mapping
+from torchdev_lint.analysis.loops import (
+    bound_in_body,
+    depends_on,
+    innermost_loop,
+    loop_bound_names,
+    names_in,
+)
+from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.syntax import method_call
+
+_JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate"})
+# Factories whose positional arguments are the shape: equal arguments, equal shapes.
+_SHAPED_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty"})
+
+
+class PerItemTransferInLoop(Rule):
+    code = "TDL201"
+    name = "per-item-transfer-in-loop"
+    message = (
+        "Each item of an in-memory collection is moved to the device separately; "
+        "join the items first and move the batch once"
+    )
+    fix_safety = "safe"
+    triggers = (".to(", ".cuda(")
+    docs = """
+        ## What it does
+        Flags host-to-device moves of the items of an in-memory collection, one by one, where one
+        batched move would do:
+
+        - (a) the moved items are joined afterwards: `torch.stack([x.to(d) for x in xs])`,
+          `torch.cat(...)`, or a list filled by `out.append(x.to(d))` in a `for x in xs` loop and
+          then stacked or concatenated after the loop;
+        - (b) a `for` loop over a collection (not a data loader or batch iterator) moves each item
+          to the device and calls a model on it, one item at a time.
+
+        Batches from a `DataLoader` (or anything named like a loader or batches), tuple-unpacking
+        loop targets, dict `.items()`/`.values()`, device-to-host moves, and collections whose items
+        are known to differ in shape are not flagged.
+
+        ## Why it matters
+        Every host-to-device copy pays a fixed launch and synchronisation cost of several
+        microseconds, whatever its size. Thousands of small copies cost far more than one copy of
+        the same bytes, and a model called on one item at a time leaves the GPU mostly idle.
+
+        ## Example
+        ```python
+        batch = torch.stack([img.to(device) for img in images])
+
+        for img in images:
+            outputs.append(model(img.to(device)))
+        ```
+
+        ## Use instead
+        ```python
+        batch = torch.stack(images).to(device)
+
+        outputs.extend(model(torch.stack(images).to(device)).unbind(0))
+        ```
+
+        ## Fix safety
+        (a) Safe for the comprehension form: `torch.stack([x.to(d) for x in xs])` becomes
+        `torch.stack(xs).to(d)` (a comprehension is kept when `xs` is not known to be a list, or
+        when it filters), with the same move arguments; the result is the same tensor on the same
+        device. The append form is reported without a fix. (b) Unsafe, and only when the collection
+        is a list of same-shape tensors built in the same function and the loop body is exactly
+        `results.append(model(item.to(d)))`: the model is called once on the stacked batch and the
+        outputs are split back into `results`. A model whose output for an item depends on the
+        other items of the batch (batch norm in training mode) gives different results, and a
+        batched kernel may round differently. Otherwise no fix is offered.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+
+            def to_device(images, device):
+                return torch.stack([img.to(device, non_blocking=True) for img in images], dim=0)
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+
+            def to_device(images, device):
+                return torch.stack([img for img in images], dim=0).to(device, non_blocking=True)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def gather(n):
+                xs = [torch.randn(3) for _ in range(n)]
+                a = torch.cat([x.cuda() for x in xs])
+                b = torch.stack([x.cuda() for x in xs if x.sum() > 0])
+                return a, b
+            """,
+            lines=(5, 6),
+            fixed="""
+            import torch
+
+            def gather(n):
+                xs = [torch.randn(3) for _ in range(n)]
+                a = torch.cat(xs).cuda()
+                b = torch.stack([x for x in xs if x.sum() > 0]).cuda()
+                return a, b
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def gather(xs):
+                return torch.stack([x.float().cuda() for x in xs])
+            """,
+            lines=(4,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def embed(tokens, device):
+                out = []
+                for t in tokens:
+                    out.append(t.to(device))
+                return torch.stack(out)
+            """,
+            lines=(6,),
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def infer(n, device):
+                model = nn.Conv2d(3, 8, 3).to(device)
+                images = [torch.randn(3, 32, 32) for _ in range(n)]
+                results = []
+                # one image at a time
+                for image in images:
+                    results.append(model(image.to(device)))
+                return results
+            """,
+            lines=(10,),
+            fixed="""
+            import torch
+            from torch import nn
+
+            def infer(n, device):
+                model = nn.Conv2d(3, 8, 3).to(device)
+                images = [torch.randn(3, 32, 32) for _ in range(n)]
+                results = []
+                # one image at a time
+                results.extend(model(torch.stack(images).to(device)).unbind(0))
+                return results
+            """,
+        ),
+        Invalid(
+            """
+            import torch as T
+
+            def infer(net, n, device):
+                images = [T.zeros(1, 3, 8, 8) for _ in range(n)]
+                results = []
+                for image in images:
+                    results.append(net(image.cuda()))
+                return results
+            """,
+            lines=(7,),
+            fixed="""
+            import torch as T
+
+            def infer(net, n, device):
+                images = [T.zeros(1, 3, 8, 8) for _ in range(n)]
+                results = []
+                results.extend(net(T.cat(images).cuda()).split(1))
+                return results
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def predict(model, images):
+                preds = []
+                for img in images:
+                    x = img.unsqueeze(0).to("cuda")
+                    preds.append(model(x).argmax(1))
+                return preds
+            """,
+            lines=(6,),
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader as DL
+
+            def train(model, dataset, device):
+                loader = DL(dataset, batch_size=32)
+                for batch in loader:
+                    model(batch.to(device))
+                it = iter(loader)
+                batch = next(it)
+                for x in batch:
+                    model(x.to(device))
+                for x in train_loader:
+                    model(x.to(device))
+                outs = torch.cat([b.to(device) for b in batches])
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def evaluate(model, pairs, feats, device):
+                for x, y in pairs:
+                    model(x.to(device))
+                for k, v in feats.items():
+                    model(v.to(device))
+                for v in feats.values():
+                    model(v.to(device))
+                return torch.stack([v.to(device) for v in feats.values()])
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def collect(model, outputs, xs):
+                host = torch.stack([o.cpu() for o in outputs])
+                for o in outputs:
+                    model(o.to("cpu"))
+                moved = [x.to("cuda") for x in xs]
+                first_device = outputs[0].device
+                norms = torch.stack([n.to(first_device) for n in outputs])
+                other = torch.stack([n.to(outputs[0].device) for n in outputs])
+                for x in xs:
+                    y = x.to("cuda")
+                    print(y.sum())
+                return host, moved
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def multiscale(model, sizes, device):
+                pyramid = [torch.randn(1, 3, s, s) for s in sizes]
+                for level in pyramid:
+                    model(level.to(device))
+                crops = [torch.randn(1, 3, 32, 32), torch.randn(1, 3, 64, 64)]
+                for crop in crops:
+                    model(crop.to(device))
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def shard(model, xs, devices):
+                parts = torch.stack([x.to(d) for x, d in zip(xs, devices)])
+                same = torch.stack([x.to(x.device) for x in xs])
+                for d in devices:
+                    model(xs.to(d))
+                return parts, same
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def per_step(model, xs, device):
+                out = []
+                for x in xs:
+                    out.append(x.to(device))
+                    torch.stack(out)
+                return out
+            """
+        ),
+    )
+
+    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(ctx)
+        # Appends of moved items, per (function scope, list name), waiting for a join.
+        self.appended: dict[tuple[int, str], list[tuple[cst.For, cst.Call]]] = defaultdict(list)
+
+    # (a) comprehension joined: torch.stack([x.to(d) for x in xs])
+    def visit_Call(self, node: cst.Call) -> None:
+        scope = self.ctx.scope
+        name = resolve(node.func, scope)
+        if name in _JOINS:
+            self._check_join(node, scope)
+            return
+        self._check_append(node, scope)
+        self._check_model_call(node, scope)
+
+    def _check_join(self, node: cst.Call, scope: Scope) -> None:
+        if not node.args or node.args[0].keyword is not None or node.args[0].star:
+            return
+        first = node.args[0].value
+        if isinstance(first, cst.Name):
+            for loop, move in self.appended.pop((id(scope.owner), first.value), ()):
+                if loop not in self.ctx.ancestors:
+                    self.report(move)
+            return
+        if not isinstance(first, (cst.ListComp, cst.GeneratorExp)):
+            return
+        comp = first.for_in
+        if comp.inner_for_in is not None or comp.asynchronous is not None:
+            return
+        if not isinstance(comp.target, cst.Name) or not _item_collection(comp.iter, scope):
+            return
+        move = as_move(first.elt, scope) if isinstance(first.elt, cst.Call) else None
+        item = frozenset({comp.target.value})
+        if move is None or not _per_item_move(move, item) or _aligns_devices(move, scope):
+            return
+        self.report(move.call, fix=_join_fix(node, first, move, scope))
+
+    # (a) append form: out.append(x.to(d)) in `for x in xs`, then torch.stack(out)
+    def _check_append(self, node: cst.Call, scope: Scope) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "append"):
+            return
+        if not isinstance(func.value, cst.Name) or len(node.args) != 1:
+            return
+        loop = _item_loop(self.ctx.ancestors, scope)
+        value = node.args[0].value
+        move = as_move(value, scope) if isinstance(value, cst.Call) else None
+        if loop is None or move is None or not _per_item_move(move, loop_bound_names(loop)):
+            return
+        if move.receiver is not None and depends_on(move.receiver, {loop.target.value}):  # type: ignore[attr-defined]
+            self.appended[(id(scope.owner), func.value.value)].append((loop, move.call))
+
+    # (b) for item in items: model(item.to(d))
+    def _check_model_call(self, node: cst.Call, scope: Scope) -> None:
+        if not (is_module(node.func, scope) or looks_like_module_name(node.func)):
+            return
+        loop = _item_loop(self.ctx.ancestors, scope)
+        if loop is None or not _item_collection(loop.iter, scope) or _shapes_differ(loop.iter, scope):
+            return
+        item = loop.target.value  # type: ignore[attr-defined]
+        aliases = _moved_aliases(loop, item, scope)
+        varying = loop_bound_names(loop)
+        for arg in node.args:
+            value = arg.value
+            move = as_move(value, scope) if isinstance(value, cst.Call) else None
+            if move is None and isinstance(value, cst.Name):
+                move = aliases.get(value.value)
+            if move is None or not _per_item_move(move, varying) or not depends_on(move.receiver, {item}):
+                continue
+            # Other inputs that change per iteration (`x = model(x, t.to(d))`): a sequential loop.
+            others = [a.value for a in node.args if a is not arg]
+            if any(depends_on(other, varying) for other in others):
+                return
+            self.report(move.call, fix=self._batch_fix(loop, node, move, scope))
+            return
+
+    def _batch_fix(self, loop: cst.For, model_call: cst.Call, move: Move, scope: Scope) -> Fix | None:
+        """`for x in xs: out.append(model(x.to(d)))` → one model call on the stacked batch."""
+        body = loop.body
+        if loop.orelse is not None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+            return None
+        line = body.body[0]
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None
+        expr = line.body[0]
+        if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.Call):
+            return None
+        append = expr.value
+        if not (
+            isinstance(append.func, cst.Attribute)
+            and append.func.attr.value == "append"
+            and len(append.args) == 1
+            and append.args[0].value is model_call
+            and len(model_call.args) == 1
+            and model_call.args[0].value is move.call
+            and isinstance(move.receiver, cst.Name)
+        ):
+            return None
+        shape = _one_shape(loop.iter, scope)
+        torch_name = _torch_alias(scope)
+        item = move.receiver.value
+        if shape is None or torch_name is None or _used_outside(self.ctx.ancestors, loop, item):
+            return None
+        join, split = ("cat", "split") if shape[:1] == ("1",) else ("stack", "unbind")
+        joined = cst.Call(
+            func=cst.Attribute(value=cst.Name(torch_name), attr=cst.Name(join)), args=[cst.Arg(loop.iter)]
+        )
+        moved = method_call(joined, move.call.func.attr.value, move.call.args)  # type: ignore[attr-defined]
+        outputs = method_call(
+            model_call.with_changes(args=[cst.Arg(moved)]),
+            split,
+            [cst.Arg(cst.Integer("1" if join == "cat" else "0"))],
+        )
+        extend = append.with_changes(
+            func=append.func.with_changes(attr=cst.Name("extend")), args=[cst.Arg(outputs)]
+        )
+        statement = line.with_changes(
+            body=[expr.with_changes(value=extend)], leading_lines=loop.leading_lines
+        )
+        return Fix("unsafe", "Call the model once on the stacked batch", {loop: statement})
+
+
+def _per_item_move(move: Move, item_names: frozenset[str]) -> bool:
+    """A host-to-device move of something derived from the item, to a device the item does not choose."""
+    if not move.to_accelerator or not depends_on(move.receiver, item_names):
+        return False
+    return move.device_node is None or not depends_on(move.device_node, item_names)
+
+
+def _aligns_devices(move: Move, scope: Scope) -> bool:
+    """`.to(t.device)` / `.to(first_device)` with `first_device = t.device`: gathering tensors
+    that may sit on several devices onto one, not a host-to-device transfer (stacking first
+    would mix devices)."""
+    node = move.device_node
+    if isinstance(node, cst.Name):
+        found = scope.lookup(node.value)
+        values = [b.value for b in found[1]] if found is not None else []
+        if values and all(v is not None for v in values):
+            return all(isinstance(v, cst.Attribute) and v.attr.value == "device" for v in values)
+    return isinstance(node, cst.Attribute) and node.attr.value == "device"
+
+
+def _item_collection(iterable: cst.BaseExpression, scope: Scope) -> bool:
+    """An in-memory collection of single items: not batches from a loader, not a dict view."""
+    return not is_batch_source(iterable, scope) and not iterates_mapping(iterable)
+
+
+def _item_loop(ancestors: list[cst.CSTNode], scope: Scope) -> cst.For | None:
+    """The innermost loop, when it is a `for <name> in <collection>` loop."""
+    loop = innermost_loop(ancestors)
+    if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Name):
+        return None
+    if loop.asynchronous is not None or not _item_collection(loop.iter, scope):
+        return None
+    return loop
+
+
+def _moved_aliases(loop: cst.For, item: str, scope: Scope) -> dict[str, Move]:
+    """`x = item.to(d)` statements directly in the body: x → the move (x assigned once)."""
+    found: dict[str, Move] = {}
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock):
+        return found
+    for statement in body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+                and isinstance(small.value, cst.Call)
+            ):
+                move = as_move(small.value, scope)
+                if move is not None and depends_on(move.receiver, {item}):
+                    found[small.targets[0].target.value] = move
+    return found
+
+
+def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move, scope: Scope) -> Fix | None:
+    """`torch.stack([x.to(d) for x in xs])` → `torch.stack(xs).to(d)` (or a bare comprehension)."""
+    target = comp.for_in.target
+    if not (isinstance(move.receiver, cst.Name) and isinstance(target, cst.Name)):
+        return None
+    if move.receiver.value != target.value:
+        return None
+    items: cst.BaseExpression
+    if not comp.for_in.ifs and _is_list(comp.for_in.iter, scope):
+        items = comp.for_in.iter
+    else:
+        items = cst.ListComp(elt=move.receiver, for_in=comp.for_in)
+    first = join.args[0].with_changes(value=items)
+    joined = join.with_changes(args=[first, *join.args[1:]])
+    method = move.call.func.attr.value  # type: ignore[attr-defined]
+    fixed = method_call(joined, method, move.call.args)
+    return Fix("safe", "Join the items first, then move the batch once", {join: fixed})
+
+
+def _is_list(node: cst.BaseExpression, scope: Scope) -> bool:
+    """A name bound only to list/tuple displays or list comprehensions (stack accepts those)."""
+    if not isinstance(node, cst.Name):
+        return False
+    found = scope.lookup(node.value)
+    if found is None or not found[1]:
+        return False
+    return all(isinstance(b.value, (cst.List, cst.Tuple, cst.ListComp)) for b in found[1])
+
+
+def _collection_values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression] | None:
+    """The values a local collection name is bound to (in its function), or None."""
+    if not isinstance(node, cst.Name):
+        return None
+    found = scope.lookup(node.value)
+    if found is None or found[0].kind != "function" or not found[1]:
+        return None
+    values = [b.value for b in found[1]]
+    return None if any(v is None for v in values) else values  # type: ignore[return-value]
+
+
+def _factory_shape(node: cst.BaseExpression, scope: Scope) -> tuple[str, ...] | None:
+    """The shape of `torch.randn(1, 3, 8, 8)` as argument texts, for shape-only factories."""
+    if not is_tensor_factory_call(node, scope):
+        return None
+    assert isinstance(node, cst.Call)
+    name = resolve(node.func, scope) or ""
+    if name[6:] not in _SHAPED_FACTORIES:
+        return None
+    args = [a for a in node.args if a.keyword is None]
+    if any(a.star for a in args) or not args:
+        return None
+    if len(args) == 1 and isinstance(args[0].value, (cst.Tuple, cst.List)):
+        values = [e.value for e in args[0].value.elements]
+    else:
+        values = [a.value for a in args]
+    module = cst.Module(body=[])
+    return tuple(module.code_for_node(v) for v in values)
+
+
+def _shapes_differ(iterable: cst.BaseExpression, scope: Scope) -> bool:
+    """Items known to differ in shape: a multi-scale list (sizes from the comprehension, or unequal literals)."""
+    for value in _collection_values(iterable, scope) or ():
+        if isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Call):
+            if is_tensor_factory_call(value.elt, scope) and depends_on(
+                value.elt, names_in(value.for_in.target)
+            ):
+                return True
+        if isinstance(value, (cst.List, cst.Tuple)):
+            shapes = {_factory_shape(e.value, scope) for e in value.elements}
+            if len(shapes) > 1:
+                return True
+    return False
+
+
+def _one_shape(iterable: cst.BaseExpression, scope: Scope) -> tuple[str, ...] | None:
+    """The common shape of a list comprehension of one shape-only factory call, else None."""
+    values = _collection_values(iterable, scope)
+    if values is None or len(values) != 1 or not isinstance(values[0], cst.ListComp):
+        return None
+    comp = values[0]
+    if comp.for_in.inner_for_in is not None or comp.for_in.ifs:
+        return None
+    shape = _factory_shape(comp.elt, scope)
+    if shape is None or depends_on(comp.elt, names_in(comp.for_in.target)):
+        return None
+    return shape
+
+
+def _torch_alias(scope: Scope) -> str | None:
+    """A name that refers to the `torch` module here (`torch`, `T`), if the file imports it."""
+    for name, bindings in scope.module.bindings.items():
+        if any(b.import_target == "torch" for b in bindings) and resolve(cst.Name(name), scope) == "torch":
+            return name
+    return None
+
+
+def _used_outside(ancestors: list[cst.CSTNode], loop: cst.For, name: str) -> bool:
+    """Is `name` read or bound anywhere in the enclosing function other than in `loop`?"""
+    function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), ancestors[0])
+    total = _count_name(function, name)
+    inside = _count_name(loop, name)
+    return total != inside or name in bound_in_body(loop)
+
+
+def _count_name(node: cst.CSTNode, name: str) -> int:
+    count = 0
+
+    class _Counter(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal count
+            count += node.value == name
+
+    node.visit(_Counter())
+    return count
