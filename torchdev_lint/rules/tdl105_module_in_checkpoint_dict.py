@@ -1,0 +1,243 @@
+"""TDL105 module-in-checkpoint-dict."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis.kinds import (
+    loaded_checkpoint,
+    loads_used_as_modules,
+    module_use_receiver,
+    probably_module,
+)
+from torchdev_lint.analysis.scopes import Scope, dotted_name
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.syntax import argument, method_call
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+# A value slot of a checkpoint dict: `"model": value` or `dict(model=value)`.
+Slot = cst.DictElement | cst.Arg
+
+
+class ModuleInCheckpointDict(Rule):
+    code = "TDL105"
+    name = "module-in-checkpoint-dict"
+    message = (
+        "A whole module stored in a checkpoint dict is pickled with its class path and devices; "
+        "store `model.state_dict()` and restore it with `load_state_dict`"
+    )
+    fix_safety = "unsafe"
+    triggers = ("save", "load")
+    docs = """
+        ## What it does
+        Flags `torch.save` of a dict (a literal, a `dict(...)` call, or a name bound to one) that
+        holds a module object as a value (`{"model": model, "epoch": 3}`), reported at the
+        `torch.save(` call; and a `torch.load(...)` whose item is used as a module
+        (`torch.load(p)["model"].eval()`, `ckpt = torch.load(p)` then `ckpt["model"](x)` or
+        `net = ckpt["model"]; net.eval()`), reported at the `torch.load(` call.
+
+        ## Why it matters
+        A checkpoint dict looks like the portable format, but a module inside it is pickled whole:
+        the file loads only where the model's class is importable under the same path, only with
+        `weights_only=False` (which runs arbitrary code from the file), and with its tensors on the
+        device they were saved from.
+
+        ## Example
+        ```python
+        torch.save({"model": model, "optimizer": optimizer.state_dict(), "epoch": epoch}, path)
+        ```
+
+        ## Use instead
+        ```python
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch}, path)
+
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        model.load_state_dict(ckpt["model"])
+        ```
+
+        ## Fix safety
+        Unsafe: the save side is rewritten to store `model.state_dict()`, which changes what the
+        file holds; the code that loads it must call `load_state_dict`. The load side has no fix.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+
+            model = nn.Linear(4, 2)
+            torch.save({"model": model, "epoch": 3, "w": torch.zeros(2)}, "ckpt.pt")
+            torch.save(dict(model=model, step=1), "ckpt.pt")
+            """,
+            lines=(5, 6),
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            model = nn.Linear(4, 2)
+            torch.save({"model": model.state_dict(), "epoch": 3, "w": torch.zeros(2)}, "ckpt.pt")
+            torch.save(dict(model=model.state_dict(), step=1), "ckpt.pt")
+            """,
+        ),
+        Invalid(
+            """
+            import torch as T
+
+            def checkpoint(model, ema_model, optimizer, epoch, path):
+                state = {
+                    "model": model,  # the network
+                    "ema": ema_model,
+                    "optimizer": optimizer.state_dict(),
+                    "epoch": epoch,
+                }
+                T.save(state, path)
+            """,
+            lines=(10,),
+            fixed="""
+            import torch as T
+
+            def checkpoint(model, ema_model, optimizer, epoch, path):
+                state = {
+                    "model": model.state_dict(),  # the network
+                    "ema": ema_model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "epoch": epoch,
+                }
+                T.save(state, path)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def predict(path, x):
+                ckpt = torch.load(path, weights_only=False)
+                ckpt["model"].eval()
+                return ckpt["model"](x)
+
+            def predict_again(path, x):
+                net = torch.load(path, weights_only=False)["net"]
+                net.eval()
+                return torch.load(path)["net"](x)
+            """,
+            lines=(4, 9, 11),
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+
+            def checkpoint(model, optimizer, loss, path):
+                torch.save(
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "loss": loss,
+                        "weights": torch.ones(3),
+                        "epoch": 3,
+                    },
+                    path,
+                )
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def restore(model, path):
+                ckpt = torch.load(path, map_location="cpu")
+                model.load_state_dict(ckpt["model"])
+                model.eval()
+                state = torch.load(path)["state_dict"]
+                model.load_state_dict(state)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def save(args, model_state, path):
+                torch.save({"model": args.model, "state": model_state, "name": "resnet"}, path)
+                model = {"w": torch.zeros(2)}
+                torch.save({"model": model}, path)
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        # Judged when their scope has been traversed: module evidence includes later uses.
+        self.saves: list[tuple[cst.Call, list[Slot], Scope]] = []
+        self.load_scopes: set[Scope] = set()
+        self.item_uses: dict[Scope, set[str]] = defaultdict(set)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.qualname(node.func)
+        scope = self.ctx.scope
+        if name == "torch.save":
+            arg = argument(node, 0, "obj")
+            slots = self._slots(arg.value, scope) if arg is not None else []
+            if slots:
+                self.saves.append((node, slots, scope))
+            return
+        if name == "torch.load":
+            self.load_scopes.add(scope.owner)
+            return
+        receiver = module_use_receiver(node, isinstance(self.ctx.parent(), cst.Expr))
+        loaded = loaded_checkpoint(receiver, scope)
+        if loaded is not None:
+            if loaded[1]:
+                self.report(loaded[0])
+        elif isinstance(receiver, cst.Subscript):
+            key = dotted_name(receiver.value)
+            if key is not None:
+                self.item_uses[scope.owner].add(key)
+
+    def _slots(self, value: cst.BaseExpression, scope: Scope) -> list[Slot]:
+        """The value slots of the dict being saved: a literal, `dict(...)`, or a name bound to one."""
+        if isinstance(value, cst.Name):
+            found = scope.lookup(value.value)
+            if found is None or len(found[1]) != 1 or found[1][0].value is None:
+                return []
+            value = found[1][0].value
+        if isinstance(value, cst.Dict):
+            return [element for element in value.elements if isinstance(element, cst.DictElement)]
+        if isinstance(value, cst.Call) and self.ctx.qualname(value.func) == "builtins.dict":
+            return [arg for arg in value.args if arg.keyword is not None]
+        return []
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._decide()
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._decide()
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._decide()
+
+    def _decide(self) -> None:
+        """Judge the saves and loads of the scope being left, now that all its uses are known."""
+        current = self.ctx.scope
+        waiting = []
+        for call, slots, scope in self.saves:
+            if scope.owner is not current:
+                waiting.append((call, slots, scope))
+                continue
+            modules = [slot for slot in slots if probably_module(slot.value, scope)]
+            if modules:
+                replacements = {
+                    slot: slot.with_changes(value=method_call(slot.value, "state_dict")) for slot in modules
+                }
+                self.report(call, fix=Fix("unsafe", "Store `state_dict()` instead", replacements))
+        self.saves = waiting
+        if current in self.load_scopes:
+            self.load_scopes.discard(current)
+            for call, item in loads_used_as_modules(current, self.item_uses.pop(current, set())):
+                if item:
+                    self.report(call)

@@ -1,0 +1,257 @@
+"""TDL305 eval-before-transfer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.scopes import dotted_name
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+
+MODE_METHODS = frozenset({"eval", "train"})
+
+
+class EvalBeforeTransfer(Rule):
+    code = "TDL305"
+    name = "eval-before-transfer"
+    message = "Mode set before the module is placed; place it first, then set the mode: `.to(device).eval()`"
+    default_enabled = False
+    fix_safety = "safe"
+    triggers = ("eval", "train")
+    docs = """
+        ## What it does
+        Flags `.eval()`/`.train()` called on a module before it is moved to its device, either in one
+        chain (`Net().eval().to(device)`) or as a statement followed, later in the same block, by the
+        move of the same module (`model.eval()` then `model.to(device)`) with nothing in between
+        touching it. Moves to the CPU and dtype casts (`.to(torch.float16)`) are not moves to a device.
+
+        ## Why it matters
+        This is a convention, not a bug: for standard modules the mode flag and the placement are
+        independent, so both orders behave the same. Placing first and setting the mode last keeps
+        setup code uniform (`model = Net().to(device).eval()`), puts the mode next to the code that
+        relies on it, and avoids surprises with custom modules whose `train()`/`eval()` overrides
+        create or look at tensors on the module's current device. Opt-in for that reason.
+
+        ## Example
+        ```python
+        model = Net().eval().to(device)
+
+        model.train()
+        model.to(device)
+        ```
+
+        ## Use instead
+        ```python
+        model = Net().to(device).eval()
+
+        model.to(device)
+        model.train()
+        ```
+
+        ## Fix safety
+        Safe: reorders the chain to `.to(device).eval()`, or swaps the two statements when they are
+        adjacent (with their trailing comments); `Module.to`, `.eval()` and `.train()` return the
+        module itself, so the result is the same object. Statements with other code between them
+        are reported without a fix.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+
+            model = Net().eval().to(device)
+            teacher = (
+                Net()
+                .train(False)
+                .cuda()
+            )
+            """,
+            lines=(3, 5),
+            fixed="""
+            import torch
+
+            model = Net().to(device).eval()
+            teacher = (
+                Net()
+                .cuda()
+                .train(False)
+            )
+            """,
+        ),
+        Invalid(
+            """
+            def setup(model, device):
+                # inference only
+                model.eval()  # no dropout
+                model.to(device)
+                return model
+            """,
+            lines=(3,),
+            fixed="""
+            def setup(model, device):
+                # inference only
+                model.to(device)
+                model.eval()  # no dropout
+                return model
+            """,
+        ),
+        Invalid(
+            """
+            def train(model, loader, device):
+                model.train()
+                print("training")
+                model = model.to(device)
+            """,
+            lines=(2,),
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+
+            model = Net().to(device).eval()
+            half = Net().eval().to(torch.float16)
+            cpu = Net().eval().cpu()
+            """
+        ),
+        Valid(
+            """
+            def run(model, device, x):
+                model.eval()
+                y = model(x)
+                model.to(device)
+
+            def swap(model, other, device):
+                model.eval()
+                model = other
+                model.to(device)
+
+            def different(model, net, device):
+                model.eval()
+                net.to(device)
+            """
+        ),
+        Valid(
+            """
+            def setup(model, device):
+                model.to(device)
+                model.eval()
+                model.eval()
+                model.to("cpu")
+            """
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        move = as_move(node, self.ctx.scope)
+        mode = move.receiver if move is not None and move.to_accelerator else None
+        if not (isinstance(mode, cst.Call) and _mode_receiver(mode) is not None):
+            return
+        assert isinstance(mode.func, cst.Attribute) and isinstance(node.func, cst.Attribute)
+        placed = node.with_changes(
+            func=node.func.with_changes(value=mode.func.value, dot=mode.func.dot),
+            lpar=mode.lpar,
+            rpar=mode.rpar,
+        )
+        fixed = mode.with_changes(
+            func=mode.func.with_changes(value=placed, dot=node.func.dot), lpar=node.lpar, rpar=node.rpar
+        )
+        self.report(mode, fix=Fix("safe", "Move first, then set the mode", {node: fixed}))
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._check_block(node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._check_block(node.body)
+
+    def _check_block(self, statements: Sequence[cst.BaseStatement]) -> None:
+        """`model.eval()` followed in the same block by `model.to(device)`, nothing touching `model` between."""
+        for index, statement in enumerate(statements):
+            mode = _mode_statement(statement)
+            key = _mode_receiver(mode) if mode is not None else None
+            if mode is None or key is None:
+                continue
+            for later in range(index + 1, len(statements)):
+                candidate = statements[later]
+                if self._moves(candidate, key):
+                    fix = None
+                    if later == index + 1:
+                        first, second = statement, candidate
+                        assert isinstance(first, cst.SimpleStatementLine)
+                        assert isinstance(second, cst.SimpleStatementLine)
+                        swap = {
+                            first: first.with_changes(
+                                body=second.body, trailing_whitespace=second.trailing_whitespace
+                            ),
+                            second: second.with_changes(
+                                body=first.body, trailing_whitespace=first.trailing_whitespace
+                            ),
+                        }
+                        fix = Fix("safe", "Move first, then set the mode", swap)
+                    self.report(mode, fix=fix)
+                    break
+                if _mentions(candidate, key):
+                    break
+
+    def _moves(self, statement: cst.BaseStatement, key: str) -> bool:
+        """`key.to(device)` or `key = key.to(device)` as the whole statement."""
+        if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+            return False
+        small = statement.body[0]
+        if isinstance(small, cst.Expr):
+            value = small.value
+        elif (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and dotted_name(small.targets[0].target) == key
+        ):
+            value = small.value
+        else:
+            return False
+        if not isinstance(value, cst.Call):
+            return False
+        move = as_move(value, self.ctx.scope)
+        return move is not None and move.to_accelerator and dotted_name(move.receiver) == key
+
+
+def _mode_receiver(call: cst.Call) -> str | None:
+    """`model` for `model.eval()`/`model.train(...)`; `""` for a receiver that is not a dotted name."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value in MODE_METHODS):
+        return None
+    return dotted_name(func.value) or ""
+
+
+def _mode_statement(statement: cst.BaseStatement) -> cst.Call | None:
+    """The call of a statement that is exactly `x.eval()` or `x.train(...)`."""
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        small = statement.body[0]
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            return small.value if _mode_receiver(small.value) else None
+    return None
+
+
+def _mentions(node: cst.CSTNode, key: str) -> bool:
+    """Does the statement refer to `key` (a name or `a.b`) anywhere?"""
+    finder = _Mentions(key)
+    node.visit(finder)
+    return finder.found
+
+
+class _Mentions(cst.CSTVisitor):
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.found = False
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        self.found = self.found or node.value == self.key
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if dotted_name(node) == self.key:
+            self.found = True
+            return False
+        return not self.found
