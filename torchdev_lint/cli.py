@@ -7,14 +7,19 @@ remain, 2 a usage error or a file that could not be read, parsed or written.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from torchdev_lint import __version__
 from torchdev_lint.config import (
     ConfigError,
+    FileConfig,
     Settings,
     did_you_mean,
+    find_config,
+    load_config,
     parse_version,
     select_rules,
     validate_selectors,
@@ -31,32 +36,47 @@ def _codes(text: str) -> list[str]:
     return [part for part in text.replace(" ", ",").split(",") if part]
 
 
+def _globs(text: str) -> list[str]:
+    return [part for part in text.split(",") if part]
+
+
 def _add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", default=["."], help="files or directories (default: .)")
-    parser.add_argument("--select", type=_codes, help="codes, prefixes (TDL2) or ALL to enable")
-    parser.add_argument(
-        "--extend-select", type=_codes, default=[], help="codes to enable on top of the selection"
-    )
-    parser.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
-    parser.add_argument(
-        "--exclude",
-        type=lambda s: [p for p in s.split(",") if p],
-        default=[],
-        help="comma-separated globs of paths to skip",
-    )
-    parser.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
-    parser.add_argument("--fix", action="store_true", help="apply safe fixes")
-    parser.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
-    parser.add_argument("--diff", action="store_true", help="print the diff --fix would apply; write nothing")
-    parser.add_argument("--statistics", action="store_true", help="print the number of findings per code")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
-    parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
-    parser.add_argument(
+    select = parser.add_argument_group("rule selection (override [tool.torchdev-lint] in pyproject.toml)")
+    select.add_argument("--select", type=_codes, help="codes, prefixes (TDL2) or ALL to enable")
+    select.add_argument("--extend-select", type=_codes, default=[], help="codes to enable on top")
+    select.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
+    select.add_argument(
         "--target-torch-version",
         type=parse_version,
         default=None,
         help="oldest torch version the code supports (default: 2.6)",
     )
+    files = parser.add_argument_group("files")
+    files.add_argument("--exclude", type=_globs, default=None, help="comma-separated globs to skip")
+    files.add_argument("--extend-exclude", type=_globs, default=[], help="globs to skip on top of exclude")
+    files.add_argument(
+        "--no-respect-gitignore",
+        dest="respect_gitignore",
+        action="store_false",
+        help="also check files that .gitignore excludes",
+    )
+    files.add_argument("--config", metavar="PATH", help="pyproject.toml to read settings from")
+    files.add_argument("--isolated", action="store_true", help="ignore all configuration files")
+    files.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    fixing = parser.add_argument_group("fixing")
+    fixing.add_argument("--fix", action="store_true", help="apply safe fixes")
+    fixing.add_argument(
+        "--unsafe-fixes", action="store_true", default=None, help="also apply (and show) unsafe fixes"
+    )
+    fixing.add_argument("--no-unsafe-fixes", dest="unsafe_fixes", action="store_false")
+    fixing.add_argument("--diff", action="store_true", help="print the diff --fix would apply; write nothing")
+    output = parser.add_argument_group("output")
+    output.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    output.add_argument("--output-file", "-o", metavar="PATH", help="write the report here, not to stdout")
+    output.add_argument("--show-fixes", action="store_true", help="show each fix's preview in text output")
+    output.add_argument("--statistics", action="store_true", help="print the number of findings per code")
+    output.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,46 +103,80 @@ def _error(message: str) -> None:
     print(f"torchdev-lint: error: {message}", file=sys.stderr)
 
 
+def _file_config(args: argparse.Namespace) -> FileConfig:
+    if args.isolated:
+        return FileConfig()
+    if args.config:
+        return load_config(args.config, required=True)
+    found = find_config(args.paths)
+    return load_config(found) if found else FileConfig()
+
+
+def _options(args: argparse.Namespace, config: FileConfig, fix: bool) -> Options:
+    """Command-line flags over the file's settings, as in ruff: a CLI --select replaces the file's."""
+    if args.select is not None:
+        select: list[str] | None = validate_selectors(args.select)
+        ignore = validate_selectors(args.ignore)
+    else:
+        select = list(config.select) if config.select is not None else None
+        ignore = [*config.ignore, *validate_selectors(args.ignore)]
+    extend = [*config.extend_select, *validate_selectors(args.extend_select)]
+    version = args.target_torch_version or config.target_torch_version
+    unsafe = args.unsafe_fixes if args.unsafe_fixes is not None else bool(config.unsafe_fixes)
+    return Options(
+        rules=tuple(select_rules(select, ignore, extend)),
+        settings=Settings(target_torch_version=version) if version else Settings(),
+        fix=fix,
+        unsafe_fixes=unsafe,
+        diff=args.diff,
+        per_file_ignores=config.per_file_ignores,
+        root=config.root,
+    )
+
+
+def _use_color(stream: TextIO) -> bool:
+    """Colour only on a terminal, never when NO_COLOR is set (https://no-color.org)."""
+    return bool(os.environ.get("NO_COLOR", "") == "" and stream.isatty())
+
+
 def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
     try:
-        rules = select_rules(
-            validate_selectors(args.select) if args.select is not None else None,
-            validate_selectors(args.ignore),
-            validate_selectors(args.extend_select),
-        )
+        config = _file_config(args)
+        options = _options(args, config, fix=args.fix or fixer_summary)
     except ConfigError as error:
         _error(str(error))
         return EXIT_ERROR
-    settings = Settings()
-    if args.target_torch_version is not None:
-        settings = Settings(target_torch_version=args.target_torch_version)
-    paths, errors = discover(args.paths, args.exclude)
-    options = Options(
-        rules=tuple(rules),
-        settings=settings,
-        fix=args.fix or fixer_summary,
-        unsafe_fixes=args.unsafe_fixes,
-        diff=args.diff,
-    )
+    exclude = args.exclude if args.exclude is not None else list(config.exclude or ())
+    exclude = [*exclude, *config.extend_exclude, *args.extend_exclude]
+    paths, errors = discover(args.paths, exclude, root=config.root, respect_gitignore=args.respect_gitignore)
     reports = process_files(paths, options)
     messages = [str(e) for e in errors] + [r.error for r in reports if r.error]
     for message in messages:
         _error(message)
     diagnostics = [d for r in reports for d in r.diagnostics]
-    out = sys.stdout
     if args.diff:
-        out.write("".join(r.diff for r in reports))
+        output = "".join(r.diff for r in reports)
     else:
-        out.write(render(reports, args.format))
-    if args.statistics and args.format == "text":
-        out.write(statistics(diagnostics))
+        color = args.output_file is None and _use_color(sys.stdout)
+        output = render(reports, args.format, rules=options.rules, color=color, show_fixes=args.show_fixes)
+        if args.statistics and args.format in ("text", "concise"):
+            output += statistics(diagnostics)
+    if args.output_file:
+        try:
+            with open(args.output_file, "w", encoding="utf-8") as handle:
+                handle.write(output)
+        except OSError as error:
+            _error(f"{args.output_file}: cannot write: {error.strerror or error}")
+            return EXIT_ERROR
+    else:
+        sys.stdout.write(output)
     fixed = sum(r.fixed for r in reports)
     if fixer_summary:
         files = sum(1 for r in reports if r.fixed)
         print(f"Fixed {fixed} findings in {files} files; {len(diagnostics)} remain", file=sys.stderr)
     elif args.format == "text" and not args.quiet and not args.diff:
         prefix = f"Fixed {fixed} finding{'' if fixed == 1 else 's'}.\n" if options.fix else ""
-        print(prefix + summary(diagnostics), file=sys.stderr)
+        print(prefix + summary(diagnostics, options.unsafe_fixes), file=sys.stderr)
     if messages:
         return EXIT_ERROR
     if args.diff:

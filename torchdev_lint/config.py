@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import fnmatch
+import os
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -86,3 +89,161 @@ def select_rules(
             continue
         selected.append(rule)
     return selected
+
+
+# `[tool.torchdev-lint]` in pyproject.toml ---------------------------------
+
+SECTION = "torchdev-lint"
+LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+KEYS = (*LIST_KEYS, "per-file-ignores", "target-torch-version", "unsafe-fixes")
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    """The validated `[tool.torchdev-lint]` table and the folder its globs are relative to."""
+
+    path: str | None = None
+    root: str = "."
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    target_torch_version: tuple[int, int] | None = None
+    unsafe_fixes: bool | None = None
+
+
+def _load_toml(path: str) -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+
+
+def _section(data: dict[str, object]) -> dict[str, object] | None:
+    tool = data.get("tool")
+    if isinstance(tool, dict):
+        table = tool.get(SECTION)
+        if isinstance(table, dict):
+            return table
+    return None
+
+
+def find_config(paths: Sequence[str]) -> str | None:
+    """The nearest pyproject.toml with a `[tool.torchdev-lint]` table, walking up from the paths.
+
+    Like ruff, the search starts at the folder holding all checked paths, so
+    running from a subfolder or naming files finds the project's settings.
+    """
+    absolute = [os.path.abspath(p) for p in paths] or [os.getcwd()]
+    try:
+        start = os.path.commonpath(absolute)
+    except ValueError:  # paths on different drives
+        start = os.getcwd()
+    if not os.path.isdir(start):
+        start = os.path.dirname(start)
+    directory = start
+    while True:
+        candidate = os.path.join(directory, "pyproject.toml")
+        if os.path.isfile(candidate):
+            try:
+                found = _section(_load_toml(candidate)) is not None
+            except ConfigError:
+                found = True  # report the broken file rather than skip it silently
+            if found:
+                return candidate
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def load_config(path: str, *, required: bool = False) -> FileConfig:
+    """Read and validate the table; unknown keys and codes are errors with a did-you-mean."""
+    table = _section(_load_toml(path))
+    if table is None:
+        if required:
+            raise ConfigError(f"{path}: no [tool.{SECTION}] table")
+        table = {}
+    where = f"{path}: [tool.{SECTION}]"
+    for key in table:
+        if key not in KEYS:
+            hint = did_you_mean(key, KEYS) or did_you_mean(key.replace("_", "-"), KEYS)
+            raise ConfigError(f"{where}: unknown key {key!r}{hint}")
+
+    def strings(key: str) -> tuple[str, ...] | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: {key!r} must be a list of strings")
+        return tuple(value)
+
+    def codes(key: str) -> tuple[str, ...] | None:
+        value = strings(key)
+        try:
+            return None if value is None else tuple(validate_selectors(value))
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {key}: {error}") from None
+
+    per_file: list[tuple[str, tuple[str, ...]]] = []
+    raw_per_file = table.get("per-file-ignores", {})
+    if not isinstance(raw_per_file, dict):
+        raise ConfigError(f"{where}: 'per-file-ignores' must be a table of glob = [codes]")
+    for glob, value in raw_per_file.items():
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: per-file-ignores {glob!r} must be a list of codes")
+        try:
+            per_file.append((glob, tuple(validate_selectors(value))))
+        except ConfigError as error:
+            raise ConfigError(f"{where}: per-file-ignores {glob!r}: {error}") from None
+    version = table.get("target-torch-version")
+    unsafe = table.get("unsafe-fixes")
+    if unsafe is not None and not isinstance(unsafe, bool):
+        raise ConfigError(f"{where}: 'unsafe-fixes' must be true or false")
+    try:
+        parsed_version = None if version is None else parse_version(str(version))
+    except ConfigError as error:
+        raise ConfigError(f"{where}: target-torch-version: {error}") from None
+    return FileConfig(
+        path=path,
+        root=os.path.dirname(os.path.abspath(path)),
+        select=codes("select"),
+        ignore=codes("ignore") or (),
+        extend_select=codes("extend-select") or (),
+        exclude=strings("exclude"),
+        extend_exclude=strings("extend-exclude") or (),
+        per_file_ignores=tuple(per_file),
+        target_torch_version=parsed_version,
+        unsafe_fixes=unsafe,
+    )
+
+
+def relative_posix(path: str, root: str) -> str:
+    """`path` relative to `root` with forward slashes (as given when outside it)."""
+    absolute, base = os.path.abspath(path), os.path.abspath(root)
+    inside = absolute == base or absolute.startswith(base.rstrip(os.sep) + os.sep)
+    relative = os.path.relpath(absolute, base) if inside else os.path.normpath(path)
+    return relative.replace(os.sep, "/").removeprefix("./")
+
+
+def glob_matches(path: str, pattern: str, root: str = ".") -> bool:
+    """gitignore-like glob test: a pattern without `/` matches any path component or the name."""
+    relative = relative_posix(path, root)
+    pattern = pattern.replace(os.sep, "/").removeprefix("./").rstrip("/")
+    if "/" in pattern:
+        return fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(relative, pattern + "/*")
+    return any(fnmatch.fnmatch(part, pattern) for part in relative.split("/"))
+
+
+def ignored_for(path: str, per_file_ignores: Sequence[tuple[str, Sequence[str]]], root: str) -> set[str]:
+    """The selectors that `per-file-ignores` turns off for this file."""
+    return {code for glob, codes in per_file_ignores if glob_matches(path, glob, root) for code in codes}

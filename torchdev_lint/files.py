@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import os
 import stat
+import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from torchdev_lint.config import glob_matches
 from torchdev_lint.diagnostics import SourceError
 
 SKIPPED_DIRS = frozenset(
@@ -36,54 +37,84 @@ SKIPPED_DIRS = frozenset(
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 
-def is_excluded(path: str, patterns: Sequence[str]) -> bool:
-    """True when the path, or any of its parts, matches an exclude glob."""
-    if not patterns:
-        return False
-    normalized = path.replace(os.sep, "/").removeprefix("./")
-    candidates = [normalized, *normalized.split("/")]
-    return any(fnmatch.fnmatch(c, p) for p in patterns for c in candidates)
+def is_excluded(path: str, patterns: Sequence[str], root: str = ".") -> bool:
+    """True when the path (relative to `root`), or any of its parts, matches an exclude glob."""
+    return any(glob_matches(path, pattern, root) for pattern in patterns)
 
 
 def _is_virtualenv(directory: str) -> bool:
     return os.path.exists(os.path.join(directory, "pyvenv.cfg"))
 
 
-def discover(paths: Iterable[str], exclude: Sequence[str] = ()) -> tuple[list[str], list[SourceError]]:
+def discover(
+    paths: Iterable[str],
+    exclude: Sequence[str] = (),
+    *,
+    root: str = ".",
+    respect_gitignore: bool = False,
+) -> tuple[list[str], list[SourceError]]:
     """Python files under `paths`, sorted, and an error for each path that is missing.
 
-    Files named explicitly are checked whatever their suffix (as flake8 does);
-    directories are searched for `.py`/`.pyi` files without following symlinks,
-    so a symlink loop cannot trap the walk.
+    Files named explicitly are checked whatever their suffix (as flake8 does)
+    unless an exclude glob matches them; directories are searched for
+    `.py`/`.pyi` files without following symlinks, so a symlink loop cannot
+    trap the walk, and (with `respect_gitignore`) without the files git ignores.
     """
     found: list[str] = []
     errors: list[SourceError] = []
     for raw in paths:
         path = os.path.normpath(raw) if raw not in (".", "") else "."
         if os.path.isdir(path):
-            found.extend(_walk(path, exclude))
+            walked = list(_walk(path, exclude, root))
+            if respect_gitignore:
+                walked = _drop_git_ignored(path, walked)
+            found.extend(walked)
         elif os.path.exists(path) or os.path.islink(path):
-            if not is_excluded(path, exclude):
+            if not is_excluded(path, exclude, root):
                 found.append(path)
         else:
             errors.append(SourceError(raw, "no such file or directory"))
     return sorted(dict.fromkeys(found)), errors
 
 
-def _walk(root: str, exclude: Sequence[str]) -> Iterable[str]:
-    for directory, subdirs, files in os.walk(root):
+def _walk(top: str, exclude: Sequence[str], root: str) -> Iterable[str]:
+    for directory, subdirs, files in os.walk(top):
         subdirs[:] = sorted(
             d
             for d in subdirs
             if d not in SKIPPED_DIRS
             and not d.endswith(".egg-info")
-            and not is_excluded(os.path.join(directory, d), exclude)
+            and not is_excluded(os.path.join(directory, d), exclude, root)
             and not _is_virtualenv(os.path.join(directory, d))
         )
         for name in files:
             path = os.path.join(directory, name)
-            if name.endswith(PYTHON_SUFFIXES) and not is_excluded(path, exclude):
+            if name.endswith(PYTHON_SUFFIXES) and not is_excluded(path, exclude, root):
                 yield path.removeprefix("./")
+
+
+def _drop_git_ignored(top: str, files: list[str]) -> list[str]:
+    """`files` minus those git ignores, asked of `git check-ignore` in one call.
+
+    Outside a git work tree (or without git) nothing is dropped: .gitignore
+    files mean nothing there.
+    """
+    if not files:
+        return files
+    try:
+        result = subprocess.run(
+            ["git", "-C", top, "check-ignore", "--stdin", "-z"],
+            input="\0".join(os.path.relpath(f, top) for f in files) + "\0",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return files
+    if result.returncode not in (0, 1):  # 128: not a git repository
+        return files
+    ignored = {os.path.normpath(os.path.join(top, name)) for name in result.stdout.split("\0") if name}
+    return [f for f in files if os.path.normpath(f) not in ignored]
 
 
 def read_source(path: str) -> bytes:

@@ -11,7 +11,7 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from torchdev_lint.config import Settings
+from torchdev_lint.config import Settings, ignored_for
 from torchdev_lint.diagnostics import Diagnostic, SourceError
 from torchdev_lint.engine import check_source
 from torchdev_lint.files import read_source, write_atomic
@@ -28,6 +28,17 @@ class Options:
     fix: bool = False
     unsafe_fixes: bool = False
     diff: bool = False
+    # `per-file-ignores` (glob, selectors) pairs, globs relative to `root`.
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    root: str = "."
+
+
+def rules_for(path: str, options: Options) -> tuple[type[Rule], ...]:
+    """The selected rules minus those `per-file-ignores` turns off for this file."""
+    if not options.per_file_ignores:
+        return options.rules
+    off = ignored_for(path, options.per_file_ignores, options.root)
+    return tuple(r for r in options.rules if not any(r.code.startswith(s) or s == "ALL" for s in off))
 
 
 @dataclass
@@ -45,10 +56,11 @@ class FileReport:
 def process_file(path: str, options: Options) -> FileReport:
     """Check (and with options.fix, fix) one file; never raises for bad input."""
     report = FileReport(path)
+    rules = rules_for(path, options)
     try:
         source = read_source(path)
         if options.fix or options.diff:
-            outcome = fix_source(path, source, options.rules, options.settings, unsafe=options.unsafe_fixes)
+            outcome = fix_source(path, source, rules, options.settings, unsafe=options.unsafe_fixes)
             result = outcome.result
             if outcome.source != source:
                 if options.diff:
@@ -59,11 +71,11 @@ def process_file(path: str, options: Options) -> FileReport:
                     except SourceError as error:
                         # Nothing was written: what the file holds is still to report.
                         report.error = str(error)
-                        result = check_source(path, source, options.rules, options.settings)
+                        result = check_source(path, source, rules, options.settings)
                 if report.error is None:
                     report.fixed = outcome.applied
         else:
-            result = check_source(path, source, options.rules, options.settings)
+            result = check_source(path, source, rules, options.settings)
     except SourceError as error:
         report.error = str(error)
         return report
@@ -71,8 +83,12 @@ def process_file(path: str, options: Options) -> FileReport:
     if result.module is not None and report.diagnostics:
         lines = result.module.code.splitlines()
         for diagnostic in report.diagnostics:
-            if diagnostic.line <= len(lines):
-                report.source_lines[diagnostic.line] = lines[diagnostic.line - 1]
+            wanted = {diagnostic.line}
+            if diagnostic.fix is not None:  # for the fix preview of `--show-fixes`
+                wanted.update(n for e in diagnostic.fix.edits for n in range(e.line, e.end_line + 1))
+            for number in wanted:
+                if number <= len(lines):
+                    report.source_lines[number] = lines[number - 1]
     return report
 
 

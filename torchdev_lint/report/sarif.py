@@ -1,0 +1,111 @@
+"""SARIF 2.1.0 for GitHub code scanning and other SARIF viewers.
+
+Every selected rule is listed with its short description (the message),
+full description and help (its documentation), so `ruleIndex` is stable for
+a given selection and `ruleId` is the rule code forever.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from torchdev_lint import __version__
+from torchdev_lint.diagnostics import Diagnostic
+from torchdev_lint.rule import Rule, rules_by_code
+
+SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+
+
+def _uri(path: str) -> dict[str, str]:
+    """A relative URI against the checkout root (what code scanning expects) or a file: URI."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        relative = absolute.relative_to(Path.cwd())
+    except ValueError:
+        return {"uri": absolute.as_uri()}
+    return {"uri": relative.as_posix(), "uriBaseId": "%SRCROOT%"}
+
+
+def _rule(rule: type[Rule]) -> dict[str, object]:
+    docs = rule.documentation()
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.message},
+        "fullDescription": {"text": docs},
+        "help": {"text": docs, "markdown": docs},
+        "defaultConfiguration": {"level": "error", "enabled": rule.default_enabled},
+        "properties": {"tags": ["pytorch", "device"], "fixSafety": rule.fix_safety or "none"},
+    }
+
+
+def _result(diagnostic: Diagnostic, index: int) -> dict[str, object]:
+    location = _uri(diagnostic.path)
+    result: dict[str, object] = {
+        "ruleId": diagnostic.code,
+        "ruleIndex": index,
+        "level": "error",
+        "message": {"text": diagnostic.message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": location,
+                    "region": {
+                        "startLine": diagnostic.line,
+                        "startColumn": diagnostic.column,
+                        "endLine": diagnostic.end_line,
+                        "endColumn": diagnostic.end_column,
+                    },
+                }
+            }
+        ],
+    }
+    if diagnostic.fix is not None and diagnostic.fix.edits:
+        result["fixes"] = [
+            {
+                "description": {"text": f"{diagnostic.fix.message} ({diagnostic.fix.safety} fix)"},
+                "artifactChanges": [
+                    {
+                        "artifactLocation": location,
+                        "replacements": [
+                            {
+                                "deletedRegion": {
+                                    "startLine": edit.line,
+                                    "startColumn": edit.column,
+                                    "endLine": edit.end_line,
+                                    "endColumn": edit.end_column,
+                                },
+                                "insertedContent": {"text": edit.content},
+                            }
+                            for edit in diagnostic.fix.edits
+                        ],
+                    }
+                ],
+            }
+        ]
+    return result
+
+
+def sarif(diagnostics: Sequence[Diagnostic], rules: Sequence[type[Rule]]) -> dict[str, object]:
+    known = rules_by_code()
+    listed = list(rules) + [known[c] for c in sorted({d.code for d in diagnostics} - {r.code for r in rules})]
+    index = {rule.code: i for i, rule in enumerate(listed)}
+    return {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "torchdev-lint",
+                        "version": __version__,
+                        "rules": [_rule(rule) for rule in listed],
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": [_result(d, index[d.code]) for d in diagnostics],
+            }
+        ],
+    }

@@ -1,0 +1,73 @@
+"""Human output: flake8's concise line, and ruff-like text with a code frame and fix preview."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from torchdev_lint.diagnostics import Diagnostic, Edit
+
+BOLD, RED, CYAN, GREEN, DIM, RESET = "\033[1m", "\033[31m", "\033[36m", "\033[32m", "\033[2m", "\033[0m"
+
+
+def _paint(value: str, style: str, color: bool) -> str:
+    return f"{style}{value}{RESET}" if color else value
+
+
+def concise(diagnostic: Diagnostic, color: bool = False) -> str:
+    """flake8's line: `path:line:col: CODE message`."""
+    location = _paint(f"{diagnostic.path}:{diagnostic.line}:{diagnostic.column}:", BOLD, color)
+    return f"{location} {_paint(diagnostic.code, RED, color)} {diagnostic.message}"
+
+
+def text(
+    diagnostic: Diagnostic,
+    source_lines: Mapping[tuple[str, int], str],
+    *,
+    color: bool = False,
+    show_fixes: bool = False,
+) -> str:
+    """The concise line with a fix marker, the source line with a caret, and optionally the fix."""
+    marker = _paint("[*] ", CYAN, color) if diagnostic.fix is not None else ""
+    location = _paint(f"{diagnostic.path}:{diagnostic.line}:{diagnostic.column}:", BOLD, color)
+    head = f"{location} {_paint(diagnostic.code, RED, color)} {marker}{diagnostic.message}"
+    source_line = source_lines.get((diagnostic.path, diagnostic.line))
+    if source_line is None:
+        return head
+    line = source_line.expandtabs(1).rstrip("\r\n")
+    end = diagnostic.end_column if diagnostic.end_line == diagnostic.line else len(line) + 1
+    width = max(1, min(end, len(line) + 1) - diagnostic.column)
+    gutter = " " * len(str(diagnostic.line))
+    caret = " " * (diagnostic.column - 1) + _paint("^" * width, RED, color)
+    frame = f"{head}\n{gutter} |\n{diagnostic.line} | {line}\n{gutter} | {caret}\n"
+    if show_fixes and diagnostic.fix is not None and diagnostic.fix.edits:
+        frame += _preview(diagnostic, source_lines, color)
+    return frame
+
+
+def _preview(diagnostic: Diagnostic, source_lines: Mapping[tuple[str, int], str], color: bool) -> str:
+    """The lines the fix touches, before (-) and after (+)."""
+    assert diagnostic.fix is not None
+    first = min(e.line for e in diagnostic.fix.edits)
+    last = max(e.end_line for e in diagnostic.fix.edits)
+    before = [source_lines.get((diagnostic.path, n)) for n in range(first, last + 1)]
+    if any(line is None for line in before):
+        return f"{diagnostic.fix.safety} fix: {diagnostic.fix.message}\n"
+    old = "\n".join(line.rstrip("\r\n") for line in before if line is not None)
+    new = _apply(old, first, diagnostic.fix.edits)
+    title = f"{diagnostic.fix.safety} fix: {diagnostic.fix.message}"
+    removed = "".join(_paint(f"  - {line}", RED, color) + "\n" for line in old.split("\n"))
+    added = "".join(_paint(f"  + {line}", GREEN, color) + "\n" for line in new.split("\n"))
+    return f"{_paint(title, CYAN, color)}\n{removed}{added}"
+
+
+def _apply(text_: str, first_line: int, edits: tuple[Edit, ...]) -> str:
+    """Apply 1-based (line, column) edits to a block of lines that starts at `first_line`."""
+    lines = text_.split("\n")
+
+    def offset(line: int, column: int) -> int:
+        return sum(len(item) + 1 for item in lines[: line - first_line]) + column - 1
+
+    for edit in sorted(edits, key=lambda e: (e.line, e.column), reverse=True):
+        start, end = offset(edit.line, edit.column), offset(edit.end_line, edit.end_column)
+        text_ = text_[:start] + edit.content.replace("\r\n", "\n") + text_[end:]
+    return text_
