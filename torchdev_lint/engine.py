@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from torchdev_lint.analysis.scopes import (
     Scope,
@@ -24,6 +24,7 @@ from torchdev_lint.analysis.scopes import (
     dotted_name,
     resolve,
 )
+from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo, SourceError
 from torchdev_lint.rule import Fix, Rule
@@ -51,6 +52,7 @@ class FileResult:
     module: cst.Module | None
     findings: list[Finding] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
 
     @property
     def reported(self) -> list[Diagnostic]:
@@ -121,8 +123,13 @@ class FileContext:
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
-class _Dispatcher(cst.CSTVisitor):
-    """Calls every rule's handlers for a node; one traversal serves them all."""
+class _Dispatcher:
+    """Calls every rule's handlers for a node; one traversal serves them all.
+
+    Handler return values are ignored (children are always visited), and
+    trivia nodes (whitespace, comments, punctuation, operators) are not
+    visited; see `analysis.walk`.
+    """
 
     def __init__(self, ctx: FileContext, rules: Sequence[Rule]) -> None:
         self.ctx = ctx
@@ -135,24 +142,15 @@ class _Dispatcher(cst.CSTVisitor):
                 if table is not None and node_name and hasattr(cst, node_name):
                     table[getattr(cst, node_name)].append(getattr(rule, attr))
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
+    def enter(self, node: cst.CSTNode) -> None:
         self.ctx.enter(node)
         for handler in self.visits.get(type(node), ()):
             handler(node)
-        return True
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        for handler in self.leaves.get(type(original_node), ()):
-            handler(original_node)
-        self.ctx.leave(original_node)
-
-    # LibCST looks up `visit_<Node>_<field>` for every field of every node;
-    # nothing here uses that, and skipping it saves a large share of the walk.
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        return None
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        return None
+    def leave(self, node: cst.CSTNode) -> None:
+        for handler in self.leaves.get(type(node), ()):
+            handler(node)
+        self.ctx.leave(node)
 
 
 def parse(path: str, source: bytes | str) -> cst.Module:
@@ -186,34 +184,46 @@ def check_source(
     settings: Settings | None = None,
     *,
     skip_filter: bool = True,
+    with_edits: bool = True,
 ) -> FileResult:
-    """Check one file's bytes; raises SourceError when it cannot be parsed."""
+    """Check one file's bytes; raises SourceError when it cannot be parsed.
+
+    `with_edits=False` leaves each fix's text edits out (only its safety and
+    message are reported), which saves re-generating the file once per fix.
+    """
     if skip_filter and not could_match(source, rules):
         return FileResult(path, None)
     module = parse(path, source)
-    return check_module(path, module, rules, settings or Settings())
+    return check_module(path, module, rules, settings or Settings(), with_edits=with_edits)
 
 
 def check_module(
-    path: str, module: cst.Module, rules: Sequence[type[Rule]], settings: Settings
+    path: str,
+    module: cst.Module,
+    rules: Sequence[type[Rule]],
+    settings: Settings,
+    *,
+    with_edits: bool = True,
 ) -> FileResult:
     ctx = FileContext(path, module, settings)
     instances = [rule(ctx) for rule in rules]
+    dispatcher = _Dispatcher(ctx, instances)
     try:
-        module.visit(_Dispatcher(ctx, instances))
+        walk(module, dispatcher.enter, dispatcher.leave)
     except RecursionError:
         raise SourceError(path, "too deeply nested to analyse") from None
     result = FileResult(path, module, ctx.findings)
     if ctx.findings:
-        _locate(result)
+        _locate(result, with_edits)
     return result
 
 
-def _locate(result: FileResult) -> None:
+def _locate(result: FileResult, with_edits: bool) -> None:
     """Give each finding its position, fix edits and noqa status."""
     assert result.module is not None
     module = result.module
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    result.positions = positions
     lines = module.code.splitlines()
     unique: dict[tuple[str, int, int], Finding] = {}
     for finding in result.findings:
@@ -227,7 +237,8 @@ def _locate(result: FileResult) -> None:
         span = positions[finding.node]
         fix_info = None
         if finding.fix is not None:
-            fix_info = FixInfo(finding.fix.safety, finding.fix.message, fix_edits(module, [finding.fix]))
+            edits = fix_edits(module, [finding.fix]) if with_edits else ()
+            fix_info = FixInfo(finding.fix.safety, finding.fix.message, edits)
         line_text = lines[span.start.line - 1] if span.start.line <= len(lines) else ""
         result.diagnostics.append(
             Diagnostic(

@@ -32,7 +32,7 @@ def fix_source(
     unsafe: bool = False,
 ) -> FixOutcome:
     """Apply safe (and with `unsafe` also unsafe) fixes until none is left to apply."""
-    result = check_source(path, source, rules, settings)
+    result = check_source(path, source, rules, settings, with_edits=False)
     applied = 0
     for _ in range(MAX_ROUNDS):
         chosen = _choose(result, unsafe)
@@ -40,7 +40,7 @@ def fix_source(
             break
         module = apply_fixes(result.module, chosen)
         applied += len(chosen)
-        result = check_module(path, module, rules, settings)
+        result = check_module(path, module, rules, settings, with_edits=False)
     module = result.module
     new_source = source if module is None or applied == 0 else module.bytes
     return FixOutcome(new_source, applied, result)
@@ -54,11 +54,10 @@ def _choose(result: FileResult, unsafe: bool) -> list[Fix]:
         fix = finding.fix
         if fix is None or diagnostic.suppressed or (fix.safety == "unsafe" and not unsafe):
             continue
-        if diagnostic.fix is None or not diagnostic.fix.edits:
-            continue
-        edit = diagnostic.fix.edits[0]
-        start, end = (edit.line, edit.column), (edit.end_line, edit.end_column)
-        if any(start < b_end and b_start < end or start == b_start for b_start, b_end in taken):
+        spans = [result.positions[node] for node in fix.replacements]
+        start = min((s.start.line, s.start.column) for s in spans)
+        end = max((s.end.line, s.end.column) for s in spans)
+        if any(start <= b_end and b_start <= end for b_start, b_end in taken):
             continue
         taken.append((start, end))
         chosen.append(fix)

@@ -1,0 +1,112 @@
+"""A fast, read-only traversal of a LibCST tree.
+
+LibCST's own `visit` rebuilds every node it passes (it is shared with
+transformers), which costs more than parsing. Linting needs no rebuilt tree,
+so this walker reads children straight from the node fields, in source order,
+and leaves out trivia (whitespace, comments, punctuation, operators) that no
+rule inspects. It is iterative, so deeply nested code cannot overflow the
+Python stack.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from collections.abc import Callable
+
+import libcst as cst
+
+TRIVIA: tuple[type[cst.CSTNode], ...] = (
+    cst.BaseParenthesizableWhitespace,
+    cst.TrailingWhitespace,
+    cst.EmptyLine,
+    cst.Newline,
+    cst.Comment,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.Comma,
+    cst.Dot,
+    cst.Semicolon,
+    cst.Colon,
+    cst.AssignEqual,
+    cst.BaseBinaryOp,
+    cst.BaseBooleanOp,
+    cst.BaseCompOp,
+    cst.BaseUnaryOp,
+    cst.BaseAugOp,
+    cst.Asynchronous,
+)
+_SELF_FIELD = re.compile(r"self\.(\w+)")
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    """The node type's fields in source order, as LibCST's own visit orders them."""
+    names = [field.name for field in dataclasses.fields(node_type)]
+    try:
+        source = inspect.getsource(node_type._visit_and_replace_children)  # type: ignore[attr-defined]
+        ordered = list(dict.fromkeys(m.group(1) for m in _SELF_FIELD.finditer(source)))
+        names = [n for n in ordered if n in names] + [n for n in names if n not in ordered]
+    except (OSError, TypeError):
+        pass
+    fields = tuple(
+        n for n in names if not n.startswith("whitespace") and n not in ("leading_lines", "lpar", "rpar")
+    )
+    _FIELDS[node_type] = fields
+    return fields
+
+
+_NOT_NODE, _NODE, _SKIP, _SEQUENCE = 0, 1, 2, 3
+_CATEGORY: dict[type, int] = {list: _SEQUENCE, tuple: _SEQUENCE}
+
+
+def _category(value_type: type) -> int:
+    """How the walker treats a field value of this type (cached: isinstance on ABCs is slow)."""
+    category = _CATEGORY.get(value_type)
+    if category is None:
+        if not issubclass(value_type, cst.CSTNode):
+            category = _NOT_NODE
+        else:
+            category = _SKIP if issubclass(value_type, TRIVIA) else _NODE
+        _CATEGORY[value_type] = category
+    return category
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """Non-trivia children of `node`, in source order."""
+    found: list[cst.CSTNode] = []
+    node_type = type(node)
+    fields = _FIELDS.get(node_type) or _child_fields(node_type)
+    for name in fields:
+        value = getattr(node, name)
+        category = _CATEGORY.get(type(value)) or _category(type(value))
+        if category == _NODE:
+            found.append(value)
+        elif category == _SEQUENCE:
+            for item in value:
+                if (_CATEGORY.get(type(item)) or _category(type(item))) == _NODE:
+                    found.append(item)
+    return found
+
+
+def walk(
+    root: cst.CSTNode,
+    enter: Callable[[cst.CSTNode], object],
+    leave: Callable[[cst.CSTNode], object],
+) -> None:
+    """Call `enter` on each node before its children and `leave` after them."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, entered = pop()
+        if entered:
+            leave(node)
+            continue
+        enter(node)
+        push((node, True))
+        stack.extend((child, False) for child in reversed(children(node)))
