@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from torchdev_lint.analysis.devices import Move
-from torchdev_lint.analysis.loops import bound_in_body, enclosing_loops, target_names
+from torchdev_lint.analysis.loops import enclosing_loops, rebound_before, target_names
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 
 DATALOADER_CLASSES = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -149,7 +149,7 @@ def batch_loop(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> cs
     """The enclosing `for ... in <loader>` loop whose batch `move` moves, if any.
 
     The batch must be the loop's own target (or an element of it) and not be
-    rebound in the body, so it still is what the loader yielded.
+    rebound earlier in the iteration, so it still is what the loader yielded.
     """
     base = batch_base(move.receiver)
     if base is None:
@@ -157,7 +157,7 @@ def batch_loop(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> cs
     for loop in enclosing_loops(ancestors):
         if not isinstance(loop, cst.For) or base not in target_names(loop.target):
             continue
-        if base in bound_in_body(loop):
+        if rebound_before(ancestors, loop, base):
             return None
         return loop if is_loader(loop.iter, scope) else None
     return None
