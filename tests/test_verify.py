@@ -1,0 +1,183 @@
+"""`torchdev-lint verify`: counters, CUDA emulation, fixed vs wrongly fixed fixtures, sandbox.
+
+CPU only. Fixture runs start fresh processes (about a second of `import torch`
+each), so the end-to-end runs are shared between tests through module-scoped
+fixtures and use `--min-time 0 --warmup 0`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torchdev_lint.cli import build_parser  # noqa: E402
+from torchdev_lint.verify import command  # noqa: E402
+from torchdev_lint.verify.emulation import DeviceMode  # noqa: E402
+from torchdev_lint.verify.session import UsageError, choose_target, project_fixer  # noqa: E402
+
+HERE = Path(__file__).parent / "verify_fixtures"
+PER_ITEM = str(HERE / "per_item_transfer.py")
+LITERAL_CUDA = str(HERE / "literal_cuda.py")
+ESCAPES = str(HERE / "escapes_sandbox.py")
+FAST = ["--min-time", "0", "--warmup", "0"]
+
+
+def verify(argv: Sequence[str], capsys: pytest.CaptureFixture[str], fixer: object = None) -> tuple[int, str]:
+    args = build_parser().parse_args(["verify", *argv])
+    status = command.run(args, fixer=fixer)
+    return status, capsys.readouterr().out
+
+
+def counted(program, emulate: bool = True) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    mode = DeviceMode(emulate=emulate)
+    mode.counting = True
+    with mode:
+        program()
+    return mode.counts.as_dict()
+
+
+# -- counters on hand-written programs (in process, fast) ----------------------------
+
+
+def test_per_item_moves_count_one_h2d_each_and_the_stacked_move_one() -> None:
+    items = [torch.full((4,), float(i)) for i in range(100)]
+    device = torch.device("cuda")
+
+    def per_item() -> object:
+        return torch.stack([x.to(device) for x in items])
+
+    def stacked() -> object:
+        return torch.stack(items).to(device)
+
+    assert counted(per_item) == {"h2d": 100, "d2h": 0, "syncs": 0}
+    assert counted(stacked) == {"h2d": 1, "d2h": 0, "syncs": 0}
+
+
+def test_reads_back_to_the_host_count_as_d2h_and_sync() -> None:
+    def program() -> None:
+        x = torch.arange(6.0, device="cuda")  # created on the device: no copy
+        x.sum().item()
+        x.tolist()
+        x.cpu()
+        x.to("cpu", non_blocking=True)  # a copy, but the host does not wait
+        torch.zeros(6).copy_(x)
+        x.cuda()  # already there: nothing
+        bool(x.max() > 3)
+
+    assert counted(program) == {"h2d": 0, "d2h": 6, "syncs": 5}
+
+
+def test_module_moves_count_each_parameter_once() -> None:
+    def program() -> None:
+        model = torch.nn.Linear(3, 2)
+        for _ in range(5):
+            model.to("cuda")  # only the first moves anything
+        out = model(torch.ones(4, 3, device="cuda"))
+        assert out.device == torch.device("cuda", 0) and out.is_cuda
+
+    assert counted(program) == {"h2d": 2, "d2h": 0, "syncs": 0}
+
+
+def test_emulated_tensors_report_cuda_and_refuse_numpy_like_cuda() -> None:
+    def program() -> None:
+        x = torch.tensor([1.0, 2.0], device="cuda")
+        assert x.device.type == "cuda" and x.is_cuda
+        assert x.cpu().device.type == "cpu"
+        with pytest.raises(TypeError, match="cuda"):
+            x.numpy()
+
+    assert counted(program)["h2d"] == 1
+
+
+def test_without_emulation_cpu_tensors_never_cross() -> None:
+    def program() -> None:
+        x = torch.ones(3).to("cpu")
+        x.item() if x.numel() == 1 else x.tolist()
+
+    assert counted(program, emulate=False) == {"h2d": 0, "d2h": 0, "syncs": 0}
+
+
+def test_device_choice() -> None:
+    if not torch.cuda.is_available():
+        assert choose_target("auto").emulated and choose_target("cuda:1").device == "cuda:1"
+    assert choose_target("cpu").device == "cpu" and not choose_target("cpu").emulated
+    with pytest.raises(UsageError):
+        choose_target("tpu")
+
+
+# -- end to end (child processes) ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fixed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict]:
+    out = tmp_path_factory.mktemp("verify")
+    args = build_parser().parse_args(
+        ["verify", PER_ITEM, LITERAL_CUDA, *FAST, "--json", str(out / "v.json"), "--plot", str(out / "v.png")]
+    )
+    stdout = io.StringIO()  # capsys is function scoped
+    with contextlib.redirect_stdout(stdout):
+        status = command.run(args)
+    assert (out / "v.png").stat().st_size > 0
+    return status, stdout.getvalue(), json.loads((out / "v.json").read_text())
+
+
+def test_correct_fix_matches_and_removes_the_per_item_copies(fixed_run: tuple[int, str, dict]) -> None:
+    status, table, document = fixed_run
+    assert status == 0, table
+    per_item = document["fixtures"][0]
+    assert per_item["fixture"].endswith("per_item_transfer.py")
+    assert per_item["codes"] == ["TDL201"] and per_item["match"] is True
+    assert (per_item["before"]["h2d"], per_item["after"]["h2d"]) == (100, 1)
+    assert per_item["before"]["items_per_s"] > 0 and per_item["speedup"] > 0
+    assert "100 → 1" in table
+
+
+def test_cuda_emulation_runs_literal_cuda_on_a_cpu_machine(fixed_run: tuple[int, str, dict]) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a real GPU is present")
+    status, table, document = fixed_run
+    environment = document["environment"]
+    assert environment["emulated"] is True and environment["device"] == "cuda:0"
+    assert "CUDA emulated on CPU; timings not meaningful" in table
+    literal = document["fixtures"][1]
+    assert literal["match"] is True and literal["before"]["error"] is None
+    # 50 per-row .cuda() + one .to("cuda") before; one batched .cuda() + the same .to after.
+    assert (literal["before"]["h2d"], literal["after"]["h2d"]) == (51, 2)
+    assert literal["before"]["d2h"] == literal["after"]["d2h"] == 2  # .cpu() and .item()
+
+
+def test_wrong_fix_is_a_mismatch_with_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    def wrong_fixer(path: str, source: bytes, codes: Sequence[str], unsafe: bool) -> tuple[bytes, int]:
+        fixed, applied = project_fixer(path, source, codes, unsafe)
+        return fixed.replace(b"+ i for i", b"+ 2 * i for i"), applied
+
+    status, table = verify([PER_ITEM, *FAST], capsys, fixer=wrong_fixer)
+    assert status == 1
+    assert re.search(r"per_item_transfer\.py\s+TDL201\s+NO\s", table)
+    assert "results differ after the fix" in table
+
+
+def test_sandbox_refuses_network_and_writes_outside(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    escape = tmp_path / "escaped.txt"
+    monkeypatch.setenv("TORCHDEV_TEST_ESCAPE_FILE", str(escape))
+    status, table = verify([ESCAPES, *FAST], capsys)
+    assert not escape.exists()
+    assert status == 1
+    assert f"blocked write to {escape}" in table
+    assert "blocked network connect to ('127.0.0.1', 9)" in table
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert verify([str(tmp_path / "missing")], capsys)[0] == 2
+    assert verify([str(tmp_path)], capsys)[0] == 2  # no fixtures there
+    assert verify([PER_ITEM, "--device", "tpu"], capsys)[0] == 2
