@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from torchdev_lint.analysis.scopes import (
     Scope,
@@ -27,6 +26,7 @@ from torchdev_lint.analysis.scopes import (
 from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo, SourceError
+from torchdev_lint.positions import Point, node_spans
 from torchdev_lint.rule import Fix, Rule
 
 Handler = Callable[[cst.CSTNode], object]
@@ -52,7 +52,8 @@ class FileResult:
     module: cst.Module | None
     findings: list[Finding] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    positions: Mapping[cst.CSTNode, CodeRange] = field(default_factory=dict)
+    # Spans of reported and fix-replaced nodes, by node id: ((line, col), (end_line, end_col)).
+    positions: Mapping[int, tuple[Point, Point]] = field(default_factory=dict)
 
     @property
     def reported(self) -> list[Diagnostic]:
@@ -222,31 +223,30 @@ def _locate(result: FileResult, with_edits: bool) -> None:
     """Give each finding its position, fix edits and noqa status."""
     assert result.module is not None
     module = result.module
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    wanted = [f.node for f in result.findings]
+    wanted += [old for f in result.findings if f.fix is not None for old in f.fix.replacements]
+    positions = node_spans(module, wanted)
     result.positions = positions
     lines = module.code.splitlines()
     unique: dict[tuple[str, int, int], Finding] = {}
     for finding in result.findings:
-        start = positions[finding.node].start
-        unique.setdefault((finding.rule.code, start.line, start.column), finding)
-    result.findings = sorted(
-        unique.values(),
-        key=lambda f: (positions[f.node].start.line, positions[f.node].start.column, f.rule.code),
-    )
+        start, _ = positions[id(finding.node)]
+        unique.setdefault((finding.rule.code, *start), finding)
+    result.findings = sorted(unique.values(), key=lambda f: (positions[id(f.node)][0], f.rule.code))
     for finding in result.findings:
-        span = positions[finding.node]
+        (line, column), (end_line, end_column) = positions[id(finding.node)]
         fix_info = None
         if finding.fix is not None:
             edits = fix_edits(module, [finding.fix]) if with_edits else ()
             fix_info = FixInfo(finding.fix.safety, finding.fix.message, edits)
-        line_text = lines[span.start.line - 1] if span.start.line <= len(lines) else ""
+        line_text = lines[line - 1] if line <= len(lines) else ""
         result.diagnostics.append(
             Diagnostic(
                 path=result.path,
-                line=span.start.line,
-                column=span.start.column + 1,
-                end_line=span.end.line,
-                end_column=span.end.column + 1,
+                line=line,
+                column=column + 1,
+                end_line=end_line,
+                end_column=end_column + 1,
                 code=finding.rule.code,
                 name=finding.rule.name,
                 message=finding.message,

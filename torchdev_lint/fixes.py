@@ -54,9 +54,9 @@ def _choose(result: FileResult, unsafe: bool) -> list[Fix]:
         fix = finding.fix
         if fix is None or diagnostic.suppressed or (fix.safety == "unsafe" and not unsafe):
             continue
-        spans = [result.positions[node] for node in fix.replacements]
-        start = min((s.start.line, s.start.column) for s in spans)
-        end = max((s.end.line, s.end.column) for s in spans)
+        spans = [result.positions[id(node)] for node in fix.replacements]
+        start = min(span[0] for span in spans)
+        end = max(span[1] for span in spans)
         if any(start <= b_end and b_start <= end for b_start, b_end in taken):
             continue
         taken.append((start, end))
