@@ -25,7 +25,7 @@ def test_spans_match_position_provider(source: str) -> None:
 
 
 def test_spans_match_on_own_source() -> None:
-    for path in sorted(Path("torchdev_lint").rglob("*.py"))[:20]:
+    for path in sorted((Path(__file__).parent.parent / "torchdev_lint").rglob("*.py"))[:20]:
         _compare(cst.parse_module(path.read_bytes()))
 
 
