@@ -1,0 +1,74 @@
+"""Generated docs (README rules table, docs/rules/*.md) match the rule modules."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "gen_docs.py"
+
+
+def _gen_docs():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("gen_docs", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_docs_are_fresh() -> None:
+    result = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, (
+        "generated docs are stale; run `python scripts/gen_docs.py`\n" + result.stderr
+    )
+
+
+def test_every_rule_has_a_page_and_a_row() -> None:
+    from torchdev_lint.rule import all_rules
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for rule in all_rules():
+        assert (ROOT / "docs" / "rules" / f"{rule.code}.md").is_file()
+        assert f"| [{rule.code}](docs/rules/{rule.code}.md) | `{rule.name}` |" in readme
+
+
+def test_check_detects_staleness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = _gen_docs()
+    (tmp_path / "docs" / "rules").mkdir(parents=True)
+    (tmp_path / "README.md").write_text(f"# x\n\n{gen.START}\nold\n{gen.END}\n\nafter\n")
+    monkeypatch.setattr(gen, "ROOT", tmp_path)
+    monkeypatch.setattr(gen, "README", tmp_path / "README.md")
+    monkeypatch.setattr(gen, "RULES_DIR", tmp_path / "docs" / "rules")
+    (tmp_path / "docs" / "rules" / "TDL000.md").write_text("gone\n")
+    problems = gen.stale()
+    assert "README.md" in problems and "docs/rules/TDL000.md" in problems
+    assert "docs/rules/TDL101.md" in problems
+    gen.write()
+    assert gen.stale() == []
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.startswith("# x\n") and readme.endswith("\n\nafter\n") and "old" not in readme
+    assert not (tmp_path / "docs" / "rules" / "TDL000.md").exists()
+
+
+def test_readme_test_command_matches_ci() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "python -m pytest -q" in readme
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "python -m pytest -q" in ci
+
+
+def test_readme_documents_every_check_option() -> None:
+    from torchdev_lint.cli import build_parser
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    parser = build_parser()
+    check = parser._subparsers._group_actions[0].choices["check"]  # type: ignore[union-attr]
+    for action in check._actions:
+        for flag in action.option_strings:
+            if flag.startswith("--") and flag not in ("--help",):
+                assert flag in readme, f"README does not mention {flag}"
