@@ -8,9 +8,11 @@ loop binds. Everything here is syntactic and per loop, cached by node identity.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
+from torchdev_lint.analysis.devices import Move
 from torchdev_lint.analysis.scopes import dotted_name
 
 Loop = cst.For | cst.While
@@ -261,3 +263,108 @@ def statements_before(loop: Loop, statement: cst.BaseStatement) -> list[cst.Base
             break
         result.append(item)
     return result
+
+
+# Methods that change where (or as what) a module or tensor lives.
+_RELOCATING_METHODS = frozenset(
+    {"to", "cuda", "cpu", "xpu", "mps", "half", "float", "double", "bfloat16", "to_empty", "type"}
+)
+_calls_cache: dict[int, tuple[Loop, dict[str, list[tuple[str, cst.Call]]]]] = {}
+
+
+def method_calls_in(loop: Loop, key: str) -> list[tuple[str, cst.Call]]:
+    """`key.method(...)` calls anywhere in the loop body (nested scopes excluded)."""
+    cached = _calls_cache.get(id(loop))
+    if cached is None or cached[0] is not loop:
+        calls: dict[str, list[tuple[str, cst.Call]]] = {}
+
+        class _Calls(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> None:
+                if isinstance(node.func, cst.Attribute):
+                    receiver = dotted_name(node.func.value)
+                    if receiver is not None:
+                        calls.setdefault(receiver, []).append((node.func.attr.value, node))
+
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return False
+
+            def visit_Lambda(self, node: cst.Lambda) -> bool:
+                return False
+
+        loop.body.visit(_Calls())
+        if len(_calls_cache) > 4096:
+            _calls_cache.clear()
+        cached = _calls_cache[id(loop)] = (loop, calls)
+    return cached[1].get(key, [])
+
+
+def changed_in_place(loop: Loop, key: str, besides: cst.Call | None = None) -> bool:
+    """Is `key` relocated or mutated in place in the loop (`.to()`, `.cpu()`, `.add_()`...)?"""
+    return any(
+        call is not besides and (method in _RELOCATING_METHODS or method.endswith("_"))
+        for method, call in method_calls_in(loop, key)
+    )
+
+
+def _prefixes(key: str) -> set[str]:
+    parts = key.split(".")
+    return {".".join(parts[: i + 1]) for i in range(len(parts))}
+
+
+def _assigns_only(statement: cst.CSTNode | None, value: cst.BaseExpression) -> str | None | bool:
+    """For a one-statement line `target = value` → target's dotted name; `value` alone → None;
+    anything else → False."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    small = statement.body[0]
+    if isinstance(small, cst.Expr) and small.value is value:
+        return None
+    if isinstance(small, cst.Assign) and small.value is value and len(small.targets) == 1:
+        return dotted_name(small.targets[0].target) or False
+    return False
+
+
+@dataclass(frozen=True)
+class InvariantMove:
+    """A move that repeats the same transfer on every iteration of `loop`.
+
+    `statement` is set when the move can be hoisted: it is the whole statement
+    (`m.to(d)` or `y = x.to(d)`) directly in the loop body, and nothing earlier in
+    the iteration reads what it moves or assigns.
+    """
+
+    loop: Loop
+    statement: cst.BaseStatement | None
+
+
+def invariant_move(move: Move, ancestors: Sequence[cst.CSTNode]) -> InvariantMove | None:
+    """Is `move` (the last ancestor) a host-to-device move the innermost loop repeats unchanged?
+
+    Neither the receiver nor the target device may depend on anything the loop
+    (re)binds, the receiver must not be relocated or mutated in place elsewhere in
+    the loop, and the move must run on every iteration (not under an `if`).
+    """
+    loop = innermost_loop(ancestors)
+    key = dotted_name(move.receiver)
+    if loop is None or key is None or not move.to_accelerator or is_conditional_in(ancestors, loop):
+        return None
+    statement = body_statement(ancestors, loop)
+    assigned = _assigns_only(statement, move.call)
+    body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else []
+    varying = set(loop_target_names(loop) | bound_in([s for s in body if s is not statement]))
+    if statement is None:
+        varying |= bound_in_body(loop)
+    elif assigned is False:
+        varying |= bound_in([statement])
+    if _prefixes(key) & varying or changed_in_place(loop, key, besides=move.call):
+        return None
+    if move.device_node is not None and depends_on(move.device_node, varying):
+        return None
+    hoistable = statement is not None and assigned is not False and isinstance(loop.body, cst.IndentedBlock)
+    if hoistable and isinstance(assigned, str) and assigned != key:
+        hoistable = assigned not in varying and not changed_in_place(loop, assigned)
+    if hoistable and statement is not None:
+        earlier = statements_before(loop, statement)
+        watched = {key} | ({assigned} if isinstance(assigned, str) else set())
+        hoistable = not any(depends_on(s, watched) for s in earlier)
+    return InvariantMove(loop, statement if hoistable else None)

@@ -1,0 +1,168 @@
+"""TDL202 module-transfer-in-loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.kinds import is_module, looks_like_module_name
+from torchdev_lint.analysis.loops import hoist, invariant_move
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+
+
+class ModuleTransferInLoop(Rule):
+    code = "TDL202"
+    name = "module-transfer-in-loop"
+    message = "A module that the loop never changes is moved to the device on every iteration; move it once, before the loop"
+    fix_safety = "safe"
+    triggers = (".to(", ".cuda(")
+    docs = """
+        ## What it does
+        Flags `model.to(device)` / `model.cuda()` inside a loop body when the module is the same
+        on every iteration (not rebuilt or reassigned in the loop) and the target device does not
+        depend on the loop (a per-device loop `for d in devices: model.to(d)` is not flagged).
+
+        ## Why it matters
+        `Module.to` walks every parameter and buffer on each call. Even when they are already on
+        the device and nothing is copied, this costs Python time per tensor on every step; when
+        the module was moved elsewhere in between, it re-copies every weight each iteration.
+
+        ## Example
+        ```python
+        for x, y in loader:
+            model.to(device)
+            loss = criterion(model(x.to(device)), y.to(device))
+        ```
+
+        ## Use instead
+        ```python
+        model.to(device)
+        for x, y in loader:
+            loss = criterion(model(x.to(device)), y.to(device))
+        ```
+
+        ## Fix safety
+        Safe: the move statement is hoisted before the loop, only when it is a statement of its own
+        directly in the loop body, runs on every iteration, nothing in the loop rebinds or
+        relocates the module, and nothing earlier in the loop body uses it. Moving a module twice
+        to the same device is a no-op, so the loop sees the module where it saw it before.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def train(loader, device, epochs):
+                model = nn.Linear(4, 2)
+                # training
+                for epoch in range(epochs):
+                    model.to(device)
+                    for x, y in loader:
+                        model(x.to(device))
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+            from torch import nn
+
+            def train(loader, device, epochs):
+                model = nn.Linear(4, 2)
+                # training
+                model.to(device)
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        model(x.to(device))
+            """,
+        ),
+        Invalid(
+            """
+            def evaluate(self, batches):
+                for batch in batches:
+                    for x in batch:
+                        self.model = self.model.cuda()
+                        yield self.model(x)
+            """,
+            lines=(4,),
+            fixed="""
+            def evaluate(self, batches):
+                self.model = self.model.cuda()
+                for batch in batches:
+                    for x in batch:
+                        yield self.model(x)
+            """,
+        ),
+        Invalid(
+            """
+            def run(net, xs, device):
+                for x in xs:
+                    y = net(x)
+                    net.to(device)
+                for x in xs:
+                    out = net.cuda()(x)
+            """,
+            lines=(4, 6),
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            from torch import nn
+
+            def replicas(devices, xs):
+                model = nn.Linear(4, 2)
+                for d in devices:
+                    model.to(d)
+                for i, x in enumerate(xs):
+                    model.to(f"cuda:{i}")
+                    model.to(x.device)
+            """
+        ),
+        Valid(
+            """
+            from torch import nn
+
+            def search(configs, device):
+                for cfg in configs:
+                    model = nn.Linear(cfg.n, 2)
+                    model.to(device)
+                for cfg in configs:
+                    model = build(cfg)
+                    model.cuda()
+            """
+        ),
+        Valid(
+            """
+            def offload(model, xs, device):
+                for x in xs:
+                    model.to(device)
+                    model(x)
+                    model.cpu()
+                for x in xs:
+                    if x is None:
+                        model.to(device)
+                model.to(device)
+                for x in xs:
+                    x.to(device)
+                for x in xs:
+                    model.to(torch.float16)
+            """
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        scope = self.ctx.scope
+        move = as_move(node, scope)
+        if move is None or not (is_module(move.receiver, scope) or looks_like_module_name(move.receiver)):
+            return
+        found = invariant_move(move, self.ctx.ancestors)
+        if found is None:
+            return
+        fix = None
+        if found.statement is not None:
+            fix = Fix(
+                "safe",
+                "Move the module once, before the loop",
+                {found.loop: hoist(found.loop, found.statement)},
+            )
+        self.report(node, fix=fix)
