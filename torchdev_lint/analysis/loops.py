@@ -360,9 +360,11 @@ def invariant_move(move: Move, ancestors: Sequence[cst.CSTNode]) -> InvariantMov
         return None
     if move.device_node is not None and depends_on(move.device_node, varying):
         return None
+    if isinstance(assigned, str) and assigned != key and changed_in_place(loop, assigned):
+        return None  # `c = buf.to(d); c.mul_(2)`: each iteration needs its fresh copy
     hoistable = statement is not None and assigned is not False and isinstance(loop.body, cst.IndentedBlock)
     if hoistable and isinstance(assigned, str) and assigned != key:
-        hoistable = assigned not in varying and not changed_in_place(loop, assigned)
+        hoistable = assigned not in varying
     if hoistable and statement is not None:
         earlier = statements_before(loop, statement)
         watched = {key} | ({assigned} if isinstance(assigned, str) else set())
