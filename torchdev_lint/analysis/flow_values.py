@@ -1,0 +1,159 @@
+"""The abstract values of the device-flow analysis (`analysis.flow`): kinds, devices, joins.
+
+A `Value` says what the analysis knows about one expression at one point of a
+function: its kind (tensor, module, device, loader, other) and, for tensors and
+modules, the device it lives on. Every field is "known" or left at its
+"unknown" default; joining two facts that disagree forgets the field, so the
+lattice is shallow and fixed points are reached in a few rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+import libcst as cst
+
+
+class Kind(Enum):
+    """What an expression evaluates to; None (not a member) means unknown."""
+
+    TENSOR = "tensor"
+    MODULE = "module"
+    DEVICE = "device"  # a torch.device or a device string such as "cuda:0"
+    LOADER = "loader"  # an iterable of batches (a DataLoader)
+    OTHER = "other"  # numbers, strings, numpy arrays...: never a tensor
+
+
+ACCELERATORS = frozenset({"cuda", "mps", "xpu", "hpu"})
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a tensor or module lives.
+
+    `type` is the backend (`cpu`, `cuda`, `mps`, `meta`...) with an optional
+    `index`; `type=None` is a device chosen at run time by a CUDA availability
+    check (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`):
+    it is CUDA on every machine that has a GPU. Two run-time devices are the
+    same when they come from the same `origin` expression; `name` is the
+    variable holding it, for messages and fixes.
+    """
+
+    type: str | None
+    index: int | None = None
+    origin: cst.CSTNode | None = field(default=None, compare=False)
+    name: str | None = field(default=None, compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Device):
+            return NotImplemented
+        return self.type == other.type and self.index == other.index and self.origin is other.origin
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index, id(self.origin)))
+
+    @property
+    def on_accelerator(self) -> bool:
+        """Positive evidence that data here is not host memory."""
+        return self.type is None or self.type in ACCELERATORS
+
+    def describe(self) -> str:
+        if self.type is None:
+            holder = f"`{self.name}`" if self.name else "a device"
+            return f"{holder} (CUDA whenever CUDA is available)"
+        if self.type == "cpu":
+            return "the CPU"
+        if self.index is not None:
+            return f"{self.type}:{self.index}"
+        return "CUDA" if self.type == "cuda" else self.type
+
+    def literal(self) -> str | None:
+        """The device as a string literal (`"cuda:1"`), when it has one."""
+        if self.type is None:
+            return None
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+CPU = Device("cpu")
+
+
+def conflicting(a: Device, b: Device) -> bool:
+    """Would an operation mixing data on `a` and on `b` fail?
+
+    Only certain failures count: host against accelerator, two explicit
+    different CUDA ordinals, and a run-time device (CUDA when available)
+    against the CPU.
+    """
+    if a.type is None or b.type is None:
+        other = b if a.type is None else a
+        return other.type == "cpu"
+    if a.type != b.type:
+        return "cpu" in (a.type, b.type) and bool({a.type, b.type} & ACCELERATORS)
+    return a.index is not None and b.index is not None and a.index != b.index
+
+
+@dataclass(frozen=True)
+class Value:
+    """What is known about one expression.
+
+    `nonscalar`: proven to have at least one dimension (a CPU 0-dim tensor
+    mixes freely with CUDA tensors in arithmetic). `grad`: may require grad
+    (it came out of a module). `cls`: facts of the local nn.Module subclass a
+    module is an instance of. `stateful`: the module holds parameters or
+    buffers, so calling it with data on another device fails. `pending`: the
+    non-blocking device-to-host copy that produced this tensor and that no
+    synchronisation has completed yet.
+    """
+
+    kind: Kind
+    device: Device | None = None
+    nonscalar: bool = False
+    grad: bool = False
+    cls: object | None = None
+    stateful: bool = False
+    pending: cst.Call | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Value):
+            return NotImplemented
+        return (
+            self.kind is other.kind
+            and self.device == other.device
+            and self.nonscalar == other.nonscalar
+            and self.grad == other.grad
+            and self.cls is other.cls
+            and self.stateful == other.stateful
+            and self.pending is other.pending
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.device, self.nonscalar, self.grad, id(self.cls), self.stateful))
+
+    def on(self, device: Device | None) -> Value:
+        return replace(self, device=device)
+
+
+TENSOR = Value(Kind.TENSOR)
+MODULE = Value(Kind.MODULE)
+OTHER = Value(Kind.OTHER)
+LOADER = Value(Kind.LOADER)
+
+
+def join(a: Value | None, b: Value | None) -> Value | None:
+    """The facts that hold on both paths; None when even the kind disagrees."""
+    if a is None or b is None:
+        return None
+    if a == b:
+        return a
+    if a.kind is not b.kind:
+        return None
+    return Value(
+        a.kind,
+        a.device if a.device == b.device else None,
+        a.nonscalar and b.nonscalar,
+        a.grad or b.grad,
+        a.cls if a.cls is b.cls else None,
+        a.stateful and b.stateful,
+        a.pending if a.pending is b.pending else None,
+    )

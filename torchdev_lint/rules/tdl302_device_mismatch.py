@@ -1,0 +1,352 @@
+"""TDL302 device-mismatch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis import flow
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.syntax import method_call
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+_SHOWN = 40
+
+
+def _short(ctx: FileContext, node: cst.CSTNode) -> str:
+    text = " ".join(ctx.code_for(node).split())
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+class DeviceMismatch(Rule):
+    code = "TDL302"
+    name = "device-mismatch"
+    message = "Operands on different devices: this raises at run time; move one to the other's device"
+    fix_safety = "unsafe"
+    # A conflict needs a value known to be on an accelerator: a move, `device=`, or a device variable.
+    triggers = (".cuda(", ".to(", "device")
+    docs = """
+        ## What it does
+        Follows, within one function, where each tensor and module lives, and flags an operation
+        whose operands are known to sit on different devices: a module moved to CUDA called with
+        a tensor created on the CPU, arithmetic, `@`, `torch.cat`/`torch.stack` mixing CPU and
+        CUDA tensors, indexing a CPU tensor with CUDA indices. A device chosen with
+        `torch.device("cuda" if torch.cuda.is_available() else "cpu")` counts as CUDA here: the
+        program fails on every machine that has a GPU. Values whose device is unknown (a
+        `device` parameter, what a helper function returns) are never flagged, nor are two
+        values on the same device variable, Python scalars, `.item()` results and CPU 0-dim
+        tensors in arithmetic (PyTorch lets those mix).
+
+        ## Why it matters
+        This is the error every PyTorch user meets first: `RuntimeError: Input type
+        (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same` or
+        `Expected all tensors to be on the same device, but found at least two devices, cuda:0
+        and cpu!`. It often passes unnoticed on a laptop without a GPU and fails on the training
+        machine; catching it statically saves the round trip.
+
+        ## Example
+        ```python
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        x = torch.randn(8, 3, 224, 224)
+        logits = model(x)
+        ```
+
+        ## Use instead
+        ```python
+        x = torch.randn(8, 3, 224, 224, device=device)
+        logits = model(x)  # or model(x.to(device))
+        ```
+
+        ## Fix safety
+        Unsafe: adds `.to(<the other operand's device>)` to the host-side operand (or to the
+        module's input), naming the device variable when there is one. That is almost always the
+        intent, but it adds a copy and changes where later code finds the result.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(224, 10)
+
+                def forward(self, x):
+                    return self.fc(x)
+
+            def main():
+                device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+                model = Net().to(device)
+                x = torch.randn(8, 3, 224, 224)
+                return model(x)
+            """,
+            lines=(16,),
+            fixed="""
+            import torch
+            from torch import nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(224, 10)
+
+                def forward(self, x):
+                    return self.fc(x)
+
+            def main():
+                device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+                model = Net().to(device)
+                x = torch.randn(8, 3, 224, 224)
+                return model(x.to(device))
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            import torchvision
+
+            model = torchvision.models.resnet18()
+            model.cuda()
+            model.eval()
+            image = torch.randn(3, 224, 224)
+            print(model(image.unsqueeze(0)))
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+            import torchvision
+
+            model = torchvision.models.resnet18()
+            model.cuda()
+            model.eval()
+            image = torch.randn(3, 224, 224)
+            print(model(image.unsqueeze(0).to("cuda")))
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def step(n):
+                weights = torch.ones(n, 4).cuda()
+                noise = torch.randn(n, 4)
+                total = weights + noise
+                both = torch.cat([weights, noise])
+                return total, both, weights @ torch.eye(4)
+            """,
+            lines=(6, 7, 8),
+            fixed="""
+            import torch
+
+            def step(n):
+                weights = torch.ones(n, 4).cuda()
+                noise = torch.randn(n, 4)
+                total = weights + noise.to("cuda")
+                both = torch.cat([weights, noise.to("cuda")])
+                return total, both, weights @ torch.eye(4).to("cuda")
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Scaler(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("weight", torch.ones(3))
+
+            scaler = Scaler()
+            scaler.to("cuda:0")
+            print(scaler.weight * torch.arange(3))
+            """,
+            lines=(11,),
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            class Scaler(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("weight", torch.ones(3))
+
+            scaler = Scaler()
+            scaler.to("cuda:0")
+            print(scaler.weight * torch.arange(3).to("cuda:0"))
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+            def lookup(table):
+                ids = torch.tensor([1, 2]).to(DEVICE)
+                rows = torch.zeros(5, 3)[ids]
+                return rows
+            """,
+            lines=(7,),
+            fixed="""
+            import torch
+
+            DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+            def lookup(table):
+                ids = torch.tensor([1, 2]).to(DEVICE)
+                rows = torch.zeros(5, 3)[ids.to("cpu")]
+                return rows
+            """,
+        ),
+    )
+    valid = (
+        # Input moved to the model's device variable.
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            model = nn.Linear(4, 2).to(device)
+            x = torch.randn(8, 4).to(device)
+            y = model(x) + torch.zeros(8, 2, device=device)
+            """
+        ),
+        # A `device` parameter and a helper's return are of unknown device.
+        Valid(
+            """
+            import torch
+
+            def run(model, device):
+                model.to(device)
+                x = torch.randn(8, 4)
+                batch = make_batch()
+                return model(x), batch + torch.ones(3).cuda()
+            """
+        ),
+        # Scalars, `.item()` results and CPU 0-dim tensors mix with CUDA tensors.
+        Valid(
+            """
+            import torch
+
+            x = torch.randn(8, 4).cuda()
+            scale = torch.randn(3).sum().item()
+            y = x * 2.0 + scale + torch.tensor(1.5)
+            """
+        ),
+        # Moved in one branch only: unknown afterwards.
+        Valid(
+            """
+            import torch
+
+            def f(flag):
+                x = torch.randn(8, 4)
+                if flag:
+                    x = x.cuda()
+                return x + torch.randn(8, 4)
+            """
+        ),
+        # Rebound in a loop to a value of another device: unknown at the loop head.
+        Valid(
+            """
+            import torch
+
+            def f(n):
+                x = torch.randn(8, 4).cuda()
+                for _ in range(n):
+                    y = x + torch.ones(8, 4).cuda()
+                    x = torch.randn(8, 4)
+                return y
+            """
+        ),
+        # A module without parameters (a loss) runs wherever its inputs are.
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+            criterion = nn.CrossEntropyLoss().cuda()
+            loss = criterion(torch.randn(4, 3), torch.tensor([0, 1, 2, 0]))
+            """
+        ),
+        # Expected to fail: a test asserting the error.
+        Valid(
+            """
+            import torch
+
+            class T:
+                def test_mismatch(self):
+                    a = torch.ones(3, 3).cuda()
+                    with self.assertRaises(RuntimeError):
+                        a + torch.ones(3, 3)
+            """
+        ),
+        # Indexing a CUDA tensor with CPU indices is allowed.
+        Valid(
+            """
+            import torch
+
+            x = torch.randn(5, 3).cuda()
+            rows = x[torch.tensor([1, 2])]
+            """
+        ),
+        # Code after return is unreachable.
+        Valid(
+            """
+            import torch
+
+            def f():
+                x = torch.randn(3, 3).cuda()
+                return x
+                x + torch.randn(3, 3)
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._units: set[cst.CSTNode] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda")) or any(
+            arg.keyword is not None and arg.keyword.value == "device" for arg in node.args
+        ):
+            unit = flow.current_unit(self.ctx)
+            if unit is not None:
+                self._units.add(unit)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._check(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._check(node)
+
+    def _check(self, unit: flow.Unit) -> None:
+        if unit not in self._units:
+            return
+        self._units.discard(unit)
+        for conflict in flow.analyse(unit, self.ctx).conflicts:
+            self._report(conflict)
+
+    def _report(self, conflict: flow.Conflict) -> None:
+        ctx = self.ctx
+        moved, holder = _short(ctx, conflict.moved), _short(ctx, conflict.holder)
+        target, source = conflict.target.describe(), conflict.moved_device.describe()
+        if conflict.module_call:
+            message = f"`{holder}` is on {target} but is called with `{moved}` on {source}"
+        else:
+            message = f"`{moved}` is on {source} but `{holder}` is on {target}: they cannot be mixed"
+        fix = None
+        if conflict.target_expr is not None:
+            to = ctx.code_for(conflict.target_expr)
+            message += f"; move it with `.to({to})`"
+            moved_to = method_call(conflict.moved, "to", [cst.Arg(conflict.target_expr.deep_clone())])
+            fix = Fix("unsafe", f"Move `{moved}` with `.to({to})`", {conflict.moved: moved_to})
+        self.report(conflict.node, message, fix)
