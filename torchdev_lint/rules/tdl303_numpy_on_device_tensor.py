@@ -1,0 +1,193 @@
+"""TDL303 numpy-on-device-tensor."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.flow_values import Kind
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.syntax import method_call
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+class NumpyOnDeviceTensor(Rule):
+    code = "TDL303"
+    name = "numpy-on-device-tensor"
+    message = "`.numpy()` on a tensor that lives on the GPU raises; call `.cpu()` first"
+    fix_safety = "safe"
+    triggers = (".numpy(",)
+    docs = """
+        ## What it does
+        Flags `.numpy()` on a tensor with positive evidence of living on an accelerator: moved or
+        created on `"cuda"`, on a device variable that is CUDA whenever CUDA is available
+        (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`), or the output of a module
+        moved there, with no `.cpu()` in between. Tensors known to be on the CPU or whose device
+        is unknown (a `device` parameter, a helper's return) are not flagged.
+
+        ## Why it matters
+        NumPy arrays live in host memory: `.numpy()` on a CUDA tensor raises `TypeError: can't
+        convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host
+        memory first.` Code written and tested on a CPU-only machine passes and then fails on the
+        first GPU run. A module's output also requires grad, and `.numpy()` refuses that too.
+
+        ## Example
+        ```python
+        probs = model(x.to(device)).softmax(-1)
+        labels = probs.numpy().argmax(-1)
+        ```
+
+        ## Use instead
+        ```python
+        labels = probs.detach().cpu().numpy().argmax(-1)
+        ```
+
+        ## Fix safety
+        Safe: inserts `.cpu()` (a no-op for a tensor already on the CPU) and, for a module's
+        output, `.detach()` before it; the array holds the same values on every device.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+
+            x = torch.randn(4, 4).cuda()
+            print(x.numpy())
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+
+            x = torch.randn(4, 4).cuda()
+            print(x.cpu().numpy())
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def predict(batch):
+                device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+                model = nn.Linear(8, 2).to(device)
+                probs = model(batch.to(device)).softmax(-1)
+                return probs.numpy()
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+            from torch import nn
+
+            def predict(batch):
+                device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+                model = nn.Linear(8, 2).to(device)
+                probs = model(batch.to(device)).softmax(-1)
+                return probs.detach().cpu().numpy()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            def stats(n):
+                samples = torch.randn(n, device="cuda:1") * 2 + 1
+                return (samples - samples.mean()).numpy()
+            """,
+            lines=(5,),
+            fixed="""
+            import torch
+
+            def stats(n):
+                samples = torch.randn(n, device="cuda:1") * 2 + 1
+                return (samples - samples.mean()).cpu().numpy()
+            """,
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+
+            x = torch.randn(4, 4).cuda()
+            a = x.cpu().numpy()
+            b = x.detach().cpu().numpy()
+            c = torch.randn(3).numpy()
+            d = x.numpy(force=True)
+            """
+        ),
+        # A `device` parameter is of unknown device.
+        Valid(
+            """
+            import torch
+
+            def f(device):
+                x = torch.randn(4).to(device)
+                return x.numpy()
+            """
+        ),
+        # A helper's return is unknown.
+        Valid(
+            """
+            import torch
+
+            def f():
+                x = load_features()
+                return x.numpy()
+            """
+        ),
+        # Moved in one branch only.
+        Valid(
+            """
+            import torch
+
+            def f(flag):
+                x = torch.randn(4)
+                if flag:
+                    x = x.cuda()
+                return x.numpy()
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._sites: dict[cst.CSTNode, list[cst.Call]] = defaultdict(list)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not node.args:
+            unit = flow.current_unit(self.ctx)
+            if unit is not None:
+                self._sites[unit].append(node)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._check(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._check(node)
+
+    def _check(self, unit: flow.Unit) -> None:
+        sites = self._sites.pop(unit, None)
+        if not sites:
+            return
+        analysis = flow.analyse(unit, self.ctx)
+        for call in sites:
+            receiver = call.func.value  # type: ignore[attr-defined]
+            value = analysis.value(receiver)
+            if value is None or value.kind is not Kind.TENSOR or value.device is None:
+                continue
+            if not value.device.on_accelerator:
+                continue
+            host = method_call(method_call(receiver, "detach") if value.grad else receiver, "cpu")
+            fixed = call.with_changes(func=call.func.with_changes(value=host))  # type: ignore[attr-defined]
+            insert = "`.detach().cpu()`" if value.grad else "`.cpu()`"
+            self.report(
+                call,
+                f"`.numpy()` on a tensor on {value.device.describe()} raises; insert {insert} first",
+                Fix("safe", f"Insert {insert} before `.numpy()`", {call: fixed}),
+            )

@@ -1,0 +1,228 @@
+"""TDL306 discarded-tensor-to."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.flow_values import Kind
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+_CONVERSIONS = frozenset({"to", "cuda", "cpu", "half", "float"})
+
+
+class DiscardedTensorTo(Rule):
+    code = "TDL306"
+    name = "discarded-tensor-to"
+    message = "A tensor's `.to()` returns a new tensor and leaves the original alone; assign the result"
+    fix_safety = "safe"
+    triggers = (".to(", ".cuda(", ".cpu(", ".half(", ".float(")
+    docs = """
+        ## What it does
+        Flags a tensor's `.to(...)`, `.cuda()`, `.cpu()`, `.half()` or `.float()` used as a
+        statement, its result thrown away. It needs evidence that the receiver is a tensor: a
+        factory's result, tensor arithmetic, a parameter annotated `torch.Tensor`, a buffer or
+        parameter a module registered, the parts of a batch from a data loader. Modules (loss
+        criteria included) and receivers of unknown kind are never flagged.
+
+        ## Why it matters
+        `model.to(device)` moves a module in place, so the same line on a tensor looks right, but
+        `Tensor.to` returns a copy and leaves the original where it was. The code later runs on
+        the CPU tensor and fails with a device mismatch, or silently keeps the old dtype.
+
+        ## Example
+        ```python
+        for images, labels in loader:
+            images.to(device)
+            loss = criterion(model(images), labels)
+        ```
+
+        ## Use instead
+        ```python
+        for images, labels in loader:
+            images = images.to(device)
+            loss = criterion(model(images), labels)
+        ```
+
+        ## Fix safety
+        Safe: when the receiver is a plain name, the fix assigns the result back to it (`x =
+        x.to(...)`), which is what the statement was meant to do. Other receivers get no fix.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+
+            x = torch.randn(8, 4)
+            x.to("cuda")
+            x.half()  # keep half precision
+            """,
+            lines=(4, 5),
+            fixed="""
+            import torch
+
+            x = torch.randn(8, 4)
+            x = x.to("cuda")
+            x = x.half()  # keep half precision
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def train(model, dataset, device):
+                loader = DataLoader(dataset, batch_size=32)
+                for images, labels in loader:
+                    images.to(device); labels.to(device)
+                    model(images)
+            """,
+            lines=(7, 7),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def train(model, dataset, device):
+                loader = DataLoader(dataset, batch_size=32)
+                for images, labels in loader:
+                    images = images.to(device); labels = labels.to(device)
+                    model(images)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Smoother(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.register_buffer("kernel", torch.ones(3) / 3)
+
+                def place(self, device, scale):
+                    self.kernel.to(device)
+                    (self.kernel * scale).float()
+            """,
+            lines=(10, 11),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def prepare(extra: torch.Tensor, scale):
+                extra.cuda()
+                return extra * scale
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+
+            def prepare(extra: torch.Tensor, scale):
+                extra = extra.cuda()
+                return extra * scale
+            """,
+        ),
+    )
+    valid = (
+        # Modules move in place, loss criteria included.
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+            model = nn.Linear(4, 2)
+            model.to("cuda")
+            criterion = nn.BCELoss()
+            criterion.cuda()
+            model.half()
+            """
+        ),
+        # Receivers of unknown kind.
+        Valid(
+            """
+            def place(thing, batch, device):
+                thing.to(device)
+                batch.to(device)
+                make().cuda()
+            """
+        ),
+        # A single batch from a loader may be a dict-like object with an in-place `.to()`.
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def run(dataset, device):
+                for batch in DataLoader(dataset):
+                    batch.to(device)
+            """
+        ),
+        # Result used.
+        Valid(
+            """
+            import torch
+
+            x = torch.randn(3)
+            y = x.to("cuda")
+            print(x.cuda())
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._sites: dict[cst.CSTNode, list[cst.Expr]] = defaultdict(list)
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        call = node.value
+        if (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in _CONVERSIONS
+        ):
+            unit = flow.current_unit(self.ctx)
+            if unit is not None:
+                self._sites[unit].append(node)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._check(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._check(node)
+
+    def _check(self, unit: flow.Unit) -> None:
+        sites = self._sites.pop(unit, None)
+        if not sites:
+            return
+        analysis = flow.analyse(unit, self.ctx)
+        for statement in sites:
+            call: cst.Call = statement.value  # type: ignore[assignment]
+            receiver = call.func.value  # type: ignore[attr-defined]
+            value = analysis.value(receiver)
+            if value is None or value.kind is not Kind.TENSOR:
+                continue
+            method = call.func.attr.value  # type: ignore[attr-defined]
+            fix = None
+            if isinstance(receiver, cst.Name):
+                assign = cst.Assign(
+                    targets=[cst.AssignTarget(target=cst.Name(receiver.value))],
+                    value=call,
+                    semicolon=statement.semicolon,
+                )
+                fix = Fix(
+                    "safe",
+                    f"Assign the result: `{receiver.value} = {receiver.value}.{method}(...)`",
+                    {statement: assign},
+                )
+            self.report(
+                call,
+                f"`.{method}()` on a tensor returns a new tensor and leaves the original unchanged; "
+                "assign the result",
+                fix,
+            )

@@ -1,0 +1,155 @@
+"""TDL310 async-d2h-then-read."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis import flow
+from torchdev_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+class AsyncD2hThenRead(Rule):
+    code = "TDL310"
+    name = "async-d2h-then-read"
+    message = (
+        "A non-blocking copy to the CPU is read before any synchronisation: the data may not have "
+        "arrived yet; call `torch.cuda.synchronize()` (or wait on an event) before reading"
+    )
+    triggers = ("non_blocking",)
+    docs = """
+        ## What it does
+        Flags `t.to("cpu", non_blocking=True)` whose result is read on the host (`.numpy()`,
+        `.tolist()`, `.item()`, indexing, `print`, `float()`, an f-string...) before
+        `torch.cuda.synchronize()`, a stream or event `.synchronize()`/`.wait()`, or a blocking
+        copy that waits for the stream. The finding is reported at the non-blocking copy. A call
+        to a helper of unknown behaviour in between counts as a possible synchronisation.
+
+        ## Why it matters
+        A non-blocking device-to-host copy only queues the transfer and returns at once, into
+        pinned memory the GPU fills later. Reading it immediately reads whatever the buffer held
+        before: zeros or stale values, with no error. The bug appears only on a GPU, and only
+        sometimes.
+
+        ## Example
+        ```python
+        host = logits.to("cpu", non_blocking=True)
+        print(host.argmax(-1).tolist())
+        ```
+
+        ## Use instead
+        ```python
+        host = logits.to("cpu", non_blocking=True)
+        torch.cuda.synchronize()  # or: event.record(); ...; event.synchronize()
+        print(host.argmax(-1).tolist())
+        ```
+
+        ## Fix safety
+        No fix: where to synchronise (right away, or after overlapping more work) is the
+        author's choice.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+
+            def scores(logits):
+                host = logits.to("cpu", non_blocking=True)
+                return host.tolist()
+            """,
+            lines=(4,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def report(loss, preds):
+                cpu_preds = preds.to(torch.device("cpu"), non_blocking=True)
+                print(f"first: {cpu_preds[0]}")
+                value = loss.to(device="cpu", non_blocking=True).numpy()
+            """,
+            lines=(4, 6),
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+
+            def scores(logits, stream):
+                host = logits.to("cpu", non_blocking=True)
+                torch.cuda.synchronize()
+                a = host.tolist()
+                again = logits.to("cpu", non_blocking=True)
+                stream.synchronize()
+                return a, again.numpy()
+            """
+        ),
+        # Blocking copies; host-to-device copies; a copy that is only passed on.
+        Valid(
+            """
+            import torch
+
+            def f(x, y):
+                a = x.to("cpu").numpy()
+                b = y.to("cuda", non_blocking=True)
+                c = x.to("cpu", non_blocking=True)
+                return a, b[0], c
+            """
+        ),
+        # An event waited on before the read.
+        Valid(
+            """
+            import torch
+
+            def f(x):
+                host = x.to("cpu", non_blocking=True)
+                done = torch.cuda.Event()
+                done.record()
+                done.synchronize()
+                return host.numpy()
+            """
+        ),
+        # Synchronised on only one path: not provably unsynchronised.
+        Valid(
+            """
+            import torch
+
+            def f(x, wait):
+                host = x.to("cpu", non_blocking=True)
+                if wait:
+                    torch.cuda.synchronize()
+                return host.numpy()
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._units: set[cst.CSTNode] = set()
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None and node.keyword.value == "non_blocking":
+            unit = flow.current_unit(self.ctx)
+            if unit is not None:
+                self._units.add(unit)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._check(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        self._check(node)
+
+    def _check(self, unit: flow.Unit) -> None:
+        if unit not in self._units:
+            return
+        self._units.discard(unit)
+        reported: set[cst.CSTNode] = set()
+        for read in flow.analyse(unit, self.ctx).async_reads:
+            if read.copy not in reported:
+                reported.add(read.copy)
+                self.report(read.copy)
