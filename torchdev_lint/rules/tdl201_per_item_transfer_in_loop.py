@@ -282,6 +282,18 @@ class PerItemTransferInLoop(Rule):
             """
             import torch
 
+            def train(model, features, n, device):
+                for start in range(0, n, 8):
+                    x = features[start : start + 8].to(device)
+                    model(x)
+                    model(features[start].to(device))
+                return torch.stack([features[i].cuda() for i in range(n)])
+            """
+        ),
+        Valid(
+            """
+            import torch
+
             def per_step(model, xs, device):
                 out = []
                 for x in xs:
@@ -324,8 +336,8 @@ class PerItemTransferInLoop(Rule):
         if not isinstance(comp.target, cst.Name) or not _item_collection(comp.iter, scope):
             return
         move = as_move(first.elt, scope) if isinstance(first.elt, cst.Call) else None
-        item = frozenset({comp.target.value})
-        if move is None or not _per_item_move(move, item) or _aligns_devices(move, scope):
+        item = comp.target.value
+        if move is None or not _per_item_move(move, item, frozenset({item})) or _aligns_devices(move, scope):
             return
         self.report(move.call, fix=_join_fix(node, first, move, scope))
 
@@ -339,9 +351,11 @@ class PerItemTransferInLoop(Rule):
         loop = _item_loop(self.ctx.ancestors, scope)
         value = node.args[0].value
         move = as_move(value, scope) if isinstance(value, cst.Call) else None
-        if loop is None or move is None or not _per_item_move(move, loop_bound_names(loop)):
-            return
-        if move.receiver is not None and depends_on(move.receiver, {loop.target.value}):  # type: ignore[attr-defined]
+        if (
+            loop is not None
+            and move is not None
+            and _per_item_move(move, loop.target.value, loop_bound_names(loop))
+        ):  # type: ignore[attr-defined]
             self.appended[(id(scope.owner), func.value.value)].append((loop, move.call))
 
     # (b) for item in items: model(item.to(d))
@@ -359,7 +373,7 @@ class PerItemTransferInLoop(Rule):
             move = as_move(value, scope) if isinstance(value, cst.Call) else None
             if move is None and isinstance(value, cst.Name):
                 move = aliases.get(value.value)
-            if move is None or not _per_item_move(move, varying) or not depends_on(move.receiver, {item}):
+            if move is None or not _per_item_move(move, item, varying):
                 continue
             # Other inputs that change per iteration (`x = model(x, t.to(d))`): a sequential loop.
             others = [a.value for a in node.args if a is not arg]
@@ -414,11 +428,24 @@ class PerItemTransferInLoop(Rule):
         return Fix("unsafe", "Call the model once on the stacked batch", {loop: statement})
 
 
-def _per_item_move(move: Move, item_names: frozenset[str]) -> bool:
-    """A host-to-device move of something derived from the item, to a device the item does not choose."""
-    if not move.to_accelerator or not depends_on(move.receiver, item_names):
+def _per_item_move(move: Move, item: str, varying: frozenset[str]) -> bool:
+    """A host-to-device move of the item itself (`x.to(d)`, `x.unsqueeze(0).cuda()`, `x[0].to(d)`),
+    to a device that does not change per iteration. `xs[i:i + 8].to(d)` in `for i in ...` moves
+    a slice of another tensor, a batch, and does not count."""
+    if not move.to_accelerator or _root(move.receiver) != item:
         return False
-    return move.device_node is None or not depends_on(move.device_node, item_names)
+    return move.device_node is None or not depends_on(move.device_node, varying)
+
+
+def _root(node: cst.BaseExpression) -> str | None:
+    """The name a chain of method calls, attributes and subscripts starts from."""
+    while True:
+        if isinstance(node, cst.Call):
+            node = node.func
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return node.value if isinstance(node, cst.Name) else None
 
 
 def _aligns_devices(move: Move, scope: Scope) -> bool:
@@ -466,7 +493,7 @@ def _moved_aliases(loop: cst.For, item: str, scope: Scope) -> dict[str, Move]:
                 and isinstance(small.value, cst.Call)
             ):
                 move = as_move(small.value, scope)
-                if move is not None and depends_on(move.receiver, {item}):
+                if move is not None and _root(move.receiver) == item:
                     found[small.targets[0].target.value] = move
     return found
 
