@@ -269,33 +269,15 @@ def statements_before(loop: Loop, statement: cst.BaseStatement) -> list[cst.Base
 _RELOCATING_METHODS = frozenset(
     {"to", "cuda", "cpu", "xpu", "mps", "half", "float", "double", "bfloat16", "to_empty", "type"}
 )
-_calls_cache: dict[int, tuple[Loop, dict[str, list[tuple[str, cst.Call]]]]] = {}
 
 
 def method_calls_in(loop: Loop, key: str) -> list[tuple[str, cst.Call]]:
     """`key.method(...)` calls anywhere in the loop body (nested scopes excluded)."""
-    cached = _calls_cache.get(id(loop))
-    if cached is None or cached[0] is not loop:
-        calls: dict[str, list[tuple[str, cst.Call]]] = {}
-
-        class _Calls(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> None:
-                if isinstance(node.func, cst.Attribute):
-                    receiver = dotted_name(node.func.value)
-                    if receiver is not None:
-                        calls.setdefault(receiver, []).append((node.func.attr.value, node))
-
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-                return False
-
-            def visit_Lambda(self, node: cst.Lambda) -> bool:
-                return False
-
-        loop.body.visit(_Calls())
-        if len(_calls_cache) > 4096:
-            _calls_cache.clear()
-        cached = _calls_cache[id(loop)] = (loop, calls)
-    return cached[1].get(key, [])
+    return [
+        (call.func.attr.value, call)
+        for call in calls_in(loop)
+        if isinstance(call.func, cst.Attribute) and dotted_name(call.func.value) == key
+    ]
 
 
 def changed_in_place(loop: Loop, key: str, besides: cst.Call | None = None) -> bool:
@@ -370,3 +352,30 @@ def invariant_move(move: Move, ancestors: Sequence[cst.CSTNode]) -> InvariantMov
         watched = {key} | ({assigned} if isinstance(assigned, str) else set())
         hoistable = not any(depends_on(s, watched) for s in earlier)
     return InvariantMove(loop, statement if hoistable else None)
+
+
+_all_calls_cache: dict[int, tuple[Loop, list[cst.Call]]] = {}
+
+
+def calls_in(loop: Loop) -> list[cst.Call]:
+    """Every call in the loop body, nested scopes excluded."""
+    cached = _all_calls_cache.get(id(loop))
+    if cached is not None and cached[0] is loop:
+        return cached[1]
+    calls: list[cst.Call] = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            calls.append(node)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+    loop.body.visit(_Calls())
+    if len(_all_calls_cache) > 4096:
+        _all_calls_cache.clear()
+    _all_calls_cache[id(loop)] = (loop, calls)
+    return calls
