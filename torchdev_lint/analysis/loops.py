@@ -81,6 +81,18 @@ def target_names(target: cst.BaseExpression) -> frozenset[str]:
     return frozenset()
 
 
+def comprehension_targets(nodes: Sequence[cst.CSTNode]) -> frozenset[str]:
+    """Names bound by the comprehensions among `nodes` (`v` in `{k: v.to(d) for k, v in ...}`)."""
+    names: frozenset[str] = frozenset()
+    for node in nodes:
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            comp: cst.CompFor | None = node.for_in
+            while comp is not None:
+                names |= target_names(comp.target)
+                comp = comp.inner_for_in
+    return names
+
+
 def loop_target_names(loop: Loop) -> frozenset[str]:
     return target_names(loop.target) if isinstance(loop, cst.For) else frozenset()
 
@@ -334,6 +346,7 @@ def invariant_move(move: Move, ancestors: Sequence[cst.CSTNode]) -> InvariantMov
     assigned = _assigns_only(statement, move.call)
     body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else []
     varying = set(loop_target_names(loop) | bound_in([s for s in body if s is not statement]))
+    varying |= comprehension_targets(path_inside(ancestors, loop))
     if statement is None:
         varying |= bound_in_body(loop)
     elif assigned is False:

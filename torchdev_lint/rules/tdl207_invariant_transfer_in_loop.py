@@ -144,6 +144,11 @@ class InvariantTransferInLoop(Rule):
         ),
         Valid(
             """
+            def to_device(loader, device):
+                for batch in loader:
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    parts = [p.to(device) for p in batch["parts"]]
+
             def offload(xs, cache, device):
                 for x in xs:
                     c = cache.to(device)
@@ -151,6 +156,8 @@ class InvariantTransferInLoop(Rule):
                 for x in xs:
                     cache.to(device)
                     cache.cpu()
+                for epoch in range(3):
+                    G.cuda()
             """
         ),
     )
@@ -159,6 +166,10 @@ class InvariantTransferInLoop(Rule):
         scope = self.ctx.scope
         move = as_move(node, scope)
         if move is None or is_module(move.receiver, scope) or looks_like_module_name(move.receiver):
+            return
+        # A bare `g.cuda()` statement only makes sense on a module (a tensor's copy would be
+        # discarded, which is TDL306's): leave it to TDL202, which needs module evidence.
+        if isinstance(self.ctx.parent(), cst.Expr):
             return
         found = invariant_move(move, self.ctx.ancestors)
         if found is None:
