@@ -154,6 +154,7 @@ def batch_loop(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> cs
     base = batch_base(move.receiver)
     if base is None:
         return None
+    base = _through_comprehensions(base, ancestors)
     for loop in enclosing_loops(ancestors):
         if not isinstance(loop, cst.For) or base not in target_names(loop.target):
             continue
@@ -161,6 +162,22 @@ def batch_loop(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> cs
             return None
         return loop if is_loader(loop.iter, scope) else None
     return None
+
+
+def _through_comprehensions(name: str, ancestors: Sequence[cst.CSTNode]) -> str:
+    """`v` in `{k: v.to(d) for k, v in batch.items()}` stands for `batch`."""
+    for node in reversed(ancestors):
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            comp = node.for_in
+            if comp.inner_for_in is None and name in target_names(comp.target):
+                source = comp.iter
+                if iterates_mapping(source):
+                    source = source.func.value  # type: ignore[attr-defined]
+                inner = batch_base(source)
+                if inner is None:
+                    return name
+                name = inner
+    return name
 
 
 def moves_loader_batch(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:

@@ -81,14 +81,16 @@ class BlockingH2dCopy(Rule):
             loader = DL(ds, pin_memory=True, num_workers=2)
             for step, batch in enumerate(loader):
                 image = batch["image"].to("cuda", dtype=torch.float16)
+                batch = {k: v.to(device) for k, v in batch.items()}
             """,
-            lines=(5,),
+            lines=(5, 6),
             fixed="""
             from torch.utils.data import DataLoader as DL
 
             loader = DL(ds, pin_memory=True, num_workers=2)
             for step, batch in enumerate(loader):
                 image = batch["image"].to("cuda", dtype=torch.float16, non_blocking=True)
+                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
             """,
         ),
     )
