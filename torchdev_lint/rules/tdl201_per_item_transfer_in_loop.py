@@ -294,6 +294,20 @@ class PerItemTransferInLoop(Rule):
             """
             import torch
 
+            def sample(unet, scheduler, latents, device, paths, tf):
+                for t in scheduler.timesteps:
+                    noise = unet(latents, t.to(device))
+                    latents = scheduler.step(noise, t, latents).prev_sample
+                for p in paths:
+                    img = tf(open(p)).unsqueeze(0).to(device)
+                    model(img)
+                return latents
+            """
+        ),
+        Valid(
+            """
+            import torch
+
             def per_step(model, xs, device):
                 out = []
                 for x in xs:
