@@ -1,0 +1,142 @@
+"""TDL102 unsafe-load-weights-only."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
+
+# The release in which `torch.load` started defaulting to `weights_only=True`.
+SAFE_DEFAULT_SINCE = (2, 6)
+
+
+class UnsafeLoadWeightsOnly(Rule):
+    code = "TDL102"
+    name = "unsafe-load-weights-only"
+    message = (
+        "`torch.load` with `weights_only=False` unpickles arbitrary objects and can run code from the "
+        "file; pass `weights_only=True` and load a state dict"
+    )
+    fix_safety = "unsafe"
+    triggers = ("load",)
+    docs = """
+        ## What it does
+        Flags `torch.load(..., weights_only=False)`. When the configured `target-torch-version`
+        is below 2.6 it also flags `torch.load` calls that pass no `weights_only` at all, since
+        before 2.6 the default was `False`. (Calls passing `**kwargs` are left alone.)
+
+        ## Why it matters
+        `torch.load` reads a pickle. With `weights_only=False` the unpickler may import any
+        module and call any function named in the file, so loading a checkpoint from an
+        untrusted source (a downloaded model, a shared bucket, a user upload) executes
+        arbitrary code on your machine with your permissions. `weights_only=True` restricts
+        unpickling to tensors, primitive types and dicts/lists of them, which is all a state
+        dict needs. PyTorch made it the default in 2.6; code that must also run on older
+        releases has to say so explicitly.
+
+        ## Example
+        ```python
+        state = torch.load("model.pt", weights_only=False)
+        ```
+
+        ## Use instead
+        ```python
+        state = torch.load("model.pt", map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+        ```
+
+        ## Fix safety
+        Unsafe: sets or adds `weights_only=True`. A checkpoint that contains whole modules,
+        optimizers of custom classes, or other arbitrary objects then fails to load with an
+        `UnpicklingError` until it is re-saved as a state dict (or its types are allow-listed
+        with `torch.serialization.add_safe_globals`). No fix is offered when the call passes
+        a `pickle_module`, which `weights_only=True` does not accept.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+            ckpt = torch.load(path, map_location="cpu", weights_only=False)
+            """,
+            lines=(2,),
+            fixed="""
+            import torch
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import load
+            a = torch.load(path, map_location="cpu")
+            b = load(path, "cpu", weights_only=True)
+            """,
+            lines=(3,),
+            fixed="""
+            import torch
+            from torch import load
+            a = torch.load(path, map_location="cpu", weights_only=True)
+            b = load(path, "cpu", weights_only=True)
+            """,
+            settings={"target_torch_version": "2.4"},
+        ),
+        Invalid(
+            """
+            import dill
+            import torch
+            obj = torch.load(path, "cpu", dill)
+            """,
+            lines=(3,),
+            settings={"target_torch_version": "2.4"},
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+            a = torch.load(path, map_location="cpu", weights_only=True)
+            b = torch.load(path, map_location="cpu")
+            """
+        ),
+        Valid(
+            """
+            import torch
+            a = torch.load(path, map_location="cpu", weights_only=True)
+            b = torch.load(path, **load_options)
+            """,
+            settings={"target_torch_version": "2.4"},
+        ),
+        Valid(
+            """
+            import pickle
+            obj = pickle.load(f)
+            """,
+            settings={"target_torch_version": "2.4"},
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.ctx.qualname(node.func) != "torch.load":
+            return
+        given = keyword(node, "weights_only")
+        if given is not None:
+            if isinstance(given.value, cst.Name) and given.value.value == "False":
+                fixed = node.with_changes(
+                    args=[
+                        arg.with_changes(value=cst.Name("True")) if arg is given else arg for arg in node.args
+                    ]
+                )
+                self.report(node, fix=Fix("unsafe", "Set `weights_only=True`", {node: fixed}))
+            return
+        if self.ctx.settings.target_torch_version >= SAFE_DEFAULT_SINCE or has_star(node, "**"):
+            return
+        message = (
+            "`torch.load` without `weights_only` unpickles arbitrary objects before PyTorch 2.6 and can run "
+            "code from the file; pass `weights_only=True`"
+        )
+        if argument(node, 2, "pickle_module") is not None:
+            self.report(node, message=message)
+            return
+        fixed = with_keyword(node, "weights_only", cst.Name("True"))
+        self.report(node, message=message, fix=Fix("unsafe", "Add `weights_only=True`", {node: fixed}))
