@@ -244,7 +244,10 @@ _SAME_DEVICE = frozenset(
     narrow select masked_select nonzero logsumexp all any""".split()
 )
 _NEW = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
-_TO_HOST = frozenset({"numpy", "tolist", "item"})
+# Methods that do not read a tensor's data (queue more device work, or look at metadata only).
+_NOT_READING = frozenset(
+    {"to", "cuda", "record_stream", "size", "dim", "numel", "stride", "data_ptr", "is_pinned", "pin_memory"}
+)
 _BLOCKING = frozenset({"item", "tolist"})
 _HOST_VALUES = frozenset({"numpy", "tolist", "item", "size", "dim", "numel", "data_ptr", "stride"})
 _READERS = frozenset(
@@ -843,6 +846,7 @@ class _Interpreter:
         ]
         if not tensors:
             return None
+        self._read_all(node, tensors)
         if len(tensors) == 2:
             self._check_pair(node, tensors[0], tensors[1], elementwise)
         devices = {v.device for _, v in tensors}
@@ -1115,6 +1119,7 @@ class _Interpreter:
         ]
         if not tensors:
             return None
+        self._read_all(node, tensors)
         if strict or elementwise:
             for index, first in enumerate(tensors):
                 if any(self._check_pair(node, first, second, elementwise) for second in tensors[index + 1 :]):
@@ -1138,7 +1143,7 @@ class _Interpreter:
         if method in _SYNC_METHODS:
             self._sync(state)
             return None
-        if receiver is not None and receiver.pending is not None and method in _TO_HOST:
+        if receiver is not None and receiver.pending is not None and method not in _NOT_READING:
             self._read(receiver, node)
         kind = receiver.kind if receiver is not None else None
         if method in ("to", "cuda", "cpu"):
@@ -1277,6 +1282,11 @@ class _Interpreter:
         for key, value in list(state.vars.items()):
             if value.pending is not None:
                 state.vars[key] = replace(value, pending=None)
+
+    def _read_all(self, node: cst.CSTNode, operands: list[tuple[cst.BaseExpression, Value]]) -> None:
+        for _, value in operands:
+            if value.pending is not None:
+                self._read(value, node)
 
     def _read(self, value: Value, node: cst.CSTNode) -> None:
         assert value.pending is not None
