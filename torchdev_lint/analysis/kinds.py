@@ -58,11 +58,11 @@ TENSOR_FACTORIES = frozenset(
     as_tensor zeros_like ones_like empty_like full_like rand_like randn_like randint_like
     from_numpy stack cat""".split()
 )
-# `model`, `net`, `module`, `model2`, `netG`, `teacher_model`, `base_net`, `model_without_ddp`.
+# `model`, `net`, `module`, `model2`, `netG`, `teacher_model`, `base_net`, `model_without_ddp`, `model_DDP`.
 _MODULE_NAME = re.compile(
     r"^(model|net|network|module)(\d*|[A-Z])$"
     r"|^[a-z0-9]+_(model|net|network)\d*$"
-    r"|^(model|net)_(to_save|without_ddp|ema|copy|cpu|gpu|wrapped|unwrapped)$"
+    r"|^(model|net)_(?i:to_save|without_ddp|ddp|fsdp|dp|ema|copy|cpu|gpu|wrapped|unwrapped)$"
 )
 _NON_MODULE_LITERALS = (
     cst.Dict,
@@ -213,7 +213,9 @@ def is_module(node: cst.BaseExpression, scope: Scope, *, in_place_moves: bool = 
         found = scope.lookup(node.value)
         if found is not None:
             owner, bindings = found
-            return bool(bindings) and all(_binding_is_module(b, owner) for b in bindings)
+            # `model = model.to(device)` keeps whatever `model` was.
+            kept = [b for b in bindings if b.value is None or not _is_self_move(b.value, node.value)]
+            return bool(kept) and all(_binding_is_module(b, owner) for b in kept)
     values = self_attribute_values(key, scope)
     return bool(values) and all(constructs_module(v, _class_scope(scope) or scope) for v in values)
 

@@ -158,6 +158,27 @@ class SaveWholeModule(Rule):
                     torch.save(self.model.module.state_dict(), path + ".inner")
             """,
         ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def export(device, path):
+                clf = nn.Linear(2, 2)
+                clf = clf.to(device)
+                torch.save(clf, path)
+            """,
+            lines=(7,),
+            fixed="""
+            import torch
+            from torch import nn
+
+            def export(device, path):
+                clf = nn.Linear(2, 2)
+                clf = clf.to(device)
+                torch.save(clf.state_dict(), path)
+            """,
+        ),
     )
     valid = (
         Valid(

@@ -202,8 +202,14 @@ class ModuleInCheckpointDict(Rule):
     def _slots(self, value: cst.BaseExpression, scope: Scope) -> list[Slot]:
         """The value slots of the dict being saved: a literal, `dict(...)`, or a name bound to one."""
         if isinstance(value, cst.Name):
+            # Only a dict built in the same function: its values are judged by that scope's uses.
             found = scope.lookup(value.value)
-            if found is None or len(found[1]) != 1 or found[1][0].value is None:
+            if (
+                found is None
+                or found[0] is not scope.owner
+                or len(found[1]) != 1
+                or found[1][0].value is None
+            ):
                 return []
             value = found[1][0].value
         if isinstance(value, cst.Dict):
