@@ -134,9 +134,6 @@ class _Binder(cst.CSTVisitor):
     def visit_For(self, node: cst.For) -> None:
         self._add(node.target)
 
-    def visit_CompFor(self, node: cst.CompFor) -> bool:
-        return True
-
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
             self._add(node.asname.name)
