@@ -86,6 +86,19 @@ def test_module_moves_count_each_parameter_once() -> None:
     assert counted(program) == {"h2d": 2, "d2h": 0, "syncs": 0}
 
 
+def test_checkpoint_save_and_load_to_cuda_count_one_copy_per_tensor(tmp_path: Path) -> None:
+    mode = DeviceMode(emulate=True)
+    save, load = mode.wrap_save(torch.save), mode.wrap_load(torch.load)
+    mode.counting = True
+    with mode:
+        model = torch.nn.Linear(2, 2).to("cuda")  # 2 H2D
+        save(model.state_dict(), tmp_path / "m.pt")  # 2 D2H, 2 syncs
+        state = load(tmp_path / "m.pt", map_location="cuda", weights_only=True)  # 2 H2D
+        assert state["weight"].is_cuda
+        load(tmp_path / "m.pt", map_location="cpu", weights_only=True)  # nothing
+    assert mode.counts.as_dict() == {"h2d": 4, "d2h": 2, "syncs": 2}
+
+
 def test_emulated_tensors_report_cuda_and_refuse_numpy_like_cuda() -> None:
     def program() -> None:
         x = torch.tensor([1.0, 2.0], device="cuda")

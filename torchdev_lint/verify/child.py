@@ -43,8 +43,8 @@ def _load(path: str) -> Any:
     return module
 
 
-def _patch_synchronize(mode: DeviceMode) -> None:
-    """Count `torch.cuda.synchronize()`; under emulation it must not touch CUDA at all."""
+def _patch(mode: DeviceMode) -> None:
+    """Count `torch.cuda.synchronize()`, saves and loads; under emulation none touches CUDA."""
     real = torch.cuda.synchronize
 
     def synchronize(device: object = None) -> None:
@@ -53,6 +53,8 @@ def _patch_synchronize(mode: DeviceMode) -> None:
             real(device)
 
     torch.cuda.synchronize = synchronize
+    torch.load = torch.serialization.load = mode.wrap_load(torch.serialization.load)
+    torch.save = torch.serialization.save = mode.wrap_save(torch.serialization.save)
 
 
 def _timings(call: Callable[[], object], sync: Callable[[], None], spec: dict[str, Any]) -> list[float]:
@@ -74,8 +76,10 @@ def run(run_dir: str) -> dict[str, Any]:
     with open(os.path.join(run_dir, "spec.json"), encoding="utf-8") as file:
         spec = json.load(file)
     device = torch.device(spec["device"])
+    if spec["threads"]:
+        torch.set_num_threads(spec["threads"])
     mode = DeviceMode(emulate=spec["emulate"])
-    _patch_synchronize(mode)
+    _patch(mode)
     really_cuda = device.type == "cuda" and not spec["emulate"]
 
     def sync() -> None:

@@ -55,6 +55,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=_non_negative, default=300.0, help="seconds allowed per run (default: 300)"
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="CPU threads per run (default: 1, steady timings on a shared machine; 0: torch's default)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write every figure and the environment as JSON")
     parser.add_argument(
         "--plot", metavar="PATH.png", help="plot speedups and transfer counts (needs matplotlib)"
@@ -85,6 +91,7 @@ def run(args: argparse.Namespace, fixer: Fixer | None = None) -> int:
         seed=args.seed,
         n=args.n,
         timeout=args.timeout or 300.0,
+        threads=max(0, args.threads),
     )
 
     def progress(message: str) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 TAG = "_torchdev_verify_device"
 PINNED = "_torchdev_verify_pinned"
@@ -77,6 +77,17 @@ def _as_device(value: object) -> torch.device | None:
     return torch.device("cuda", 0) if value.type == "cuda" and value.index is None else value
 
 
+def _tensors(value: object) -> list[Tensor]:
+    """The tensors in call arguments or results: cheaper than a pytree walk on the hot path."""
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    if isinstance(value, dict):
+        return [t for item in value.values() for t in _tensors(item)]
+    return []
+
+
 def _getter_of(func: Callable[..., Any]) -> str | None:
     """The property name when `func` is a tensor property getter, else None."""
     owner = getattr(func, "__self__", None)
@@ -114,12 +125,11 @@ class DeviceMode(TorchFunctionMode):
         """Mark every tensor in `value` as living on `device` (emulation only)."""
         if not self.emulate:
             return
-        for leaf in tree_flatten(value)[0]:
-            if isinstance(leaf, Tensor):
-                if device.type == "cpu":
-                    leaf.__dict__.pop(TAG, None)
-                else:
-                    leaf.__dict__[TAG] = device
+        for tensor in _tensors(value):
+            if device.type == "cpu":
+                tensor.__dict__.pop(TAG, None)
+            else:
+                tensor.__dict__[TAG] = device
 
     def _real(self, device: torch.device | None) -> torch.device | None:
         """The device a call really runs on: the CPU for emulated CUDA."""
@@ -136,6 +146,36 @@ class DeviceMode(TorchFunctionMode):
     def synchronize(self) -> None:
         """Stands for `torch.cuda.synchronize()`: counted, and real when CUDA is."""
         self._count(syncs=1)
+
+    def wrap_load(self, load: Callable[..., Any]) -> Callable[..., Any]:
+        """`torch.load` that counts one H2D per tensor it puts on a device.
+
+        Under emulation a `map_location` naming CUDA loads to the CPU and tags the
+        tensors; tensors saved from (emulated) CUDA keep their tag through the pickle.
+        """
+
+        def patched(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+            named = _as_device(map_location)
+            if named is not None:
+                map_location = self._real(named)
+            result = load(f, map_location, *args, **kwargs)
+            tensors = _tensors(result)
+            if named is not None:
+                self._tag(tensors, named)
+            self._count(h2d=sum(1 for t in tensors if self._on_device(t)))
+            return result
+
+        return patched
+
+    def wrap_save(self, save: Callable[..., Any]) -> Callable[..., Any]:
+        """`torch.save` that counts one D2H copy (and wait) per device tensor it writes."""
+
+        def patched(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            on_device = sum(1 for t in _tensors(obj) if self._on_device(t))
+            self._count(d2h=on_device, syncs=on_device)
+            return save(obj, *args, **kwargs)
+
+        return patched
 
     # -- the mode --------------------------------------------------------------------
 
@@ -193,7 +233,7 @@ class DeviceMode(TorchFunctionMode):
             kwargs["device"] = self._real(named)
         if self.emulate and kwargs.get("pin_memory"):
             kwargs["pin_memory"] = False
-        inputs = [leaf for leaf in tree_flatten((args, kwargs))[0] if isinstance(leaf, Tensor)]
+        inputs = _tensors(args) + _tensors(kwargs)
         if func in _SHAPE_SYNCS or (func is _Base.__getitem__ and self._bool_mask(args)):
             if any(self._on_device(t) for t in inputs):
                 self._count(syncs=1)
@@ -214,14 +254,13 @@ class DeviceMode(TorchFunctionMode):
                 target = next((self.device_of(t) for t in inputs if TAG in t.__dict__), None)
             if target is not None and target.type != "cpu":
                 ids = {id(t) for t in inputs}
-                fresh = [leaf for leaf in tree_flatten(result)[0] if id(leaf) not in ids]
+                fresh = [t for t in _tensors(result) if id(t) not in ids]
                 self._tag(fresh, target)
         return result
 
     def _bool_mask(self, args: tuple) -> bool:
         index = args[1] if len(args) > 1 else None
-        leaves = tree_flatten(index)[0] if isinstance(index, (tuple, list)) else [index]
-        return any(isinstance(leaf, Tensor) and leaf.dtype == torch.bool for leaf in leaves)
+        return any(t.dtype == torch.bool for t in _tensors(index))
 
     # -- moves -----------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ class Options:
     seed: int = 0
     n: int | None = None
     timeout: float = 300.0
+    threads: int = 1  # CPU threads per run; 0 keeps torch's default
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def choose_target(device: str) -> Target:
     return Target(f"cuda:{index}", emulated=True)
 
 
-def environment(target: Target) -> dict[str, Any]:
+def environment(target: Target, options: Options) -> dict[str, Any]:
     real_cuda = target.device.startswith("cuda") and not target.emulated
     name = torch.cuda.get_device_name(torch.device(target.device)) if real_cuda else _cpu_name()
     return {
@@ -155,6 +156,9 @@ def environment(target: Target) -> dict[str, Any]:
         "device_name": name + (" (CUDA emulated on CPU)" if target.emulated else ""),
         "cuda": torch.version.cuda if real_cuda else None,
         "emulated": target.emulated,
+        "cpu_threads": options.threads or torch.get_num_threads(),
+        "seed": options.seed,
+        "unsafe_fixes": options.unsafe_fixes,
         "note": "CUDA emulated on CPU; timings not meaningful" if target.emulated else None,
     }
 
@@ -230,8 +234,10 @@ def _unsafe_only(path: str, source: bytes, codes: Sequence[str]) -> bool:
     return any(f.fix is not None and f.fix.safety == "unsafe" for f in result.findings)
 
 
-def _child_environment(run_dir: str, shim: str) -> dict[str, str]:
+def _child_environment(run_dir: str, shim: str, threads: int) -> dict[str, str]:
     env = dict(os.environ)
+    if threads:
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(torchdev_lint.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(
         [shim, package_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
@@ -261,6 +267,7 @@ def _run_child(
         "warmup": options.warmup,
         "min_runs": options.min_runs,
         "max_runs": options.max_runs,
+        "threads": options.threads,
     }
     with open(os.path.join(run_dir, "spec.json"), "w", encoding="utf-8") as file:
         json.dump(spec, file)
@@ -269,7 +276,7 @@ def _run_child(
         completed = subprocess.run(
             [sys.executable, "-m", "torchdev_lint.verify.child", run_dir],
             cwd=run_dir,
-            env=_child_environment(run_dir, shim),
+            env=_child_environment(run_dir, shim, options.threads),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -389,4 +396,4 @@ def verify(
                 continue
             results.append(result)
             progress("  " + ("ok" if result.ok else "FAILED"))
-    return environment(target), results
+    return environment(target, options), results
