@@ -8,6 +8,7 @@ have findings, since LibCST's position metadata costs a second pass.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -161,14 +162,26 @@ def parse(path: str, source: bytes | str) -> cst.Module:
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else "invalid syntax"
-        raise SourceError(
-            path, f"syntax error at line {error.raw_line}, column {error.raw_column + 1}: {first}"
-        ) from None
+        raise SourceError(path, _syntax_error(source, error)) from None
     except (UnicodeDecodeError, LookupError, SyntaxError) as error:
         raise SourceError(path, f"cannot decode: {error}") from None
     except RecursionError:
         raise SourceError(path, "too deeply nested for the parser") from None
+
+
+def _syntax_error(source: bytes | str, error: cst.ParserSyntaxError) -> str:
+    """One line saying where and why: Python's own message when it has one (clearer than LibCST's)."""
+    try:
+        compile(source, "<source>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as python:
+        if python.lineno is not None:
+            return f"syntax error at line {python.lineno}, column {python.offset or 1}: {python.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    detail = error.message.removeprefix("parser error: ").splitlines()[0] if error.message else ""
+    return (
+        f"syntax error at line {error.raw_line}, column {error.raw_column + 1}: {detail or 'invalid syntax'}"
+    )
 
 
 def could_match(source: bytes | str, rules: Sequence[type[Rule]]) -> bool:
