@@ -48,7 +48,7 @@ def test_syntax_error(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2
     _check_other_files_processed(tree, out)
     (line,) = errors(err)
-    assert str(broken) in line and "syntax error" in line and "line" in line
+    assert str(broken) in line and "syntax error at line 2" in line and "never closed" in line
 
 
 def test_syntax_error_file_is_never_touched_by_fix(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -72,3 +72,12 @@ def test_readme_documents_every_check_option() -> None:
         for flag in action.option_strings:
             if flag.startswith("--") and flag not in ("--help",):
                 assert flag in readme, f"README does not mention {flag}"
+
+
+def test_every_message_says_what_is_wrong_and_what_to_do() -> None:
+    from torchdev_lint.rule import all_rules
+
+    for rule in all_rules():
+        assert "\n" not in rule.message and rule.message.strip() == rule.message, rule.code
+        wrong, _, todo = rule.message.partition("; ")
+        assert wrong and todo, f"{rule.code}: message should read '<what is wrong>; <what to do>'"

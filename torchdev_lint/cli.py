@@ -176,7 +176,11 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
         print(f"Fixed {fixed} findings in {files} files; {len(diagnostics)} remain", file=sys.stderr)
     elif args.format == "text" and not args.quiet and not args.diff:
         prefix = f"Fixed {fixed} finding{'' if fixed == 1 else 's'}.\n" if options.fix else ""
-        print(prefix + summary(diagnostics, options.unsafe_fixes), file=sys.stderr)
+        text = summary(diagnostics, options.unsafe_fixes)
+        if messages:
+            failed = f"{len(messages)} path{'' if len(messages) == 1 else 's'} could not be checked."
+            text = failed if not diagnostics else f"{text}\n{failed}"
+        print(prefix + text, file=sys.stderr)
     if messages:
         return EXIT_ERROR
     if args.diff:
