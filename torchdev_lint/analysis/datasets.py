@@ -1,0 +1,63 @@
+"""Is a class a torch Dataset? Is a function a collate function?
+
+Dataset methods and collate functions run in DataLoader worker processes, one
+sample or batch at a time; rules ask here whether code lives there.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from torchdev_lint.analysis.scopes import Scope, resolve
+
+_TORCH_DATA = "torch.utils.data."
+_MAX_DEPTH = 8
+# `collate`, `collate_fn`, `pad_collate`, `my_collate_fn`, `collate_batch`.
+_COLLATE_NAME = re.compile(r"(^|_)collate($|_)")
+# Methods a DataLoader calls in its workers to produce samples.
+SAMPLE_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__"})
+
+
+def is_dataset_class(node: cst.ClassDef, scope: Scope, depth: int = 0) -> bool:
+    """Does the class (defined in `scope`) derive from a `torch.utils.data.*Dataset`?
+
+    Bases are resolved, and followed through classes defined in the same file.
+    """
+    if depth > _MAX_DEPTH:
+        return False
+    for base in node.bases:
+        value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+        name = resolve(value, scope)
+        if name is not None and name.startswith(_TORCH_DATA) and name.rsplit(".", 1)[-1].endswith("Dataset"):
+            return True
+        if isinstance(value, cst.Name):
+            found = scope.lookup(value.value)
+            if found is None:
+                continue
+            owner, bindings = found
+            if any(
+                isinstance(b.node, cst.ClassDef) and is_dataset_class(b.node, owner, depth + 1)
+                for b in bindings
+            ):
+                return True
+    return False
+
+
+def named_like_collate(name: str) -> bool:
+    return bool(_COLLATE_NAME.search(name))
+
+
+def collate_reference(node: cst.BaseExpression) -> str | None:
+    """The function name a `collate_fn=` value refers to: `f`, `self.f`, `partial(f, ...)`."""
+    if isinstance(node, cst.Call) and node.args:
+        func = node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if last == "partial":
+            node = node.args[0].value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Name):
+        return node.value
+    return None

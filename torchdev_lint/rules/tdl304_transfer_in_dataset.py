@@ -1,0 +1,210 @@
+"""TDL304 transfer-in-dataset."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis.datasets import (
+    SAMPLE_METHODS,
+    collate_reference,
+    is_dataset_class,
+    named_like_collate,
+)
+from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+class TransferInDataset(Rule):
+    code = "TDL304"
+    name = "transfer-in-dataset"
+    message = (
+        "device transfer inside a Dataset or collate function: it runs per sample in DataLoader workers; "
+        "return CPU tensors and move the batch in the training loop"
+    )
+    triggers = (".to(", ".cuda(")
+    docs = """
+        ## What it does
+        Flags `.to(device)` / `.cuda()` calls (moves that are not to the CPU) inside
+        `__getitem__`, `__getitems__` or `__iter__` of a class deriving from a
+        `torch.utils.data.*Dataset` (directly or through classes of the same file), and inside
+        collate functions: a function or lambda passed as `collate_fn=`, or a function named
+        like one (`collate_fn`, `pad_collate`, `collate_batch`).
+
+        ## Why it matters
+        A `DataLoader` calls these in its worker processes. CUDA cannot be initialised in a
+        forked worker (`RuntimeError: Cannot re-initialize CUDA in forked subprocess`), so the
+        code only works with `num_workers=0`, which gives up parallel loading. Even then each
+        sample is copied on its own (many small synchronous copies instead of one per batch),
+        and `pin_memory=True` cannot pin tensors that already live on the GPU, so copies cannot
+        overlap with compute.
+
+        ## Example
+        ```python
+        class Images(Dataset):
+            def __getitem__(self, i):
+                return self.images[i].to("cuda"), self.labels[i].cuda()
+        ```
+
+        ## Use instead
+        ```python
+        class Images(Dataset):
+            def __getitem__(self, i):
+                return self.images[i], self.labels[i]
+
+        loader = DataLoader(Images(), batch_size=64, num_workers=4, pin_memory=True)
+        for images, labels in loader:
+            images = images.to(device, non_blocking=True)
+            labels = labels.to(device, non_blocking=True)
+        ```
+
+        ## Fix safety
+        No fix: the move has to go to wherever the batches are consumed.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import Dataset
+
+            class Images(Dataset):
+                def __getitem__(self, i):
+                    return self.images[i].to("cuda"), self.labels[i].cuda()
+
+            class Crops(Images):
+                def __getitem__(self, i):
+                    image, label = super().__getitem__(i)
+                    return image[:, :8].to(self.device), label
+            """,
+            lines=(6, 6, 11),
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Stream(torch.utils.data.IterableDataset):
+                def __iter__(self):
+                    for row in self.rows:
+                        yield torch.as_tensor(row).to(self.device)
+
+            class Pairs(torch.utils.data.TensorDataset):
+                def __getitem__(self, i):
+                    return tuple(t.cuda() for t in super().__getitem__(i))
+            """,
+            lines=(6, 10),
+        ),
+        Invalid(
+            """
+            import torch
+            from functools import partial
+            from torch.utils.data import DataLoader
+
+            def pad_batch(batch, device):
+                return torch.stack(batch).to(device)
+
+            def collate_fn(batch):
+                return [x.cuda() for x in batch]
+
+            a = DataLoader(ds, collate_fn=partial(pad_batch, device=dev))
+            b = DataLoader(ds, collate_fn=lambda batch: torch.stack(batch).to("cuda"))
+            """,
+            lines=(6, 9, 12),
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+            class Images(Dataset):
+                def __getitem__(self, i):
+                    return self.images[i].cpu(), self.labels[i].to("cpu")
+
+                def to_device(self, device):
+                    self.images = self.images.to(device)
+
+            for images, labels in DataLoader(Images(), pin_memory=True):
+                images = images.to(device, non_blocking=True)
+                labels = labels.cuda()
+            """
+        ),
+        Valid(
+            # Not a torch Dataset: a container that serves device batches to a loop.
+            """
+            import torch
+
+            class DeviceBatches:
+                def __getitem__(self, i):
+                    return self.batches[i].to(self.device)
+
+            def prepare(batch):
+                return batch.to(device)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def collate_fn(batch):
+                return torch.stack(batch).to(torch.float16)
+
+            loader = torch.utils.data.DataLoader(ds, collate_fn=collate_fn)
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        # Moves inside plain functions, by function name, until we know which are collate_fns.
+        self._pending: dict[str, list[cst.Call]] = defaultdict(list)
+        self._collate_names: set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        collate = next(
+            (a for a in node.args if a.keyword is not None and a.keyword.value == "collate_fn"), None
+        )
+        if collate is not None:
+            name = collate_reference(collate.value)
+            if name is not None:
+                self._collate_names.add(name)
+        move = as_move(node, self.ctx.scope)
+        if move is None or not move.to_accelerator:
+            return
+        where = self._enclosing()
+        if where is True:
+            self.report(node)
+        elif isinstance(where, str):
+            self._pending[where].append(node)
+
+    def leave_Module(self, node: cst.Module) -> None:
+        for name, calls in self._pending.items():
+            if name in self._collate_names:
+                for call in calls:
+                    self.report(call)
+
+    def _enclosing(self) -> bool | str:
+        """True inside dataset sample methods and collate functions; a function's name when undecided."""
+        ancestors = self.ctx.ancestors
+        scope = self.ctx.scope
+        for index in range(len(ancestors) - 1, -1, -1):
+            node = ancestors[index]
+            if isinstance(node, cst.Arg) and node.keyword is not None and node.keyword.value == "collate_fn":
+                return isinstance(node.value, cst.Lambda)
+            if not isinstance(node, cst.FunctionDef):
+                continue
+            name = node.name.value
+            if named_like_collate(name):
+                return True
+            owner = ancestors[index - 2] if index >= 2 else None
+            if name in SAMPLE_METHODS and isinstance(owner, cst.ClassDef):
+                while scope.node is not owner and scope.parent is not None:
+                    scope = scope.parent
+                return scope.parent is not None and is_dataset_class(owner, scope.parent)
+            return name
+        return False
