@@ -113,6 +113,20 @@ def resolve(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | Non
     return targets.pop() if len(targets) == 1 else None
 
 
+def module_reference(scope: Scope, module: str) -> cst.Name | None:
+    """A name that refers to `module` (e.g. ``torch``) from `scope`, for fixes that write new code.
+
+    Prefers the module's own name when it resolves there (``torch``), else an
+    alias imported at module level (``import torch as T`` gives ``T``).
+    """
+    if resolve(cst.Name(module), scope) == module:
+        return cst.Name(module)
+    for name, bindings in scope.module.bindings.items():
+        if all(b.import_target == module for b in bindings) and resolve(cst.Name(name), scope) == module:
+            return cst.Name(name)
+    return None
+
+
 def _binding_target(binding: Binding, scope: Scope, depth: int) -> str | None:
     if binding.import_target is not None:
         return binding.import_target
