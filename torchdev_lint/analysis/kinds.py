@@ -286,8 +286,24 @@ def _binding_is_not_module(binding: Binding, scope: Scope) -> bool:
         return True
     if isinstance(binding.node, cst.Param):
         annotation = binding.node.annotation
-        return annotation is not None and not _annotation_is_module(annotation.annotation, scope)
+        return annotation is not None and _annotation_is_not_module(annotation.annotation, scope)
     return binding.value is not None and _value_is_not_module(binding.value, scope)
+
+
+def _annotation_is_not_module(annotation: cst.BaseExpression, scope: Scope) -> bool:
+    """`dict`, `str`, `Tensor`, `Optional[dict]`...: a type that is clearly not a module.
+
+    An unknown class (`MyNet` imported from elsewhere) is no evidence either way.
+    """
+    if isinstance(annotation, cst.Subscript):
+        annotation = annotation.value
+    name = resolve(annotation, scope)
+    if name is None:
+        return False
+    return (
+        name.startswith(("builtins.", "typing.", "collections.", "os.", "pathlib.", "torch.optim."))
+        or name in ("torch.Tensor", "torch.nn.Parameter")
+    ) and name not in ("typing.Any", "typing.Optional", "typing.Union")
 
 
 def _annotation_is_module(annotation: cst.BaseExpression, scope: Scope) -> bool:
