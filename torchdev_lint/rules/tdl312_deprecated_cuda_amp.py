@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis.scopes import module_reference
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, string
 
@@ -182,7 +183,7 @@ class DeprecatedCudaAmp(Rule):
         if new_name is None:
             return
         message = self.message.format(name=new_name)
-        torch_ref = self._torch_reference(node.func)
+        torch_ref = module_reference(self.ctx.scope, "torch")
         args = None if torch_ref is None else _new_arguments(node, new_name)
         if torch_ref is None or args is None:
             self.report(node, message=message)
@@ -194,16 +195,6 @@ class DeprecatedCudaAmp(Rule):
         self.report(
             node, message=message, fix=Fix("safe", f'Use `torch.amp.{new_name}("cuda", ...)`', {node: fixed})
         )
-
-    def _torch_reference(self, func: cst.BaseExpression) -> cst.Name | None:
-        """A name bound to the torch module here: the call's own root (`T` of `T.cuda...`) or `torch`."""
-        root = func
-        while isinstance(root, cst.Attribute):
-            root = root.value
-        if isinstance(root, cst.Name) and self.ctx.qualname(root) == "torch":
-            return cst.Name(root.value)
-        torch_name = cst.Name("torch")
-        return torch_name if self.ctx.qualname(torch_name) == "torch" else None
 
 
 def _new_arguments(call: cst.Call, new_name: str) -> list[cst.Arg] | None:
