@@ -203,3 +203,13 @@ def test_gitignore_outside_a_repository_is_harmless(
     (tmp_path / ".gitignore").write_text("*.py\n")
     (tmp_path / "m.py").write_text(BAD)
     assert codes(capsys, "--isolated", str(tmp_path))[1] == [("m.py", "TDL101")]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_ignored_folder_named_explicitly_is_checked(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _git(project, "init", "-q")
+    (project / ".gitignore").write_text("src/\n")
+    assert codes(capsys, str(project))[1] == [("test_model.py", "TDL101")]
+    assert codes(capsys, str(project / "src" / "pkg"))[1] == [("model.py", "TDL101"), ("model.py", "TDL308")]

@@ -97,14 +97,17 @@ def _drop_git_ignored(top: str, files: list[str]) -> list[str]:
     """`files` minus those git ignores, asked of `git check-ignore` in one call.
 
     Outside a git work tree (or without git) nothing is dropped: .gitignore
-    files mean nothing there.
+    files mean nothing there. Nor when the folder named on the command line is
+    itself ignored (`torchdev-lint check .venv/lib/.../torch`): asking for it
+    by name overrides the ignore file, as naming a file does.
     """
     if not files:
         return files
+    names = [".", *(os.path.relpath(f, top) for f in files)]
     try:
         result = subprocess.run(
             ["git", "-C", top, "check-ignore", "--stdin", "-z"],
-            input="\0".join(os.path.relpath(f, top) for f in files) + "\0",
+            input="\0".join(names) + "\0",
             capture_output=True,
             text=True,
             check=False,
@@ -113,8 +116,10 @@ def _drop_git_ignored(top: str, files: list[str]) -> list[str]:
         return files
     if result.returncode not in (0, 1):  # 128: not a git repository
         return files
-    ignored = {os.path.normpath(os.path.join(top, name)) for name in result.stdout.split("\0") if name}
-    return [f for f in files if os.path.normpath(f) not in ignored]
+    ignored = {os.path.normpath(name) for name in result.stdout.split("\0") if name}
+    if "." in ignored:
+        return files
+    return [f for f in files if os.path.normpath(os.path.relpath(f, top)) not in ignored]
 
 
 def read_source(path: str) -> bytes:
