@@ -81,3 +81,31 @@ def test_every_message_says_what_is_wrong_and_what_to_do() -> None:
         assert "\n" not in rule.message and rule.message.strip() == rule.message, rule.code
         wrong, _, todo = rule.message.partition("; ")
         assert wrong and todo, f"{rule.code}: message should read '<what is wrong>; <what to do>'"
+
+
+def _yaml_blocks(text: str) -> list[object]:
+    import re
+
+    import yaml
+
+    return [yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)]
+
+
+def test_pre_commit_hooks_and_readme_block() -> None:
+    import yaml
+
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    by_id = {hook["id"]: hook for hook in hooks}
+    assert set(by_id) == {"torchdev-lint", "torchdev-fix"}
+    for hook in hooks:
+        assert hook["language"] == "python" and hook["types"] == ["python"]
+    assert by_id["torchdev-lint"]["entry"] == "torchdev-lint check"
+    assert by_id["torchdev-fix"]["entry"] == "torchdev-fix"
+    blocks = _yaml_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    config = next(b for b in blocks if isinstance(b, dict) and "repos" in b)
+    used = {hook["id"] for repo in config["repos"] for hook in repo["hooks"]}
+    assert used == set(by_id)
+    workflow = next(b for b in blocks if isinstance(b, dict) and "jobs" in b)
+    steps = workflow["jobs"]["lint"]["steps"]
+    assert any("--format sarif" in step.get("run", "") for step in steps)
+    assert any(step.get("uses", "").startswith("github/codeql-action/upload-sarif") for step in steps)
