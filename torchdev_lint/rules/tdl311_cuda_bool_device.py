@@ -1,0 +1,153 @@
+"""TDL311 cuda-bool-device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchdev_lint.analysis.devices import CUDA, as_move
+from torchdev_lint.analysis.guards import flag_condition, is_cuda_flag
+from torchdev_lint.analysis.tensor_types import legacy_type
+from torchdev_lint.rule import Invalid, Rule, Valid
+
+
+class CudaBoolDevice(Rule):
+    code = "TDL311"
+    name = "cuda-bool-device"
+    message = (
+        "device chosen by a boolean CUDA flag: it can only pick CUDA or the CPU; "
+        'choose a `torch.device` once (`device = torch.device("cuda" if use_cuda else "cpu")`) and use `.to(device)`'
+    )
+    default_enabled = False
+    triggers = ("cuda", "gpu", "GPU")
+    docs = """
+        ## What it does
+        Flags a device chosen by a boolean flag instead of a `torch.device` value: a
+        `.cuda()` or `.to("cuda")` that runs only under a CUDA flag (`if cuda: x = x.cuda()`,
+        `if args.cuda: model.cuda()`, `x.cuda() if args.cuda else x`), reported at the move;
+        and a legacy tensor class chosen by one
+        (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`), reported at the
+        assignment. A flag is a name or attribute such as `cuda`, `use_cuda`, `use_gpu`,
+        `gpu`, `cuda_enabled`, `no_cuda` (negated), a GPU count compared with a number
+        (`n_gpu > 0`), or `torch.cuda.is_available()`/`torch.cuda.device_count()` themselves:
+        `if torch.cuda.is_available(): x = x.cuda()` is also a boolean choice between two
+        devices, and is flagged. Tests about a tensor (`if x.is_cuda:`) are not flags.
+
+        ## Why it matters
+        A boolean can only say "CUDA or not". Code written this way cannot run on Apple's
+        MPS, Intel's XPU or a second GPU without edits at every flag test, and the test is
+        repeated at every move, where forgetting one gives a device-mismatch error. A
+        `torch.device` chosen once carries the same decision and works for every backend.
+
+        ## Example
+        ```python
+        use_cuda = torch.cuda.is_available()
+        if use_cuda:
+            model.cuda()
+        x = x.cuda() if use_cuda else x
+        ```
+
+        ## Use instead
+        ```python
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model.to(device)
+        x = x.to(device)
+        ```
+
+        ## Fix safety
+        No fix: the flag is usually also used elsewhere (logging, `pin_memory`, AMP), and
+        replacing it by a device needs a decision about where that device comes from.
+        Opt-in, since the pattern is common in working code.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch
+            cuda = torch.cuda.is_available()
+            Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+
+            def step(model, x, args):
+                if args.cuda:
+                    model.cuda()
+                    x = x.to("cuda")
+                y = x.cuda() if args.use_gpu else x
+                if not args.no_cuda:
+                    y = y.cuda()
+                return model(y)
+            """,
+            lines=(3, 7, 8, 9, 11),
+        ),
+        Invalid(
+            """
+            import torch
+
+            if torch.cuda.is_available():
+                model = model.cuda()
+            if n_gpu > 0:
+                batch = batch.cuda()
+            if use_cuda:
+                LongTensor = torch.cuda.LongTensor
+            """,
+            lines=(4, 6, 8),
+        ),
+    )
+    valid = (
+        Valid(
+            """
+            import torch
+            use_cuda = torch.cuda.is_available()
+            device = torch.device("cuda" if use_cuda else "cpu")
+            model = model.to(device)
+            loader = DataLoader(ds, pin_memory=use_cuda)
+            if use_cuda:
+                x = x.to(device)
+                torch.backends.cudnn.benchmark = True
+            """
+        ),
+        Valid(
+            # Follows a tensor's device, not a flag; moves outside any flag test.
+            """
+            import torch
+
+            def step(x, y):
+                if x.is_cuda:
+                    y = y.cuda()
+                if x.device.type == "cuda":
+                    y = y.to("cuda")
+                return x.cuda(), y
+            """
+        ),
+        Valid(
+            """
+            import torch
+            Tensor = torch.cuda.FloatTensor if x.is_cuda else torch.FloatTensor
+            Other = torch.cuda.FloatTensor
+            """
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
+            return
+        if (
+            func.attr.value == "cuda"
+            and isinstance(func.value, cst.Name)
+            and self.ctx.qualname(func.value) == "torch"
+        ):
+            return
+        move = as_move(node, self.ctx.scope)
+        if move is None or move.device != CUDA:
+            return
+        if flag_condition(node, self.ctx.ancestors, self.ctx.scope) is not None:
+            self.report(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        scope = self.ctx.scope
+        if isinstance(value, cst.IfExp):
+            if is_cuda_flag(value.test, scope) and legacy_type(value, scope) is not None:
+                self.report(node)
+            return
+        kind = legacy_type(value, scope)
+        if kind is not None and kind.cuda and flag_condition(node, self.ctx.ancestors, scope) is not None:
+            self.report(node)
