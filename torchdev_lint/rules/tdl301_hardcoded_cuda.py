@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import libcst as cst
@@ -11,6 +12,9 @@ from torchdev_lint.analysis.guards import availability_guarded, flag_condition
 from torchdev_lint.analysis.scopes import dotted_name, module_reference
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, positional
+
+# Names that hold a device: `device`, `DEVICE`, `dev`, `train_device`, `device0` (not `device_type`).
+_DEVICE_NAME = re.compile(r"^(\w*_)?(device|dev)\d*$", re.IGNORECASE)
 
 
 class HardcodedCuda(Rule):
@@ -157,6 +161,9 @@ class HardcodedCuda(Rule):
                 names = ["cuda", "mps", "xpu"]
                 if x.device.type == "cuda" or y.device.type != "cuda":
                     pass
+                if x.device == torch.device("cuda") or x.device != torch.device("cuda:0"):
+                    pass
+                device_type = "cuda"
                 return y
             """
         ),
@@ -208,13 +215,17 @@ class HardcodedCuda(Rule):
             return
         for target in node.targets:
             name = dotted_name(target.target)
-            if name is not None and "device" in name.rsplit(".", 1)[-1].lower():
+            if name is not None and _DEVICE_NAME.match(name.rsplit(".", 1)[-1]):
                 self._check(node.value, self._literal_fix)
                 return
 
     def _check(self, node: cst.BaseExpression, make_fix: Callable[[cst.BaseExpression], Fix | None]) -> None:
         scope = self.ctx.scope
-        if availability_guarded(scope) or flag_condition(node, self.ctx.ancestors, scope, strict=False):
+        if (
+            _in_comparison(node, self.ctx.ancestors)
+            or availability_guarded(scope)
+            or flag_condition(node, self.ctx.ancestors, scope, strict=False)
+        ):
             return
         self.report(node, fix=make_fix(node))
 
@@ -265,6 +276,16 @@ class HardcodedCuda(Rule):
         )
         fixed = node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=[first, *rest])
         return Fix("unsafe", "Use `.to(torch.device(...))`", {node: fixed})
+
+
+def _in_comparison(node: cst.CSTNode, ancestors: list[cst.CSTNode]) -> bool:
+    """`d == torch.device("cuda")`: a test of a device, not a choice of one."""
+    for ancestor in reversed(ancestors):
+        if isinstance(ancestor, cst.Comparison):
+            return True
+        if isinstance(ancestor, (cst.BaseSmallStatement, cst.Arg, cst.FunctionDef)) and ancestor is not node:
+            return False
+    return False
 
 
 def _is_cuda_literal(node: cst.BaseExpression) -> bool:
