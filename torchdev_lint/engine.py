@@ -130,13 +130,18 @@ class _Dispatcher:
 
     Handler return values are ignored (children are always visited), and
     trivia nodes (whitespace, comments, punctuation, operators) are not
-    visited; see `analysis.walk`.
+    visited; see `analysis.walk`. A rule's `leave_scope(scope)` runs when a
+    module, class or function body has been traversed, while that scope is
+    still current: the place to judge facts that need all of a scope's uses.
     """
 
     def __init__(self, ctx: FileContext, rules: Sequence[Rule]) -> None:
         self.ctx = ctx
         self.visits: dict[type, list[Handler]] = defaultdict(list)
         self.leaves: dict[type, list[Handler]] = defaultdict(list)
+        self.scope_leaves = [
+            rule.leave_scope for rule in rules if type(rule).leave_scope is not Rule.leave_scope
+        ]
         for rule in rules:
             for attr in dir(type(rule)):
                 prefix, _, node_name = attr.partition("_")
@@ -152,7 +157,14 @@ class _Dispatcher:
     def leave(self, node: cst.CSTNode) -> None:
         for handler in self.leaves.get(type(node), ()):
             handler(node)
+        scope = self.ctx.scope
+        if node is scope.node and scope.kind in _JUDGED_SCOPES:
+            for scope_handler in self.scope_leaves:
+                scope_handler(scope)
         self.ctx.leave(node)
+
+
+_JUDGED_SCOPES = frozenset({"module", "class", "function"})
 
 
 def parse(path: str, source: bytes | str) -> cst.Module:

@@ -20,6 +20,7 @@ import libcst as cst
 from torchdev_lint.diagnostics import FixSafety
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
@@ -95,6 +96,9 @@ class Rule:
 
     def report(self, node: cst.CSTNode, message: str | None = None, fix: Fix | None = None) -> None:
         self.ctx.report(self, node, message or self.message, fix)
+
+    def leave_scope(self, scope: Scope) -> None:
+        """Called when a module, class or function body has been fully traversed."""
 
     @classmethod
     def documentation(cls) -> str:

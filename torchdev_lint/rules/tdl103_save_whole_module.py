@@ -280,13 +280,7 @@ class SaveWholeModule(Rule):
         if arg is not None:
             self.pending.append((node, arg, self.ctx.scope))
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._decide()
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self._decide()
-
-    def leave_Module(self, node: cst.Module) -> None:
+    def leave_scope(self, scope: Scope) -> None:
         self._decide()
 
     def _decide(self) -> None:

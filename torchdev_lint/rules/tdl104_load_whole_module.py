@@ -144,13 +144,7 @@ class LoadWholeModule(Rule):
         if loaded is not None and not loaded[1]:
             self.report(loaded[0])
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._decide()
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self._decide()
-
-    def leave_Module(self, node: cst.Module) -> None:
+    def leave_scope(self, scope: Scope) -> None:
         self._decide()
 
     def _decide(self) -> None:

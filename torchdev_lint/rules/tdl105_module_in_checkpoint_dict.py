@@ -218,13 +218,7 @@ class ModuleInCheckpointDict(Rule):
             return [arg for arg in value.args if arg.keyword is not None]
         return []
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._decide()
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self._decide()
-
-    def leave_Module(self, node: cst.Module) -> None:
+    def leave_scope(self, scope: Scope) -> None:
         self._decide()
 
     def _decide(self) -> None:
