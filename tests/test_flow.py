@@ -112,6 +112,22 @@ def test_factories_with_and_without_device() -> None:
     assert kind(code, "a") == "tensor" and value(code, "a").nonscalar  # type: ignore[union-attr]
 
 
+def test_default_device_set_elsewhere_makes_factories_unknown() -> None:
+    code = """
+    import torch
+    def f():
+        with torch.device("cuda"):
+            a = torch.randn(3)
+        return a
+    def g():
+        return torch.randn(3)
+    if __name__ == "__main__":
+        torch.set_default_device("cuda")
+    """
+    assert device(code, "a") is None
+    assert device(code, "torch.randn(3)") is None
+
+
 def test_scalar_factories_are_not_proven_nonscalar() -> None:
     code = """
     import torch

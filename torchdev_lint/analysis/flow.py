@@ -264,6 +264,7 @@ _SYNCS = frozenset(
 _SYNC_METHODS = frozenset({"synchronize", "wait", "query"})
 _EXPECTS_ERROR = re.compile(r"^assertRaises|^assertRaisesRegex|^expectedFailure")
 _MAX_ROUNDS = 8
+_DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
 
 
 # ---------------------------------------------------------------------------
@@ -367,7 +368,7 @@ class _Interpreter:
     # -- entry and results ------------------------------------------------
 
     def run(self) -> None:
-        state = _State()
+        state = _State(default_cpu=not _sets_default_device(self.ctx))
         unit = self.unit
         if isinstance(unit, cst.FunctionDef):
             self._parameters(unit, state)
@@ -1025,7 +1026,7 @@ class _Interpreter:
         if name in _SYNCS:
             self._sync(state)
             return OTHER
-        if name in ("torch.set_default_device", "torch.set_default_tensor_type"):
+        if name in _DEFAULT_DEVICE_SETTERS:
             state.default_cpu = False
             return OTHER
         if name in loaders.DATALOADER_CLASSES:
@@ -1343,6 +1344,21 @@ def _target_keys(target: cst.BaseExpression) -> list[str]:
 
 # ---------------------------------------------------------------------------
 # Class facts
+
+
+def _sets_default_device(ctx: FileContext) -> bool:
+    """Does the module's top-level code call `torch.set_default_device` (factories may then not be on the CPU)?"""
+    cache = _cache(ctx)
+    found = cache.get("default_device")
+    if found is None:
+        module_scope = ctx.scope.module
+        found = cache["default_device"] = any(
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, cst.Call)
+            and resolve(small.value.func, module_scope) in _DEFAULT_DEVICE_SETTERS
+            for small in _small_statements(ctx.module.body)
+        )
+    return found  # type: ignore[return-value]
 
 
 def _module_class_node(name: str, scope: Scope) -> cst.ClassDef | None:
