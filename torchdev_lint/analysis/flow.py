@@ -8,7 +8,8 @@ expression a `Value` (see `flow_values`). Unknown is the default and never
 leads to a finding: every fact comes from positive evidence in the code.
 
 Query API (for rules; call from a handler of a node inside the function, or
-from `leave_FunctionDef`/`leave_Module` of the function or module itself):
+from `leave_scope` of the function or module itself; the result does not
+depend on how far the traversal has got):
 
 - `current_unit(ctx)`: the FunctionDef or Module whose analysis covers the
   node being visited (None in class bodies);

@@ -11,6 +11,7 @@ from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import method_call
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 _SHOWN = 40
@@ -322,11 +323,9 @@ class DeviceMismatch(Rule):
             if unit is not None:
                 self._units.add(unit)
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._check(node)
-
-    def leave_Module(self, node: cst.Module) -> None:
-        self._check(node)
+    def leave_scope(self, scope: Scope) -> None:
+        if scope.kind in ("function", "module"):
+            self._check(scope.node)  # type: ignore[arg-type]
 
     def _check(self, unit: flow.Unit) -> None:
         if unit not in self._units:

@@ -13,6 +13,7 @@ from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import method_call
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 
@@ -165,11 +166,9 @@ class NumpyOnDeviceTensor(Rule):
             if unit is not None:
                 self._sites[unit].append(node)
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._check(node)
-
-    def leave_Module(self, node: cst.Module) -> None:
-        self._check(node)
+    def leave_scope(self, scope: Scope) -> None:
+        if scope.kind in ("function", "module"):
+            self._check(scope.node)  # type: ignore[arg-type]
 
     def _check(self, unit: flow.Unit) -> None:
         sites = self._sites.pop(unit, None)

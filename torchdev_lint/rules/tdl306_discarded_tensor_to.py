@@ -12,6 +12,7 @@ from torchdev_lint.analysis.flow_values import Kind
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 _CONVERSIONS = frozenset({"to", "cuda", "cpu", "half", "float"})
@@ -190,11 +191,9 @@ class DiscardedTensorTo(Rule):
             if unit is not None:
                 self._sites[unit].append(node)
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._check(node)
-
-    def leave_Module(self, node: cst.Module) -> None:
-        self._check(node)
+    def leave_scope(self, scope: Scope) -> None:
+        if scope.kind in ("function", "module"):
+            self._check(scope.node)  # type: ignore[arg-type]
 
     def _check(self, unit: flow.Unit) -> None:
         sites = self._sites.pop(unit, None)

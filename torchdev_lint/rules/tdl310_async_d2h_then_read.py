@@ -10,6 +10,7 @@ from torchdev_lint.analysis import flow
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 
@@ -138,11 +139,9 @@ class AsyncD2hThenRead(Rule):
             if unit is not None:
                 self._units.add(unit)
 
-    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._check(node)
-
-    def leave_Module(self, node: cst.Module) -> None:
-        self._check(node)
+    def leave_scope(self, scope: Scope) -> None:
+        if scope.kind in ("function", "module"):
+            self._check(scope.node)  # type: ignore[arg-type]
 
     def _check(self, unit: flow.Unit) -> None:
         if unit not in self._units:
