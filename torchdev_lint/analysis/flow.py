@@ -737,7 +737,7 @@ class _Interpreter:
             if inner is not None and inner.device is not None and inner.device.type is None:
                 return Value(Kind.DEVICE, Device(None, origin=node))
             if inner is not None and len(node.args) > 1 and isinstance(node.args[1].value, cst.Integer):
-                return inner.on(replace(inner.device, index=int(node.args[1].value.value)))  # type: ignore[arg-type]
+                return inner.on(replace(inner.device, index=node.args[1].value.evaluated_value))  # type: ignore[arg-type]
             return inner
         return None
 
@@ -1235,7 +1235,7 @@ class _Interpreter:
         ]
         if method == "cuda":
             if positional and isinstance(positional[0][0].value, cst.Integer):
-                return True, Device("cuda", int(positional[0][0].value.value))  # type: ignore[attr-defined]
+                return True, Device("cuda", positional[0][0].value.evaluated_value)  # type: ignore[attr-defined]
             if positional or any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
                 return True, None
             return True, Device("cuda")
@@ -1248,7 +1248,7 @@ class _Interpreter:
             return False, None
         arg, value = positional[0]
         if isinstance(arg.value, cst.Integer):
-            return True, Device("cuda", int(arg.value.value))
+            return True, Device("cuda", arg.value.evaluated_value)
         if value is not None and value.kind in (Kind.DEVICE, Kind.TENSOR):
             return True, value.device
         if is_dtype(arg.value, self.scope):
