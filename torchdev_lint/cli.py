@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from torchdev_lint import __version__
+from torchdev_lint.cache import FOLDER, ResultCache
 from torchdev_lint.config import (
     ConfigError,
     FileConfig,
@@ -25,6 +26,7 @@ from torchdev_lint.config import (
     validate_selectors,
 )
 from torchdev_lint.files import discover
+from torchdev_lint.parallel import default_jobs
 from torchdev_lint.report import FORMATS, render, statistics, summary
 from torchdev_lint.rule import all_rules, rules_by_code
 from torchdev_lint.runner import Options, process_files
@@ -34,6 +36,16 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 def _codes(text: str) -> list[str]:
     return [part for part in text.replace(" ", ",").split(",") if part]
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of processes, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def _globs(text: str) -> list[str]:
@@ -64,6 +76,18 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
     files.add_argument("--config", metavar="PATH", help="pyproject.toml to read settings from")
     files.add_argument("--isolated", action="store_true", help="ignore all configuration files")
     files.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    files.add_argument(
+        "--cache-dir",
+        metavar="PATH",
+        help=f"result cache folder (default: {FOLDER} in the project root)",
+    )
+    files.add_argument(
+        "-j",
+        "--jobs",
+        type=_jobs,
+        default=None,
+        help="processes to check files with (default: the number of cores; 1: no worker processes)",
+    )
     fixing = parser.add_argument_group("fixing")
     fixing.add_argument("--fix", action="store_true", help="apply safe fixes")
     fixing.add_argument(
@@ -123,6 +147,9 @@ def _options(args: argparse.Namespace, config: FileConfig, fix: bool) -> Options
     extend = [*config.extend_select, *validate_selectors(args.extend_select)]
     version = args.target_torch_version or config.target_torch_version
     unsafe = args.unsafe_fixes if args.unsafe_fixes is not None else bool(config.unsafe_fixes)
+    cache = None
+    if not args.no_cache:
+        cache = ResultCache.open(args.cache_dir or os.path.join(config.root, FOLDER))
     return Options(
         rules=tuple(select_rules(select, ignore, extend)),
         settings=Settings(target_torch_version=version) if version else Settings(),
@@ -131,6 +158,9 @@ def _options(args: argparse.Namespace, config: FileConfig, fix: bool) -> Options
         diff=args.diff,
         per_file_ignores=config.per_file_ignores,
         root=config.root,
+        # Only JSON, SARIF and fix previews show a fix's edits; the rest need to know a fix exists.
+        with_edits=args.format in ("json", "sarif") or args.show_fixes,
+        cache=cache,
     )
 
 
@@ -149,7 +179,7 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
     exclude = args.exclude if args.exclude is not None else list(config.exclude or ())
     exclude = [*exclude, *config.extend_exclude, *args.extend_exclude]
     paths, errors = discover(args.paths, exclude, root=config.root, respect_gitignore=args.respect_gitignore)
-    reports = process_files(paths, options)
+    reports = process_files(paths, options, jobs=args.jobs or default_jobs())
     messages = [str(e) for e in errors] + [r.error for r in reports if r.error]
     for message in messages:
         _error(message)

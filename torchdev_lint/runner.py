@@ -11,10 +11,11 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from torchdev_lint.cache import CachedResult, ResultCache
 from torchdev_lint.config import Settings, ignored_for
 from torchdev_lint.diagnostics import Diagnostic, SourceError
 from torchdev_lint.engine import check_source
-from torchdev_lint.files import read_source, write_atomic
+from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
 from torchdev_lint.fixes import fix_source
 from torchdev_lint.rule import Rule
 
@@ -31,6 +32,9 @@ class Options:
     # `per-file-ignores` (glob, selectors) pairs, globs relative to `root`.
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     root: str = "."
+    # Compute each fix's text edits (JSON, SARIF and fix previews show them).
+    with_edits: bool = True
+    cache: ResultCache | None = None
 
 
 def rules_for(path: str, options: Options) -> tuple[type[Rule], ...]:
@@ -53,13 +57,32 @@ class FileReport:
     error: str | None = None
 
 
-def process_file(path: str, options: Options) -> FileReport:
-    """Check (and with options.fix, fix) one file; never raises for bad input."""
+def process_file(path: str, options: Options, *, use_cached: bool = True) -> FileReport:
+    """Check (and with options.fix, fix) one file; never raises for bad input.
+
+    With a cache, a check is answered from it when the file is unchanged and
+    its result stored otherwise; fixing never reads the cache (a stale entry
+    must not hide a finding to fix) but stores the result for the fixed file.
+    """
     report = FileReport(path)
     rules = rules_for(path, options)
     try:
         source = read_source(path)
-        if options.fix or options.diff:
+    except SourceError as error:
+        report.error = str(error)
+        return report
+    cache = options.cache
+    checking = not (options.fix or options.diff)
+    key = None
+    if cache is not None and checking:
+        key = cache.key(path, source, rules, options.settings, options.with_edits)
+        cached = cache.load(key) if use_cached else None
+        if cached is not None:
+            return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
+    try:
+        if checking:
+            result = check_source(path, source, rules, options.settings, with_edits=options.with_edits)
+        else:
             outcome = fix_source(path, source, rules, options.settings, unsafe=options.unsafe_fixes)
             result = outcome.result
             if outcome.source != source:
@@ -71,13 +94,18 @@ def process_file(path: str, options: Options) -> FileReport:
                     except SourceError as error:
                         # Nothing was written: what the file holds is still to report.
                         report.error = str(error)
-                        result = check_source(path, source, rules, options.settings)
+                        result = check_source(
+                            path, source, rules, options.settings, with_edits=options.with_edits
+                        )
                 if report.error is None:
                     report.fixed = outcome.applied
-        else:
-            result = check_source(path, source, rules, options.settings)
+            if cache is not None and not options.diff and report.error is None:
+                # The fixer's last check (without edits) is the check of what the file now holds.
+                key = cache.key(path, outcome.source, rules, options.settings, False)
     except SourceError as error:
         report.error = str(error)
+        if key is not None and cache is not None:
+            cache.store(key, CachedResult([], {}, report.error))
         return report
     report.diagnostics = result.reported
     if result.module is not None and report.diagnostics:
@@ -89,7 +117,24 @@ def process_file(path: str, options: Options) -> FileReport:
             for number in wanted:
                 if number <= len(lines):
                     report.source_lines[number] = lines[number - 1]
+    if key is not None and cache is not None:
+        cache.store(key, CachedResult(report.diagnostics, report.source_lines))
     return report
+
+
+def cached_report(path: str, options: Options) -> FileReport | None:
+    """The cached report of an unchanged file, or None (also when it cannot be read)."""
+    if options.cache is None or options.fix or options.diff:
+        return None
+    try:
+        source = read_source(path)
+    except SourceError:
+        return None
+    key = options.cache.key(path, source, rules_for(path, options), options.settings, options.with_edits)
+    cached = options.cache.load(key)
+    if cached is None:
+        return None
+    return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
 
 
 def unified_diff(path: str, before: bytes, after: bytes) -> str:
@@ -98,5 +143,19 @@ def unified_diff(path: str, before: bytes, after: bytes) -> str:
     return "".join(difflib.unified_diff(old, new, fromfile=f"a/{path}", tofile=f"b/{path}"))
 
 
-def process_files(paths: Sequence[str], options: Options) -> list[FileReport]:
-    return [process_file(path, options) for path in paths]
+def process_files(paths: Sequence[str], options: Options, jobs: int = 1) -> list[FileReport]:
+    """Reports in the order of `paths`, whatever `jobs` is.
+
+    With more than one job, cache hits are answered here and only the files
+    left to check go to worker processes.
+    """
+    if options.fix and not options.diff:
+        remove_stale_temp_files(paths)  # left by a fixer that was killed while writing
+    if jobs <= 1 or len(paths) < 2:
+        return [process_file(path, options) for path in paths]
+    from torchdev_lint.parallel import run_parallel
+
+    done = {path: cached_report(path, options) for path in paths}
+    todo = [path for path, report in done.items() if report is None]
+    fresh = dict(zip(todo, run_parallel(todo, options, jobs), strict=True))
+    return [done[path] or fresh[path] for path in paths]

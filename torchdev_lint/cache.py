@@ -1,0 +1,148 @@
+"""Per-file result cache: a re-run over unchanged files does no parsing at all.
+
+An entry holds what the report of one checked file needs (remaining
+diagnostics with their fix info, the source lines text output shows, or the
+error that stopped the check). Its key hashes the file's path and bytes
+together with everything that changes results: the tool's own code (its
+version and a digest of its sources, so that editing a rule invalidates the
+cache even without a version bump), the rules run on the file, the settings
+and whether fix edits were computed. Entries are single JSON files written
+atomically; one that cannot be read or decoded is treated as a miss and
+overwritten, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from torchdev_lint import __version__
+from torchdev_lint.config import Settings
+from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo
+from torchdev_lint.rule import Rule
+
+FOLDER = ".torchdev_lint_cache"
+# Bump when the entry layout changes.
+FORMAT = 1
+
+
+@cache
+def tool_fingerprint() -> str:
+    """The version plus a digest of the package's own sources."""
+    digest = hashlib.sha256(f"{__version__}/{FORMAT}".encode())
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        with contextlib.suppress(OSError):
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedResult:
+    """A file's check outcome as stored."""
+
+    diagnostics: list[Diagnostic]
+    source_lines: dict[int, str]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ResultCache:
+    """A cache folder; plain data so that worker processes can receive it."""
+
+    directory: str
+
+    @classmethod
+    def open(cls, directory: str) -> ResultCache | None:
+        """The cache in `directory`, created with a `.gitignore`; None when it cannot be created."""
+        try:
+            os.makedirs(directory, exist_ok=True)
+            ignore = os.path.join(directory, ".gitignore")
+            if not os.path.exists(ignore):
+                with open(ignore, "w", encoding="utf-8") as handle:
+                    handle.write("# Created by torchdev-lint.\n*\n")
+        except OSError:
+            return None
+        return cls(directory)
+
+    def key(
+        self,
+        path: str,
+        source: bytes,
+        rules: Sequence[type[Rule]],
+        settings: Settings,
+        with_edits: bool,
+    ) -> str:
+        header = json.dumps(
+            [tool_fingerprint(), path, [r.code for r in rules], repr(settings), with_edits]
+        ).encode()
+        return hashlib.sha256(header + b"\0" + source).hexdigest()
+
+    def _entry(self, key: str) -> str:
+        return os.path.join(self.directory, key[:2], key + ".json")
+
+    def load(self, key: str) -> CachedResult | None:
+        """The stored result, or None when absent or unreadable."""
+        try:
+            with open(self._entry(key), "rb") as handle:
+                data = json.loads(handle.read())
+            return CachedResult(
+                diagnostics=[_diagnostic(d) for d in data["diagnostics"]],
+                source_lines={int(n): str(s) for n, s in data["source_lines"].items()},
+                error=data["error"],
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def store(self, key: str, result: CachedResult) -> None:
+        """Write atomically (temporary file + rename); a failure only costs the entry."""
+        data = {
+            "diagnostics": [d.to_json() for d in result.diagnostics],
+            "source_lines": {str(n): s for n, s in result.source_lines.items()},
+            "error": result.error,
+        }
+        entry = self._entry(key)
+        try:
+            os.makedirs(os.path.dirname(entry), exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(entry), suffix=".tmp")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                    json.dump(data, stream, separators=(",", ":"))
+                os.replace(temporary, entry)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary)
+                raise
+        except OSError:
+            pass
+
+
+def _diagnostic(data: dict[str, object]) -> Diagnostic:
+    fix = data["fix"]
+    info = None
+    if fix is not None:
+        if not isinstance(fix, dict):
+            raise TypeError("fix must be an object")
+        edits = tuple(
+            Edit(e["line"], e["column"], e["end_line"], e["end_column"], e["content"]) for e in fix["edits"]
+        )
+        info = FixInfo(fix["safety"], fix["message"], edits)
+    return Diagnostic(
+        path=str(data["path"]),
+        line=int(data["line"]),  # type: ignore[call-overload]
+        column=int(data["column"]),  # type: ignore[call-overload]
+        end_line=int(data["end_line"]),  # type: ignore[call-overload]
+        end_column=int(data["end_column"]),  # type: ignore[call-overload]
+        code=str(data["code"]),
+        name=str(data["name"]),
+        message=str(data["message"]),
+        fix=info,
+    )

@@ -1,0 +1,55 @@
+"""Checking files in worker processes, in chunks, with results in input order.
+
+Files are independent and a report is plain data, so workers only need the
+paths and the options. The entry point is a module-level function, so it
+works with the `spawn` start method too; on Linux workers are forked, which
+saves each one re-importing LibCST and the rules. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from itertools import repeat
+
+from torchdev_lint.runner import FileReport, Options, process_file
+
+# Fewer files than this per worker are not worth a process.
+MIN_FILES_PER_JOB = 4
+# Up to this many files per task: large enough to amortise sending a task,
+# small enough to balance files of very different sizes between workers.
+MAX_CHUNK = 16
+
+
+def default_jobs() -> int:
+    """The number of cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _check_chunk(paths: Sequence[str], options: Options) -> list[FileReport]:
+    """Worker entry point: the cache was already consulted by the parent."""
+    return [process_file(path, options, use_cached=False) for path in paths]
+
+
+def run_parallel(paths: Sequence[str], options: Options, jobs: int) -> list[FileReport]:
+    """Check `paths` with up to `jobs` processes; serially when that is not worth it or not possible."""
+    jobs = min(jobs, len(paths) // MIN_FILES_PER_JOB)
+    if jobs <= 1:
+        return _check_chunk(paths, options)
+    size = max(1, min(MAX_CHUNK, math.ceil(len(paths) / (jobs * 8))))
+    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+            results = list(pool.map(_check_chunk, chunks, repeat(options)))
+    except (OSError, BrokenProcessPool, NotImplementedError, ImportError):
+        # No process support here (e.g. a sandbox without semaphores): check serially.
+        return _check_chunk(paths, options)
+    return [report for chunk in results for report in chunk]
