@@ -1,0 +1,211 @@
+"""The result cache: hits, everything that invalidates an entry, corrupt entries, fix mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import torchdev_lint.cache
+import torchdev_lint.runner
+from torchdev_lint.cache import ResultCache
+from torchdev_lint.cli import main
+from torchdev_lint.config import Settings, select_rules
+from torchdev_lint.runner import FileReport, Options, process_file
+
+BAD = 'import torch\n\nstate = torch.load("model.pt")\n'
+FIXED = 'import torch\n\nstate = torch.load("model.pt", map_location="cpu")\n'
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> ResultCache:
+    opened = ResultCache.open(str(tmp_path / "cache"))
+    assert opened is not None
+    return opened
+
+
+@pytest.fixture
+def bad(tmp_path: Path) -> Path:
+    path = tmp_path / "bad.py"
+    path.write_text(BAD)
+    return path
+
+
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths the engine was asked to check (cache misses)."""
+    calls: list[str] = []
+    real = torchdev_lint.runner.check_source
+
+    def counting(path: str, *args: object, **kwargs: object) -> object:
+        calls.append(path)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torchdev_lint.runner, "check_source", counting)
+    return calls
+
+
+def _options(cache: ResultCache, **changes: object) -> Options:
+    fields: dict[str, object] = {"rules": tuple(select_rules()), "cache": cache, "with_edits": False}
+    return Options(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def _same(a: FileReport, b: FileReport) -> None:
+    assert (a.path, a.diagnostics, a.source_lines, a.error) == (
+        b.path,
+        b.diagnostics,
+        b.source_lines,
+        b.error,
+    )
+
+
+def test_cache_folder_has_a_gitignore(cache: ResultCache) -> None:
+    assert (Path(cache.directory) / ".gitignore").read_text().splitlines()[-1] == "*"
+
+
+def test_hit_returns_the_same_report_without_checking(
+    bad: Path, cache: ResultCache, checks: list[str]
+) -> None:
+    first = process_file(str(bad), _options(cache))
+    second = process_file(str(bad), _options(cache))
+    assert checks == [str(bad)]
+    assert [d.code for d in first.diagnostics] == ["TDL101"]
+    assert first.diagnostics[0].fix is not None
+    _same(first, second)
+
+
+def test_hit_with_edits_keeps_the_edits(bad: Path, cache: ResultCache, checks: list[str]) -> None:
+    first = process_file(str(bad), _options(cache, with_edits=True))
+    second = process_file(str(bad), _options(cache, with_edits=True))
+    assert len(checks) == 1
+    fix = second.diagnostics[0].fix
+    assert fix is not None and fix.edits and fix.edits == first.diagnostics[0].fix.edits  # type: ignore[union-attr]
+
+
+def test_content_change_invalidates(bad: Path, cache: ResultCache, checks: list[str]) -> None:
+    process_file(str(bad), _options(cache))
+    bad.write_text(FIXED)
+    assert process_file(str(bad), _options(cache)).diagnostics == []
+    assert len(checks) == 2
+
+
+def test_version_change_invalidates(
+    bad: Path, cache: ResultCache, checks: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    process_file(str(bad), _options(cache))
+    monkeypatch.setattr(torchdev_lint.cache, "tool_fingerprint", lambda: "another version")
+    process_file(str(bad), _options(cache))
+    assert len(checks) == 2
+
+
+def test_selection_change_invalidates(bad: Path, cache: ResultCache, checks: list[str]) -> None:
+    process_file(str(bad), _options(cache))
+    report = process_file(
+        str(bad), Options(rules=tuple(select_rules(["TDL2"])), cache=cache, with_edits=False)
+    )
+    assert report.diagnostics == [] and len(checks) == 2
+
+
+def test_per_file_ignores_change_invalidates(bad: Path, cache: ResultCache, checks: list[str]) -> None:
+    process_file(str(bad), _options(cache))
+    ignores = (("bad.py", ("TDL101",)),)
+    report = process_file(str(bad), _options(cache, per_file_ignores=ignores, root=str(bad.parent)))
+    assert report.diagnostics == [] and len(checks) == 2
+
+
+def test_settings_change_invalidates(bad: Path, cache: ResultCache, checks: list[str]) -> None:
+    process_file(str(bad), _options(cache))
+    process_file(str(bad), _options(cache, settings=Settings(target_torch_version=(2, 0))))
+    assert len(checks) == 2
+
+
+def test_edits_wanted_invalidates_an_entry_without_edits(
+    bad: Path, cache: ResultCache, checks: list[str]
+) -> None:
+    process_file(str(bad), _options(cache))
+    report = process_file(str(bad), _options(cache, with_edits=True))
+    assert len(checks) == 2 and report.diagnostics[0].fix.edits  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("garbage", [b"", b"{not json", b"[]", b'{"diagnostics": [{"fix": 3}]}', b"\xff\xfe"])
+def test_corrupt_entry_is_a_miss_and_is_rewritten(
+    bad: Path, cache: ResultCache, checks: list[str], garbage: bytes
+) -> None:
+    first = process_file(str(bad), _options(cache))
+    entries = [p for p in Path(cache.directory).rglob("*.json")]
+    assert len(entries) == 1
+    entries[0].write_bytes(garbage)
+    again = process_file(str(bad), _options(cache))
+    _same(first, again)
+    assert len(checks) == 2
+    _same(first, process_file(str(bad), _options(cache)))
+    assert len(checks) == 2  # the rewritten entry is used
+
+
+def test_unwritable_cache_folder_is_no_error(bad: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert ResultCache.open(str(blocker / "cache")) is None
+
+
+def test_syntax_error_is_cached_too(tmp_path: Path, cache: ResultCache, checks: list[str]) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\ntorch.load(\n")
+    first = process_file(str(broken), _options(cache))
+    second = process_file(str(broken), _options(cache))
+    assert first.error and first.error == second.error and len(checks) == 1
+
+
+def test_fix_never_trusts_the_cache_and_caches_the_fixed_file(
+    bad: Path, cache: ResultCache, checks: list[str]
+) -> None:
+    options = _options(cache)
+    # A stale entry claiming the file is clean must not stop the fix.
+    key = cache.key(str(bad), bad.read_bytes(), options.rules, options.settings, False)
+    cache.store(key, torchdev_lint.cache.CachedResult([], {}))
+    fixed = process_file(str(bad), _options(cache, fix=True))
+    assert fixed.fixed == 1 and bad.read_text() == FIXED
+    checks.clear()
+    assert process_file(str(bad), options).diagnostics == []
+    assert checks == []  # answered from the entry the fix stored
+
+
+def test_cli_cache_in_project_root_and_flags(
+    tmp_path: Path, bad: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.torchdev-lint]\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["check", "--no-cache", str(bad)]) == 1
+    assert not (tmp_path / ".torchdev_lint_cache").exists()
+    uncached = capsys.readouterr().out
+    assert main(["check", str(bad)]) == 1
+    first = capsys.readouterr().out
+    assert (tmp_path / ".torchdev_lint_cache" / ".gitignore").is_file()
+    assert main(["check", str(bad)]) == 1
+    assert capsys.readouterr().out == first == uncached
+    assert main(["check", "--cache-dir", str(tmp_path / "mine"), str(bad)]) == 1
+    assert list((tmp_path / "mine").rglob("*.json"))
+
+
+def test_cli_warm_output_equals_cold_in_every_format(
+    tmp_path: Path, bad: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for fmt in ("text", "concise", "json", "sarif", "github"):
+        outputs = []
+        for extra in (["--no-cache"], [], []):
+            main(
+                [
+                    "check",
+                    "--format",
+                    fmt,
+                    "--show-fixes",
+                    "--cache-dir",
+                    str(tmp_path / "c"),
+                    *extra,
+                    str(bad),
+                ]
+            )
+            outputs.append(capsys.readouterr().out)
+        assert outputs[0] == outputs[1] == outputs[2], fmt
