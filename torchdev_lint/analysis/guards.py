@@ -79,15 +79,21 @@ def availability_guarded(scope: Scope) -> bool:
     """Code in `scope` knows whether CUDA is there.
 
     Inside functions: the function or one enclosing it checks availability or
-    takes a device parameter. Top-level code (module and class bodies): the
+    takes a device parameter, or a function or class around the code has a
+    decorator about CUDA (`@skip_if_lt_x_gpu(2)`, `@unittest.skipIf(not TEST_CUDA, ...)`). Top-level code (module and class bodies): the
     module checks availability somewhere.
     """
     inside_function = False
     current: Scope | None = scope
     while current is not None:
-        if isinstance(current.node, (cst.FunctionDef, cst.Lambda)):
+        node = current.node
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and any(
+            _mentions_cuda(decorator.decorator, current) for decorator in node.decorators
+        ):
+            return True
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
             inside_function = True
-            if takes_device(current.node, current) or checks_availability(current.node, current):
+            if takes_device(node, current) or checks_availability(node, current):
                 return True
         current = current.parent
     return not inside_function and checks_availability(scope.module.node, scope.module)
@@ -111,12 +117,23 @@ def is_cuda_flag(node: cst.BaseExpression, scope: Scope) -> bool:
     if is_availability_call(node, scope):
         return True
     name = dotted_name(node)
-    return name is not None and bool(_FLAG.match(name.rsplit(".", 1)[-1]))
+    return name is not None and bool(_FLAG.match(name.rsplit(".", 1)[-1].lstrip("_")))
+
+
+# `nccl` is CUDA-only: code under `if backend == "nccl":` runs with GPUs.
+_CUDA_WORD = frozenset({"cuda", "gpu", "gpus", "nccl"})
+
+
+def _words(node: cst.Name | cst.Attribute) -> set[str]:
+    """`self.has_cuda_inputs` → {"has", "cuda", "inputs"}; `x.is_cuda` → {"is", "cuda"}."""
+    last = node.value if isinstance(node, cst.Name) else node.attr.value
+    return set(last.lower().split("_"))
 
 
 def _mentions_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
-    """A test that depends on CUDA being there: a flag, an availability check, `x.is_cuda`,
-    `x.device.type == "cuda"`, `args.gpu is not None`, anywhere inside it."""
+    """A test that depends on CUDA being there, anywhere inside it: a flag, an availability
+    check, a name with a `cuda`/`gpu` part (`x.is_cuda`, `has_cuda_inputs`, `args.gpu is not
+    None`), or the string "cuda" (`x.device.type == "cuda"`)."""
     found = False
 
     def enter(child: cst.CSTNode) -> None:
@@ -125,9 +142,9 @@ def _mentions_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
             return
         if isinstance(child, cst.BaseExpression) and is_cuda_flag(child, scope):
             found = True
-        elif isinstance(child, cst.Attribute) and child.attr.value == "is_cuda":
+        elif isinstance(child, (cst.Name, cst.Attribute)) and _CUDA_WORD & _words(child):
             found = True
-        elif isinstance(child, cst.SimpleString) and child.evaluated_value in ("cuda", "gpu"):
+        elif isinstance(child, cst.SimpleString) and child.evaluated_value in ("cuda", "gpu", "nccl"):
             found = True
 
     walk(node, enter, lambda child: None)

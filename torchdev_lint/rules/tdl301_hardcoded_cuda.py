@@ -182,6 +182,31 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
+            # Code that only runs where CUDA is: decorated tests, tests of CUDA-named flags.
+            """
+            import unittest
+            import torch
+
+            class TestKernels(unittest.TestCase):
+                @skip_if_lt_x_gpu(2)
+                def test_copy(self):
+                    x = torch.ones(3, device="cuda")
+                    self.assertEqual(x.cuda(1).sum(), 3)
+
+                @unittest.skipIf(not TEST_CUDA, "needs CUDA")
+                def test_move(self):
+                    return torch.zeros(2).to("cuda:0")
+
+            class Fuzzer:
+                def make(self, t, has_cuda_inputs):
+                    if self._cuda:
+                        t = t.cuda()
+                    if has_cuda_inputs and self.backend == "nccl":
+                        t = t.to("cuda")
+                    return t
+            """
+        ),
+        Valid(
             """
             def load(path):
                 model = Model()
