@@ -33,7 +33,6 @@ _FLAG = re.compile(
 )
 # GPU counts compared against a number: `n_gpu > 0`, `args.ngpu >= 1`, `num_gpus != 0`.
 _COUNT = re.compile(r"^(n_?gpus?|num_?gpus?|gpu_count)$", re.IGNORECASE)
-_COUNT_TESTS = (cst.GreaterThan, cst.GreaterThanEqual, cst.NotEqual)
 _CACHE = "_availability_checked"
 
 
@@ -99,6 +98,16 @@ def availability_guarded(scope: Scope) -> bool:
     return not inside_function and checks_availability(scope.module.node, scope.module)
 
 
+def _any_gpu(target: cst.ComparisonTarget) -> bool:
+    """`> 0`, `!= 0`, `>= 1`: "there is a GPU" (`> 1` asks for a second one, not for CUDA)."""
+    value = target.comparator
+    if not isinstance(value, cst.Integer):
+        return False
+    if isinstance(target.operator, (cst.GreaterThan, cst.NotEqual)):
+        return value.evaluated_value == 0
+    return isinstance(target.operator, cst.GreaterThanEqual) and value.evaluated_value == 1
+
+
 def is_cuda_flag(node: cst.BaseExpression, scope: Scope) -> bool:
     """A boolean that says "use CUDA": `use_cuda`, `args.cuda`, `not args.no_cuda`,
     `torch.cuda.is_available()`, `n_gpu > 0`, or a boolean combination with one."""
@@ -107,7 +116,7 @@ def is_cuda_flag(node: cst.BaseExpression, scope: Scope) -> bool:
     if isinstance(node, cst.BooleanOperation):
         return is_cuda_flag(node.left, scope) or is_cuda_flag(node.right, scope)
     if isinstance(node, cst.Comparison):
-        if len(node.comparisons) != 1 or not isinstance(node.comparisons[0].operator, _COUNT_TESTS):
+        if len(node.comparisons) != 1 or not _any_gpu(node.comparisons[0]):
             return False
         left = node.left
         if is_availability_call(left, scope):

@@ -28,7 +28,7 @@ class CudaBoolDevice(Rule):
         (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`), reported at the
         assignment. A flag is a name or attribute such as `cuda`, `use_cuda`, `use_gpu`,
         `gpu`, `cuda_enabled`, `no_cuda` (negated), a GPU count compared with a number
-        (`n_gpu > 0`), or `torch.cuda.is_available()`/`torch.cuda.device_count()` themselves:
+        (`n_gpu > 0`; `device_count() > 1` asks for a second GPU and is not one), or `torch.cuda.is_available()`/`torch.cuda.device_count()` themselves:
         `if torch.cuda.is_available(): x = x.cuda()` is also a boolean choice between two
         devices, and is flagged. Tests about a tensor (`if x.is_cuda:`) are not flags.
 
@@ -82,7 +82,7 @@ class CudaBoolDevice(Rule):
 
             if torch.cuda.is_available():
                 model = model.cuda()
-            if n_gpu > 0:
+            if n_gpu > 0 and torch.cuda.device_count() >= 1:
                 batch = batch.cuda()
             if use_cuda:
                 LongTensor = torch.cuda.LongTensor
@@ -113,6 +113,8 @@ class CudaBoolDevice(Rule):
                     y = y.cuda()
                 if x.device.type == "cuda":
                     y = y.to("cuda")
+                if torch.cuda.device_count() > 1:
+                    y = y.cuda(1)
                 return x.cuda(), y
             """
         ),
