@@ -43,8 +43,7 @@ def run_parallel(paths: Sequence[str], options: Options, jobs: int) -> list[File
     jobs = min(jobs, len(paths) // MIN_FILES_PER_JOB)
     if jobs <= 1:
         return _check_chunk(paths, options)
-    size = max(1, min(MAX_CHUNK, math.ceil(len(paths) / (jobs * 8))))
-    chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+    chunks = _chunks(paths, jobs)
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     try:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
@@ -52,4 +51,30 @@ def run_parallel(paths: Sequence[str], options: Options, jobs: int) -> list[File
     except (OSError, BrokenProcessPool, NotImplementedError, ImportError):
         # No process support here (e.g. a sandbox without semaphores): check serially.
         return _check_chunk(paths, options)
-    return [report for chunk in results for report in chunk]
+    by_path = {report.path: report for chunk in results for report in chunk}
+    return [by_path[path] for path in paths]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _chunks(paths: Sequence[str], jobs: int) -> list[list[str]]:
+    """Largest files first, in chunks of similar size, so that no worker is left with a
+    big file at the end while the others idle (one generated file can take as long as
+    hundreds of ordinary ones)."""
+    sized = sorted(((_size(path), path) for path in set(paths)), reverse=True)
+    budget = max(1, sum(size for size, _ in sized) // (jobs * 8))
+    limit = max(1, min(MAX_CHUNK, math.ceil(len(sized) / (jobs * 8))))
+    chunks: list[list[str]] = []
+    total = 0
+    for size, path in sized:
+        if not chunks or total + size > budget or len(chunks[-1]) >= limit:
+            chunks.append([])
+            total = 0
+        chunks[-1].append(path)
+        total += size
+    return chunks
