@@ -8,10 +8,14 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 from torchdev_lint.config import glob_matches
 from torchdev_lint.diagnostics import SourceError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so no cleanup of abandoned temporary files
+    fcntl = None  # type: ignore[assignment]
 
 SKIPPED_DIRS = frozenset(
     {
@@ -123,22 +127,40 @@ def _drop_git_ignored(top: str, files: list[str]) -> list[str]:
 
 
 def read_source(path: str) -> bytes:
+    """The file's bytes. Opened without blocking and checked to be a regular file, so
+    a FIFO or device named like a source file cannot hang the run."""
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise SourceError(path, "file vanished before it could be read") from None
     except IsADirectoryError:
         raise SourceError(path, "is a directory") from None
     except OSError as error:
         raise SourceError(path, f"cannot read: {error.strerror or error}") from None
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISDIR(mode):
+                raise SourceError(path, "is a directory")
+            if not stat.S_ISREG(mode):
+                raise SourceError(path, "not a regular file")
+            return handle.read()
+        except OSError as error:
+            raise SourceError(path, f"cannot read: {error.strerror or error}") from None
+
+
+TEMP_SUFFIX = ".tdl-tmp"
 
 
 def write_atomic(path: str, data: bytes) -> None:
     """Replace the file's content in one step, keeping its permissions.
 
-    The new content goes to a temporary file in the same directory, which is
-    flushed to disk and renamed over the original: a reader (or a crash) sees
-    the old file or the new one, never a mix. A read-only file is refused.
+    The new content goes to a temporary file `.<name>.<random>.tdl-tmp` in the
+    same directory, which is flushed to disk and renamed over the original: a
+    reader (or a crash) sees the old file or the new one, never a mix. The
+    temporary file is locked (flock) until it is renamed, so a writer killed
+    midway leaves an unlocked one that `remove_stale_temp_files` of a later
+    run removes. A read-only file is refused.
     """
     try:
         info = os.stat(path)
@@ -147,21 +169,66 @@ def write_atomic(path: str, data: bytes) -> None:
     if not info.st_mode & stat.S_IWUSR:
         raise SourceError(path, "file is read-only; fixes not written")
     directory = os.path.dirname(os.path.abspath(path))
-    name = os.path.basename(path)
     try:
-        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tdl-tmp", dir=directory)
+        fd, temp = _locked_temp_file(directory, os.path.basename(path))
     except OSError as error:
         raise SourceError(path, f"cannot write: {error.strerror or error}") from None
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with os.fdopen(fd, "wb") as handle:  # open (so locked) until renamed
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(temp, stat.S_IMODE(info.st_mode))
-        os.replace(temp, path)
+            os.chmod(temp, stat.S_IMODE(info.st_mode))
+            os.replace(temp, path)
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         if isinstance(error, OSError):
             raise SourceError(path, f"cannot write: {error.strerror or error}") from None
         raise
+
+
+def _locked_temp_file(directory: str, name: str) -> tuple[int, str]:
+    """A new temporary file, created and locked; retried if a cleanup removed it before the lock."""
+    while True:
+        fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory)
+        if fcntl is None:
+            return fd, temp
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        if os.fstat(fd).st_nlink:
+            return fd, temp
+        os.close(fd)
+
+
+def remove_stale_temp_files(paths: Iterable[str]) -> None:
+    """Remove temporary files that killed writers left next to `paths` (their lock is free).
+
+    A live writer holds its temporary file's lock until the rename, and the
+    lock dies with the process, so only abandoned files are removed. Without
+    flock (Windows) nothing is removed.
+    """
+    if fcntl is None:
+        return
+    for directory in sorted({os.path.dirname(os.path.abspath(p)) for p in paths}):
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(".") and name.endswith(TEMP_SUFFIX):
+                _remove_if_abandoned(os.path.join(directory, name))
+
+
+def _remove_if_abandoned(temp: str) -> None:
+    try:
+        fd = os.open(temp, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[union-attr]
+        if os.path.samestat(os.fstat(fd), os.stat(temp)):
+            os.unlink(temp)
+    except OSError:
+        pass  # locked by a live writer, or already gone
+    finally:
+        os.close(fd)
