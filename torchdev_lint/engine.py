@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -171,6 +172,7 @@ def parse(path: str, source: bytes | str) -> cst.Module:
     """Parse with LibCST, turning every failure into a one-line SourceError."""
     if ("\x00" if isinstance(source, str) else b"\x00") in source:
         raise SourceError(path, "source contains a NUL byte")
+    _refuse_too_deep(path, source)
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as error:
@@ -179,6 +181,27 @@ def parse(path: str, source: bytes | str) -> cst.Module:
         raise SourceError(path, f"cannot decode: {error}") from None
     except RecursionError:
         raise SourceError(path, "too deeply nested for the parser") from None
+
+
+def _refuse_too_deep(path: str, source: bytes | str) -> None:
+    """Refuse nesting that would crash LibCST's parser, asking CPython's parser first.
+
+    LibCST's native parser recurses on the machine stack and kills the whole
+    process (SIGSEGV) a few thousand levels deep (`((((...))))`, `- - - 1`,
+    `a.b.b.b...`); CPython's parser detects such depth cleanly and is much
+    faster. Other syntax errors are left to LibCST to report.
+    """
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes and the like: not ours to report
+            compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        if "too many nested" in str(error.msg):
+            raise SourceError(path, f"too deeply nested to parse: {error.msg}") from None
+    except (RecursionError, MemoryError):
+        raise SourceError(path, "too deeply nested to parse (Python's parser gives up too)") from None
+    except ValueError:
+        pass
 
 
 def _syntax_error(source: bytes | str, error: cst.ParserSyntaxError) -> str:
@@ -234,13 +257,13 @@ def check_module(
     ctx = FileContext(path, module, settings)
     instances = [rule(ctx) for rule in rules]
     dispatcher = _Dispatcher(ctx, instances)
+    result = FileResult(path, module, ctx.findings)
     try:
         walk(module, dispatcher.enter, dispatcher.leave)
+        if ctx.findings:
+            _locate(result, with_edits)  # positions and fix edits: LibCST code generation recurses
     except RecursionError:
         raise SourceError(path, "too deeply nested to analyse") from None
-    result = FileResult(path, module, ctx.findings)
-    if ctx.findings:
-        _locate(result, with_edits)
     return result
 
 

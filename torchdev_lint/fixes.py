@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torchdev_lint.config import Settings
+from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import FileResult, apply_fixes, check_module, check_source
 from torchdev_lint.rule import Fix, Rule
 
@@ -34,15 +35,21 @@ def fix_source(
     """Apply safe (and with `unsafe` also unsafe) fixes until none is left to apply."""
     result = check_source(path, source, rules, settings, with_edits=False)
     applied = 0
-    for _ in range(MAX_ROUNDS):
-        chosen = _choose(result, unsafe)
-        if not chosen or result.module is None:
-            break
-        module = apply_fixes(result.module, chosen)
-        applied += len(chosen)
-        result = check_module(path, module, rules, settings, with_edits=False)
-    module = result.module
-    new_source = source if module is None or applied == 0 else module.bytes
+    try:
+        for _ in range(MAX_ROUNDS):
+            chosen = _choose(result, unsafe)
+            if not chosen or result.module is None:
+                break
+            if applied == 0 and result.module.bytes != source:
+                # LibCST drops form feeds and a final lone CR: writing would change other lines.
+                raise SourceError(path, "cannot fix: LibCST does not reproduce this file exactly")
+            module = apply_fixes(result.module, chosen)
+            applied += len(chosen)
+            result = check_module(path, module, rules, settings, with_edits=False)
+        module = result.module
+        new_source = source if module is None or applied == 0 else module.bytes
+    except RecursionError:  # LibCST's transformer and code generation recurse
+        raise SourceError(path, "too deeply nested to fix") from None
     return FixOutcome(new_source, applied, result)
 
 
