@@ -1,0 +1,154 @@
+"""What every fix run must guarantee, checked on one file: used by the fuzz tests and the corpus script.
+
+A fix run (all rules, unsafe fixes included) must give source that still
+compiles, that a second run leaves unchanged, and that differs from the input
+only where a fix was reported. "Where" is checked per line: every original
+line the fixer changed or deleted must lie in a statement holding a finding
+that has a fix, and every line it inserted elsewhere must be an import or the
+very expression of a fixed finding (a move hoisted out of a loop).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchdev_lint.analysis.walk import walk
+from torchdev_lint.config import Settings
+from torchdev_lint.diagnostics import SourceError
+from torchdev_lint.engine import FileResult, check_source
+from torchdev_lint.fixes import fix_source
+from torchdev_lint.rule import Rule
+
+_IMPORT = re.compile(r"(import [\w.]+( as \w+)?|from [\w.]+ import [\w, ()]+)$")
+
+
+@dataclass
+class Outcome:
+    """What checking and fixing one file showed."""
+
+    parsed: bool = True
+    findings: dict[str, int] = field(default_factory=dict)
+    fixed: bytes | None = None  # the fixed source, when the fixer changed something
+    problems: list[str] = field(default_factory=list)
+    refused: str | None = None  # why the fixer refused to fix the file, if it did
+
+
+def check_fix_properties(
+    path: str, source: bytes, rules: Sequence[type[Rule]], settings: Settings | None = None
+) -> Outcome:
+    """Check, fix (unsafe included), re-fix, and compare; exceptions other than SourceError propagate."""
+    settings = settings or Settings()
+    outcome = Outcome()
+    try:
+        result = check_source(path, source, rules, settings, with_edits=False)
+    except SourceError:
+        outcome.parsed = False
+        return outcome
+    for diagnostic in result.reported:
+        outcome.findings[diagnostic.code] = outcome.findings.get(diagnostic.code, 0) + 1
+    if all(finding.fix is None for finding in result.findings):
+        return outcome  # nothing to fix: fix_source would return the source as it is
+    try:
+        first = fix_source(path, source, rules, settings, unsafe=True)
+    except SourceError as error:  # a clean refusal (e.g. LibCST cannot reproduce the file)
+        outcome.refused = error.reason
+        return outcome
+    if first.source == source:
+        return outcome
+    outcome.fixed = first.source
+    try:
+        compile(first.source, path, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        if _compiles(source, path):
+            outcome.problems.append(f"fixed source does not compile: {error}")
+            return outcome
+    second = fix_source(path, first.source, rules, settings, unsafe=True)
+    if second.source != first.source:
+        outcome.problems.append("not idempotent:\n" + _diff(first.source, second.source))
+    outcome.problems.extend(outside_findings(result, source, first.source))
+    return outcome
+
+
+def _compiles(source: bytes, path: str) -> bool:
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _diff(before: bytes, after: bytes) -> str:
+    old = before.decode("utf-8", "replace").splitlines(keepends=True)
+    new = after.decode("utf-8", "replace").splitlines(keepends=True)
+    return "".join(difflib.unified_diff(old, new, n=1))
+
+
+def _lines(source: bytes) -> list[str]:
+    """Lines as Python and LibCST count them: ended by LF, CRLF or CR only (not form feeds & co.)."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", source.decode("utf-8", "replace"))
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+|#[^\n]*|[()]", "", text)
+
+
+def outside_findings(result: FileResult, before: bytes, after: bytes) -> list[str]:
+    """Changes the fixer made away from every fixed finding (see the module docstring)."""
+    module = result.module
+    assert module is not None
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    stack: list[cst.CSTNode] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if stack:
+            parents[node] = stack[-1]
+        stack.append(node)
+
+    walk(module, enter, lambda node: stack.pop())
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    regions: list[tuple[int, int]] = []
+    moved: list[str] = []
+    for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True):
+        if finding.fix is None or diagnostic.suppressed:
+            continue
+        span = positions[finding.node]
+        start, end = span.start.line, span.end.line
+        node: cst.CSTNode | None = finding.node
+        while node is not None and not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            node = parents.get(node)
+        if node is not None:
+            statement = positions[node]
+            start = min(start, statement.start.line)
+            if isinstance(node, cst.SimpleStatementLine):
+                end = max(end, statement.end.line)
+        regions.append((start, end))
+        moved.append(_squash(module.code_for_node(finding.node)))
+    old, new = _lines(before), _lines(after)
+    covered = {line for start, end in regions for line in range(start, end + 1)}
+    problems = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "insert":
+            # Between original lines i1 and i1 + 1 (1-based): inside a finding, or an import or a hoist.
+            if i1 in covered and i1 + 1 in covered:
+                continue
+            inserted = "".join(new[j1:j2])
+            if all(_IMPORT.match(line.strip()) for line in new[j1:j2] if line.strip()):
+                continue
+            if any(text and text in _squash(inserted) for text in moved):
+                continue
+            problems.append(f"inserted outside any finding before line {i1 + 1}: {inserted!r}")
+        elif not all(line in covered for line in range(i1 + 1, i2 + 1)):
+            problems.append(
+                f"changed lines {i1 + 1}-{i2} outside the fixed findings {regions}: "
+                f"{''.join(old[i1:i2])!r} -> {''.join(new[j1:j2])!r}"
+            )
+    return problems
