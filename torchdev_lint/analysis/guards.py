@@ -78,16 +78,18 @@ def availability_guarded(scope: Scope) -> bool:
     """Code in `scope` knows whether CUDA is there.
 
     Inside functions: the function or one enclosing it checks availability or
-    takes a device parameter, or a function or class around the code has a
-    decorator about CUDA (`@skip_if_lt_x_gpu(2)`, `@unittest.skipIf(not TEST_CUDA, ...)`). Top-level code (module and class bodies): the
+    takes a device parameter, or a function or class around the code is about
+    CUDA by its name (`CUDATestBase`, `_nccl_estimate`) or a decorator
+    (`@skip_if_lt_x_gpu(2)`, `@unittest.skipIf(not TEST_CUDA, ...)`). Top-level code (module and class bodies): the
     module checks availability somewhere.
     """
     inside_function = False
     current: Scope | None = scope
     while current is not None:
         node = current.node
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and any(
-            _mentions_cuda(decorator.decorator, current) for decorator in node.decorators
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and (
+            _CUDA_WORD & _name_words(node.name.value)
+            or any(_mentions_cuda(decorator.decorator, current) for decorator in node.decorators)
         ):
             return True
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
@@ -131,6 +133,12 @@ def is_cuda_flag(node: cst.BaseExpression, scope: Scope) -> bool:
 
 # `nccl` is CUDA-only: code under `if backend == "nccl":` runs with GPUs.
 _CUDA_WORD = frozenset({"cuda", "gpu", "gpus", "nccl"})
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+
+
+def _name_words(name: str) -> set[str]:
+    """`CUDATestBase` → {"cuda", "test", "base"}; `_nccl_estimate` → {"nccl", "estimate"}."""
+    return {word.lower() for word in _WORD.findall(name)}
 
 
 def _words(node: cst.Name | cst.Attribute) -> set[str]:

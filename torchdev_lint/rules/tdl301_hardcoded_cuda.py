@@ -34,7 +34,9 @@ class HardcodedCuda(Rule):
         `torch.cuda.is_available()`/`torch.cuda.device_count()` nor takes a device parameter.
         For top-level code, the module as a whole must check availability somewhere. Uses
         under an `if`/conditional expression that tests CUDA (`if use_cuda:`,
-        `if x.is_cuda:`, `if args.device == "cuda":`) are not flagged either.
+        `if x.is_cuda:`, `if args.device == "cuda":`), and code in functions or classes that
+        are CUDA-specific by name or decorator (`class CUDATestBase`, `def benchmark_gpu`,
+        `@skip_if_lt_x_gpu(2)`, `@unittest.skipIf(not TEST_CUDA, ...)`) are not flagged either.
 
         Not device uses, hence not flagged: `autocast("cuda")` and `device_type="cuda"`,
         tuples and lists of backend names, comparisons such as `x.device.type == "cuda"`,
@@ -196,6 +198,13 @@ class HardcodedCuda(Rule):
                 @unittest.skipIf(not TEST_CUDA, "needs CUDA")
                 def test_move(self):
                     return torch.zeros(2).to("cuda:0")
+
+            class CUDATestBase:
+                def setUp(self):
+                    self.x = torch.ones(1).cuda()
+
+            def benchmark_gpu(fn):
+                cache = torch.empty(1024, device="cuda")
 
             class Fuzzer:
                 def make(self, t, has_cuda_inputs):
