@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 TORCHFIX_VENV = ROOT / "benchmarks" / ".torchfix-venv"
+JOBS = 1  # the default-jobs runs' number of processes, set by main
 MEASUREMENTS = (
     "ast",
     "libcst",
@@ -244,6 +245,10 @@ def ratios(results: dict[str, Result]) -> None:
     ratio("flake8 TDL CPU / torchfix flake8 TOR CPU", "flake8", "torchfix-flake8", target="(target <= 0.5)")
     ratio("cold (default jobs) wall / cold-j1 wall", "cold", "cold-j1", attr="wall", target="(target <= 0.6)")
     ratio("cold (default jobs) CPU / cold-j1 CPU", "cold", "cold-j1")
+    if "cold" in results and "cold-j1" in results and JOBS > 1:
+        # What the wall ratio would be with the cores to ourselves and balanced workers.
+        ideal = results["cold"].cpu / JOBS / results["cold-j1"].cpu
+        print(f"  {'  same, / jobs: wall ratio on an idle machine':<44} {ideal:6.2f}")
     ratio("fill CPU / cold CPU (cost of writing the cache)", "fill", "cold")
 
 
@@ -258,6 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from torchdev_lint import __version__
     from torchdev_lint.parallel import default_jobs
 
+    global JOBS
+    JOBS = args.jobs or default_jobs()
     corpora = args.corpus or ["torch", "subset", "project"]
     print(f"torchdev-lint {__version__}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs visible,")
     print(f"default jobs {args.jobs or default_jobs()}; load average {os.getloadavg()[0]:.2f} (1 min)")

@@ -9,12 +9,9 @@ saves each one re-importing LibCST and the rules. Nothing here imports torch.
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from itertools import repeat
 
 from torchdev_lint.runner import FileReport, Options, process_file
@@ -43,6 +40,11 @@ def run_parallel(paths: Sequence[str], options: Options, jobs: int) -> list[File
     jobs = min(jobs, len(paths) // MIN_FILES_PER_JOB)
     if jobs <= 1:
         return _check_chunk(paths, options)
+    # Imported here: a run answered from the cache starts no process and need not pay for them.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     chunks = _chunks(paths, jobs)
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     try:
