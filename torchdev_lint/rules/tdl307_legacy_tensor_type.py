@@ -21,7 +21,7 @@ class LegacyTensorType(Rule):
         "with `dtype=` and `device=`, or `.to(device, dtype)`"
     )
     fix_safety = "safe"
-    triggers = ("Tensor",)
+    triggers = ("Tensor", "set_default_tensor_type")
     docs = """
         ## What it does
         Flags the legacy typed tensor classes (`torch.FloatTensor`, `torch.cuda.LongTensor`
