@@ -42,8 +42,12 @@ def parse_version(text: str) -> tuple[int, int]:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A ` (did you mean X?)` hint for a misspelt key or code, or nothing."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = difflib.get_close_matches(word, list(choices), n=5, cutoff=0.6)
+    if not close:
+        return ""
+    # difflib ties TDL1O1 between TDL101 and TDL311; a typo usually changes the fewest characters.
+    best = min(close, key=lambda c: sum(a != b for a, b in zip(word, c)) + abs(len(word) - len(c)))
+    return f" (did you mean {best!r}?)"
 
 
 def _matches(code: str, selector: str) -> bool:

@@ -70,6 +70,7 @@ __all__ = [
     "device_of",
     "is_module",
     "is_tensor",
+    "module_by_any_evidence",
     "kind_of",
     "value_of",
 ]
@@ -170,6 +171,15 @@ def is_tensor(expr: cst.CSTNode, ctx: FileContext) -> bool:
 
 def is_module(expr: cst.CSTNode, ctx: FileContext) -> bool:
     return kind_of(expr, ctx) is Kind.MODULE
+
+
+def module_by_any_evidence(expr: cst.BaseExpression, ctx: FileContext) -> bool:
+    """A module by syntactic evidence or a model-like name (cheap), else by the device flow.
+
+    The flow settles what names cannot: `criterion = nn.BCELoss()` is a module,
+    and so is a value built by a local `nn.Module` subclass and passed along.
+    """
+    return kinds.module_or_model_name(expr, ctx.scope) or is_module(expr, ctx)
 
 
 def _cache(ctx: FileContext) -> dict[cst.CSTNode, object]:

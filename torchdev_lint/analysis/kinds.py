@@ -440,6 +440,11 @@ def looks_like_module_name(node: cst.BaseExpression) -> bool:
     return key is not None and bool(_MODULE_NAME.search(key.rsplit(".", 1)[-1]))
 
 
+def module_or_model_name(node: cst.BaseExpression, scope: Scope) -> bool:
+    """Module evidence in this scope, or a name that says model: what loop rules accept as a model."""
+    return is_module(node, scope) or looks_like_module_name(node)
+
+
 def is_tensor_factory_call(node: cst.BaseExpression, scope: Scope) -> bool:
     if not isinstance(node, cst.Call):
         return False

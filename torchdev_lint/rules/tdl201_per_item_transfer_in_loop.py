@@ -6,8 +6,9 @@ from collections import defaultdict
 
 import libcst as cst
 
+from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import Move, as_move
-from torchdev_lint.analysis.kinds import is_module, is_tensor_factory_call, looks_like_module_name
+from torchdev_lint.analysis.kinds import is_tensor_factory_call
 from torchdev_lint.analysis.loaders import is_batch_source, iterates_mapping
 from torchdev_lint.analysis.loops import (
     bound_in_body,
@@ -374,10 +375,10 @@ class PerItemTransferInLoop(Rule):
 
     # (b) for item in items: model(item.to(d))
     def _check_model_call(self, node: cst.Call, scope: Scope) -> None:
-        if not (is_module(node.func, scope) or looks_like_module_name(node.func)):
-            return
         loop = _item_loop(self.ctx.ancestors, scope)
-        if loop is None or not _item_collection(loop.iter, scope) or _shapes_differ(loop.iter, scope):
+        if loop is None or not flow.module_by_any_evidence(node.func, self.ctx):
+            return
+        if not _item_collection(loop.iter, scope) or _shapes_differ(loop.iter, scope):
             return
         item = loop.target.value  # type: ignore[attr-defined]
         aliases = _moved_aliases(loop, item, scope)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.kinds import is_module, looks_like_module_name
 from torchdev_lint.analysis.loops import hoist, invariant_move
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
@@ -103,6 +103,29 @@ class ModuleTransferInLoop(Rule):
             """,
             lines=(4, 6),
         ),
+        Invalid(
+            """
+            from torch import nn
+
+            def fit(xs, device):
+                criterion = nn.BCELoss()
+                loss_fn = criterion  # a module only the device flow can see through
+                for x in xs:
+                    loss_fn.to(device)
+                    x.sum()
+            """,
+            lines=(7,),
+            fixed="""
+            from torch import nn
+
+            def fit(xs, device):
+                criterion = nn.BCELoss()
+                loss_fn = criterion  # a module only the device flow can see through
+                loss_fn.to(device)
+                for x in xs:
+                    x.sum()
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -153,7 +176,7 @@ class ModuleTransferInLoop(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.ctx.scope
         move = as_move(node, scope)
-        if move is None or not (is_module(move.receiver, scope) or looks_like_module_name(move.receiver)):
+        if move is None or not flow.module_by_any_evidence(move.receiver, self.ctx):
             return
         found = invariant_move(move, self.ctx.ancestors)
         if found is None:

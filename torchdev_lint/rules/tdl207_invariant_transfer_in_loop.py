@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.kinds import is_module, looks_like_module_name
 from torchdev_lint.analysis.loops import hoist, invariant_move
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
@@ -165,7 +165,7 @@ class InvariantTransferInLoop(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.ctx.scope
         move = as_move(node, scope)
-        if move is None or is_module(move.receiver, scope) or looks_like_module_name(move.receiver):
+        if move is None or flow.module_by_any_evidence(move.receiver, self.ctx):
             return
         # A bare `g.cuda()` statement only makes sense on a module (a tensor's copy would be
         # discarded, which is TDL306's): leave it to TDL202, which needs module evidence.
