@@ -46,7 +46,9 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     if not close:
         return ""
     # difflib ties TDL1O1 between TDL101 and TDL311; a typo usually changes the fewest characters.
-    best = min(close, key=lambda c: sum(a != b for a, b in zip(word, c)) + abs(len(word) - len(c)))
+    best = min(
+        close, key=lambda c: sum(a != b for a, b in zip(word, c, strict=False)) + abs(len(word) - len(c))
+    )
     return f" (did you mean {best!r}?)"
 
 
