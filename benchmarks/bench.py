@@ -23,8 +23,11 @@ cache entries says how many files were re-checked); `flake8` (`flake8 --select
 TDL`); `torchfix` (`torchfix --select ALL -j1`) and `torchfix-flake8` (`flake8
 --select TOR`) from TorchFix 0.7.0 in `benchmarks/.torchfix-venv`, created on
 first use (it pins libcst<1.6, hence its own venv; skipped with a message if it
-cannot be installed). flake8 runs with `-j1`. The machine may be shared: the
-load average is printed, and the ratios matter more than the seconds.
+cannot be installed). flake8 runs with `-j1`. Every tool runs from compiled
+bytecode (kept in a temporary PYTHONPYCACHEPREFIX, after one unmeasured run).
+The machine may be shared: the load average is printed, the ratios matter more
+than the seconds, and for -jN the CPU of the -jN run / N / CPU of -j1 says what
+the wall ratio would be with the cores to ourselves. Results: docs/benchmarks.md.
 """
 
 from __future__ import annotations
