@@ -31,12 +31,17 @@ def fix_source(
     settings: Settings,
     *,
     unsafe: bool = False,
+    max_rounds: int = MAX_ROUNDS,
 ) -> FixOutcome:
-    """Apply safe (and with `unsafe` also unsafe) fixes until none is left to apply."""
+    """Apply safe (and with `unsafe` also unsafe) fixes until none is left to apply.
+
+    `max_rounds=1` applies only fixes of findings in `source` itself, not those
+    that earlier fixes give rise to (the fuzz tests check each round apart).
+    """
     result = check_source(path, source, rules, settings, with_edits=False)
     applied = 0
     try:
-        for _ in range(MAX_ROUNDS):
+        for _ in range(max_rounds):
             chosen = _choose(result, unsafe)
             if not chosen or result.module is None:
                 break
