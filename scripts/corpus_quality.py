@@ -43,6 +43,7 @@ def _one(path: str) -> dict[str, object]:
         outcome = check_fix_properties(path, source, rules)
         record.update(parsed=outcome.parsed, findings=outcome.findings, problems=outcome.problems)
         record["refused"] = outcome.refused
+        record["cascade"] = outcome.rounds > 1
         if outcome.fixed is not None:
             write_atomic(path, outcome.fixed)
     except Exception:  # noqa: BLE001 - counting them is the point
@@ -66,13 +67,14 @@ def main() -> int:
         if args.limit:
             files = files[: args.limit]
         per_code: collections.Counter[str] = collections.Counter()
-        unparsable, errors, broken, fixed, slow, refused = [], [], [], 0, [], []
+        unparsable, errors, broken, fixed, slow, refused, cascades = [], [], [], 0, [], [], 0
         with multiprocessing.Pool(args.workers) as pool:
             for record in pool.imap_unordered(_one, files, chunksize=4):
                 rel = os.path.relpath(str(record["path"]), temp)
                 per_code.update(record["findings"])  # type: ignore[arg-type]
                 if not record["parsed"]:
                     unparsable.append(rel)
+                cascades += bool(record.get("cascade"))
                 if record.get("refused"):
                     refused.append(f"{rel} ({record['refused']})")
                 if record["error"]:
@@ -91,6 +93,7 @@ def main() -> int:
     print(f"files with findings: {fixed}")
     print("findings per code: " + (", ".join(f"{c} {n}" for c, n in sorted(per_code.items())) or "none"))
     print(f"findings total: {sum(per_code.values())}")
+    print(f"files where fixes gave rise to new findings (fixed in a later round): {cascades}")
     print(f"files the fixer refused: {len(refused)} {', '.join(refused)}")
     print(f"internal errors: {len(errors)}")
     print(f"fixed files that no longer compile: {kinds['fixed']}")

@@ -2,10 +2,11 @@
 
 A fix run (all rules, unsafe fixes included) must give source that still
 compiles, that a second run leaves unchanged, and that differs from the input
-only where a fix was reported. "Where" is checked per line: every original
-line the fixer changed or deleted must lie in a statement holding a finding
-that has a fix, and every line it inserted elsewhere must be an import or the
-very expression of a fixed finding (a move hoisted out of a loop).
+only where a fix was reported. "Where" is checked per line and per fix round
+(a fix may give rise to a finding in the next round): every line a round
+changed or deleted must lie in a statement holding a finding with a fix in the
+text that round started from, and every line it inserted elsewhere must be an
+import or the very expression of a fixed finding (a move hoisted out of a loop).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import FileResult, check_source
-from torchdev_lint.fixes import fix_source
+from torchdev_lint.fixes import MAX_ROUNDS, fix_source
 from torchdev_lint.rule import Rule
 
 _IMPORT = re.compile(r"(import [\w.]+( as \w+)?|from [\w.]+ import [\w, ()]+)$")
@@ -36,6 +37,7 @@ class Outcome:
     findings: dict[str, int] = field(default_factory=dict)
     fixed: bytes | None = None  # the fixed source, when the fixer changed something
     problems: list[str] = field(default_factory=list)
+    rounds: int = 0  # fix rounds that changed something; above 1, fixes gave rise to new findings
     refused: str | None = None  # why the fixer refused to fix the file, if it did
 
 
@@ -71,7 +73,19 @@ def check_fix_properties(
     second = fix_source(path, first.source, rules, settings, unsafe=True)
     if second.source != first.source:
         outcome.problems.append("not idempotent:\n" + _diff(first.source, second.source))
-    outcome.problems.extend(outside_findings(result, source, first.source))
+    # Round by round, each change must sit where a finding of the text it was applied to is:
+    # a fix may give rise to a new finding (pinning a loader makes its copies blocking).
+    text = source
+    for _ in range(MAX_ROUNDS):
+        step = fix_source(path, text, rules, settings, unsafe=True, max_rounds=1)
+        if step.source == text:
+            break
+        outcome.rounds += 1
+        round_result = check_source(path, text, rules, settings, with_edits=False)
+        outcome.problems.extend(outside_findings(round_result, text, step.source))
+        text = step.source
+    if text != first.source:
+        outcome.problems.append("rounds one by one end elsewhere:\n" + _diff(first.source, text))
     return outcome
 
 
