@@ -30,9 +30,10 @@ site (a `.to()`, a `.numpy()`, a `non_blocking=` copy...).
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import libcst as cst
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
 Unit = cst.FunctionDef | cst.Module
+Site = TypeVar("Site")
 
 __all__ = [
     "AsyncRead",
@@ -64,6 +66,7 @@ __all__ = [
     "Device",
     "Flow",
     "Kind",
+    "SitesByUnit",
     "Value",
     "analyse",
     "current_unit",
@@ -180,6 +183,32 @@ def module_by_any_evidence(expr: cst.BaseExpression, ctx: FileContext) -> bool:
     and so is a value built by a local `nn.Module` subclass and passed along.
     """
     return kinds.module_or_model_name(expr, ctx.scope) or is_module(expr, ctx)
+
+
+class SitesByUnit(Generic[Site]):
+    """Candidate sites a rule collects per unit, handed back with the unit's analysis.
+
+    Flow rules note sites while the traversal passes them and judge them in
+    `leave_scope`, so a unit without candidates is never analysed.
+    """
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._sites: dict[cst.CSTNode, list[Site]] = defaultdict(list)
+
+    def add(self, site: Site) -> None:
+        unit = current_unit(self.ctx)
+        if unit is not None:
+            self._sites[unit].append(site)
+
+    def take(self, scope: Scope) -> tuple[Flow, list[Site]] | None:
+        """The analysis and the sites of the unit whose scope is being left, if it has any."""
+        if scope.kind not in ("function", "module"):
+            return None
+        sites = self._sites.pop(scope.node, None)
+        if not sites:
+            return None
+        return analyse(scope.node, self.ctx), sites  # type: ignore[arg-type]
 
 
 def _cache(ctx: FileContext) -> dict[cst.CSTNode, object]:

@@ -312,27 +312,20 @@ class DeviceMismatch(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._units: set[cst.CSTNode] = set()
+        self._sites: flow.SitesByUnit[cst.Call] = flow.SitesByUnit(ctx)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda")) or any(
             arg.keyword is not None and arg.keyword.value == "device" for arg in node.args
         ):
-            unit = flow.current_unit(self.ctx)
-            if unit is not None:
-                self._units.add(unit)
+            self._sites.add(node)
 
     def leave_scope(self, scope: Scope) -> None:
-        if scope.kind in ("function", "module"):
-            self._check(scope.node)  # type: ignore[arg-type]
-
-    def _check(self, unit: flow.Unit) -> None:
-        if unit not in self._units:
-            return
-        self._units.discard(unit)
-        for conflict in flow.analyse(unit, self.ctx).conflicts:
-            self._report(conflict)
+        taken = self._sites.take(scope)
+        if taken is not None:
+            for conflict in taken[0].conflicts:
+                self._report(conflict)
 
     def _report(self, conflict: flow.Conflict) -> None:
         ctx = self.ctx

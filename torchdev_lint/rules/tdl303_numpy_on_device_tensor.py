@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -157,24 +156,18 @@ class NumpyOnDeviceTensor(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._sites: dict[cst.CSTNode, list[cst.Call]] = defaultdict(list)
+        self._sites: flow.SitesByUnit[cst.Call] = flow.SitesByUnit(ctx)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not node.args:
-            unit = flow.current_unit(self.ctx)
-            if unit is not None:
-                self._sites[unit].append(node)
+            self._sites.add(node)
 
     def leave_scope(self, scope: Scope) -> None:
-        if scope.kind in ("function", "module"):
-            self._check(scope.node)  # type: ignore[arg-type]
-
-    def _check(self, unit: flow.Unit) -> None:
-        sites = self._sites.pop(unit, None)
-        if not sites:
+        taken = self._sites.take(scope)
+        if taken is None:
             return
-        analysis = flow.analyse(unit, self.ctx)
+        analysis, sites = taken
         for call in sites:
             receiver = call.func.value  # type: ignore[attr-defined]
             value = analysis.value(receiver)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -178,7 +177,7 @@ class DiscardedTensorTo(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._sites: dict[cst.CSTNode, list[cst.Expr]] = defaultdict(list)
+        self._sites: flow.SitesByUnit[cst.Expr] = flow.SitesByUnit(ctx)
 
     def visit_Expr(self, node: cst.Expr) -> None:
         call = node.value
@@ -187,19 +186,13 @@ class DiscardedTensorTo(Rule):
             and isinstance(call.func, cst.Attribute)
             and call.func.attr.value in _CONVERSIONS
         ):
-            unit = flow.current_unit(self.ctx)
-            if unit is not None:
-                self._sites[unit].append(node)
+            self._sites.add(node)
 
     def leave_scope(self, scope: Scope) -> None:
-        if scope.kind in ("function", "module"):
-            self._check(scope.node)  # type: ignore[arg-type]
-
-    def _check(self, unit: flow.Unit) -> None:
-        sites = self._sites.pop(unit, None)
-        if not sites:
+        taken = self._sites.take(scope)
+        if taken is None:
             return
-        analysis = flow.analyse(unit, self.ctx)
+        analysis, sites = taken
         for statement in sites:
             call: cst.Call = statement.value  # type: ignore[assignment]
             receiver = call.func.value  # type: ignore[attr-defined]

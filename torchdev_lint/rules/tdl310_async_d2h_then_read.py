@@ -131,24 +131,18 @@ class AsyncD2hThenRead(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._units: set[cst.CSTNode] = set()
+        self._sites: flow.SitesByUnit[cst.Arg] = flow.SitesByUnit(ctx)
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None and node.keyword.value == "non_blocking":
-            unit = flow.current_unit(self.ctx)
-            if unit is not None:
-                self._units.add(unit)
+            self._sites.add(node)
 
     def leave_scope(self, scope: Scope) -> None:
-        if scope.kind in ("function", "module"):
-            self._check(scope.node)  # type: ignore[arg-type]
-
-    def _check(self, unit: flow.Unit) -> None:
-        if unit not in self._units:
+        taken = self._sites.take(scope)
+        if taken is None:
             return
-        self._units.discard(unit)
         reported: set[cst.CSTNode] = set()
-        for read in flow.analyse(unit, self.ctx).async_reads:
+        for read in taken[0].async_reads:
             if read.copy not in reported:
                 reported.add(read.copy)
                 self.report(read.copy)
