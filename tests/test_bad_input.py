@@ -11,12 +11,10 @@ import stat
 from pathlib import Path
 
 import pytest
+from cli_inputs import BAD, FIXED, errors, make_tree
 
 from torchdev_lint.cli import fix_main, main
 from torchdev_lint.files import write_atomic
-
-BAD = 'import torch\n\nstate = torch.load("model.pt")\n'
-FIXED = 'import torch\n\nstate = torch.load("model.pt", map_location="cpu")\n'
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -25,15 +23,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def errors(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.startswith("torchdev-lint: error:")]
-
-
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    (tmp_path / "a_good.py").write_text(BAD)
-    (tmp_path / "z_good.py").write_text(BAD)
-    return tmp_path
+    return make_tree(tmp_path)
 
 
 def _check_other_files_processed(tree: Path, out: str) -> None:
