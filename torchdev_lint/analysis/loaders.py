@@ -15,7 +15,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.devices import Move
 from torchdev_lint.analysis.loops import enclosing_loops, rebound_before, target_names
-from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 
 DATALOADER_CLASSES = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # Calls that pass the items of their iterable argument through (`enumerate(loader)`).
@@ -61,15 +61,8 @@ def _unwrap(node: cst.BaseExpression, scope: Scope) -> cst.BaseExpression:
 
 def _bound_values(node: cst.BaseExpression, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]] | None:
     """The values every binding of a name assigns, or None when any binding is opaque."""
-    if not isinstance(node, cst.Name):
-        return None
-    found = scope.lookup(node.value)
-    if found is None:
-        return None
-    owner, bindings = found
-    if not bindings or any(b.value is None for b in bindings):
-        return None
-    return [(b.value, owner) for b in bindings if b.value is not None]
+    found = assigned_values(node, scope)
+    return None if found is None else [(value, found[1]) for value in found[0]]
 
 
 def dataloader_calls(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[cst.Call]:

@@ -136,6 +136,24 @@ def _binding_target(binding: Binding, scope: Scope, depth: int) -> str | None:
     return None
 
 
+def assigned_values(node: cst.BaseExpression, scope: Scope) -> tuple[list[cst.BaseExpression], Scope] | None:
+    """What every binding of a name assigns, with the scope that binds it.
+
+    None when the expression is not a name, the name is unbound, or any binding
+    is opaque (a parameter, a loop target, an import): then its value is unknown.
+    """
+    if not isinstance(node, cst.Name):
+        return None
+    found = scope.lookup(node.value)
+    if found is None:
+        return None
+    owner, bindings = found
+    values = [b.value for b in bindings]
+    if not values or any(value is None for value in values):
+        return None
+    return values, owner  # type: ignore[return-value]
+
+
 def collect_function_bindings(scope: Scope, node: cst.FunctionDef | cst.Lambda) -> None:
     params = node.params
     for param in (

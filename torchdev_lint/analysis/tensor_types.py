@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 
 # Class name prefix → the dtype attribute of torch it stands for.
 LEGACY_DTYPES = {
@@ -63,17 +63,13 @@ def legacy_type(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Legac
         return direct
     if isinstance(node, cst.IfExp):
         return _either(node, scope, depth)
-    if not isinstance(node, cst.Name):
-        return None
-    found = scope.lookup(node.value)
+    found = assigned_values(node, scope)
     if found is None:
         return None
-    owner, bindings = found
+    values, owner = found
     kinds = []
-    for binding in bindings:
-        if binding.value is None:
-            return None
-        kind = legacy_type(binding.value, owner, depth + 1)
+    for value in values:
+        kind = legacy_type(value, owner, depth + 1)
         if kind is None:
             return None
         kinds.append(kind)
