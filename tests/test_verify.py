@@ -194,3 +194,17 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert verify([str(tmp_path / "missing")], capsys)[0] == 2
     assert verify([str(tmp_path)], capsys)[0] == 2  # no fixtures there
     assert verify([PER_ITEM, "--device", "tpu"], capsys)[0] == 2
+
+
+def test_without_torch_verify_says_what_to_install(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_find_spec = command.importlib.util.find_spec
+    monkeypatch.setattr(
+        command.importlib.util,
+        "find_spec",
+        lambda name, *rest: None if name == "torch" else real_find_spec(name, *rest),
+    )
+    args = build_parser().parse_args(["verify", PER_ITEM])
+    assert command.run(args) == 2
+    assert "verify needs torch: pip install 'torchdev-lint[verify]'" in capsys.readouterr().err

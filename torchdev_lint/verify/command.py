@@ -8,6 +8,7 @@ blocked; 2 a usage error.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, fixer: Fixer | None = None) -> int:
     """Verify the fixtures; `fixer` replaces the project's codemod (tests inject wrong fixes)."""
+    if importlib.util.find_spec("torch") is None:
+        print(
+            "torchdev-lint: error: verify needs torch: pip install 'torchdev-lint[verify]'", file=sys.stderr
+        )
+        return EXIT_USAGE
     from torchdev_lint.verify.report import table, write_json, write_plot
     from torchdev_lint.verify.session import Options, UsageError, project_fixer, verify
 
