@@ -327,6 +327,12 @@ class InvariantMove:
     loop: Loop
     statement: cst.BaseStatement | None
 
+    def hoisted(self) -> dict[cst.CSTNode, cst.FlattenSentinel[cst.BaseStatement]] | None:
+        """The replacement that moves the statement before the loop, when it can be hoisted."""
+        if self.statement is None:
+            return None
+        return {self.loop: hoist(self.loop, self.statement)}
+
 
 def invariant_move(move: Move, ancestors: Sequence[cst.CSTNode]) -> InvariantMove | None:
     """Is `move` (the last ancestor) a host-to-device move the innermost loop repeats unchanged?

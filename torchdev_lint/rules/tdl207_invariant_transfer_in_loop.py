@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.loops import hoist, invariant_move
+from torchdev_lint.analysis.loops import invariant_move
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 
@@ -174,9 +174,5 @@ class InvariantTransferInLoop(Rule):
         found = invariant_move(move, self.ctx.ancestors)
         if found is None:
             return
-        fix = None
-        if found.statement is not None:
-            fix = Fix(
-                "safe", "Move it once, before the loop", {found.loop: hoist(found.loop, found.statement)}
-            )
-        self.report(node, fix=fix)
+        hoisted = found.hoisted()
+        self.report(node, fix=Fix("safe", "Move it once, before the loop", hoisted) if hoisted else None)
