@@ -15,6 +15,12 @@ def keyword(call: cst.Call, name: str) -> cst.Arg | None:
     return None
 
 
+def keyword_is_true(call: cst.Call, name: str) -> bool:
+    """Whether the call passes `name=True` literally."""
+    arg = keyword(call, name)
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
+
+
 def positional(call: cst.Call) -> list[cst.Arg]:
     """Plain positional arguments, up to the first `*args` (after which positions are unknown)."""
     result = []

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.syntax import keyword
 
 CPU = "cpu"
 CUDA = "cuda"
@@ -94,9 +95,9 @@ def as_move(call: cst.Call, scope: Scope) -> Move | None:
         return Move(call, func.value, CPU, None) if not call.args else None
     if method != "to":
         return None
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "device":
-            return Move(call, func.value, device_of(arg.value, scope) or VARIABLE, arg.value)
+    device_arg = keyword(call, "device")
+    if device_arg is not None:
+        return Move(call, func.value, device_of(device_arg.value, scope) or VARIABLE, device_arg.value)
     positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
     if not positional:
         return None

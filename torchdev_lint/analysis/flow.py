@@ -52,6 +52,7 @@ from torchdev_lint.analysis.flow_values import (
     join,
 )
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.syntax import keyword, keyword_is_true
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -1048,14 +1049,9 @@ class _Interpreter:
         return Value(Kind.MODULE, device, cls=facts, stateful=stateful)
 
     def _keyword_device(self, node: cst.Call, state: _State) -> Device | None:
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "device":
-                value = self.values.get(arg.value)
-                return value.device if value is not None and value.kind is Kind.DEVICE else None
-        return None
-
-    def _has_keyword(self, node: cst.Call, name: str) -> bool:
-        return any(arg.keyword is not None and arg.keyword.value == name for arg in node.args)
+        arg = keyword(node, "device")
+        value = self.values.get(arg.value) if arg is not None else None
+        return value.device if value is not None and value.kind is Kind.DEVICE else None
 
     def _function(self, node: cst.Call, name: str, args: list[Value | None], state: _State) -> object:
         if name == "torch.device":
@@ -1075,11 +1071,9 @@ class _Interpreter:
             first = args[0] if args else None
             return first if first is not None and first.kind is Kind.TENSOR else TENSOR
         if name in ("torch.jit.load", "torch.hub.load"):
-            device = None
-            for arg in node.args:
-                if arg.keyword is not None and arg.keyword.value == "map_location":
-                    value = self.values.get(arg.value)
-                    device = value.device if value is not None and value.kind is Kind.DEVICE else None
+            location = keyword(node, "map_location")
+            value = self.values.get(location.value) if location is not None else None
+            device = value.device if value is not None and value.kind is Kind.DEVICE else None
             return Value(Kind.MODULE, device, stateful=True)
         if name in _READERS or name.startswith("numpy."):
             for arg, value in zip(node.args, args, strict=True):
@@ -1108,7 +1102,7 @@ class _Interpreter:
 
     def _factory(self, node: cst.Call, name: str, args: list[Value | None], state: _State) -> Value:
         device = self._keyword_device(node, state)
-        explicit = self._has_keyword(node, "device")
+        explicit = keyword(node, "device") is not None
         first = args[0] if args else None
         positional = [a.value for a in node.args if a.keyword is None and not a.star]
         from_tensor = first is not None and first.kind is Kind.TENSOR
@@ -1207,7 +1201,7 @@ class _Interpreter:
             return OTHER
         if method in _NEW:
             device = (
-                self._keyword_device(node, state) if self._has_keyword(node, "device") else receiver.device
+                self._keyword_device(node, state) if keyword(node, "device") is not None else receiver.device
             )
             return Value(Kind.TENSOR, device)
         if method in _ELEMENTWISE or method in _STRICT:
@@ -1236,13 +1230,7 @@ class _Interpreter:
         """`.to(...)`, `.cuda()`, `.cpu()`: a moved tensor, or a module moved in place."""
         moves, device = self._target(node, method, args)
         kind = receiver.kind if receiver is not None else None
-        non_blocking = any(
-            arg.keyword is not None
-            and arg.keyword.value == "non_blocking"
-            and isinstance(arg.value, cst.Name)
-            and arg.value.value == "True"
-            for arg in node.args
-        )
+        non_blocking = keyword_is_true(node, "non_blocking")
         if (
             non_blocking
             and method == "to"
@@ -1275,7 +1263,7 @@ class _Interpreter:
         if method == "cuda":
             if positional and isinstance(positional[0][0].value, cst.Integer):
                 return True, Device("cuda", positional[0][0].value.evaluated_value)  # type: ignore[attr-defined]
-            if positional or any(a.keyword is not None and a.keyword.value == "device" for a in node.args):
+            if positional or keyword(node, "device") is not None:
                 return True, None
             return True, Device("cuda")
         for arg, value in zip(node.args, args, strict=True):

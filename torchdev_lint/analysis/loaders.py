@@ -16,6 +16,7 @@ import libcst as cst
 from torchdev_lint.analysis.devices import Move
 from torchdev_lint.analysis.loops import enclosing_loops, rebound_before, target_names
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
+from torchdev_lint.syntax import keyword_is_true
 
 DATALOADER_CLASSES = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # Calls that pass the items of their iterable argument through (`enumerate(loader)`).
@@ -125,10 +126,7 @@ def iterates_mapping(node: cst.BaseExpression) -> bool:
 
 def is_pinned(call: cst.Call) -> bool:
     """`DataLoader(..., pin_memory=True)` with a literal True."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "pin_memory":
-            return isinstance(arg.value, cst.Name) and arg.value.value == "True"
-    return False
+    return keyword_is_true(call, "pin_memory")
 
 
 def batch_base(node: cst.BaseExpression) -> str | None:

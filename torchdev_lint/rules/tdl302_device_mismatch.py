@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import method_call
+from torchdev_lint.syntax import keyword, method_call
 
 if TYPE_CHECKING:
     from torchdev_lint.analysis.scopes import Scope
@@ -316,9 +316,9 @@ class DeviceMismatch(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda")) or any(
-            arg.keyword is not None and arg.keyword.value == "device" for arg in node.args
-        ):
+        if (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda")) or keyword(
+            node, "device"
+        ) is not None:
             self._sites.add(node)
 
     def leave_scope(self, scope: Scope) -> None:

@@ -15,6 +15,7 @@ from torchdev_lint.analysis.datasets import (
 )
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.rule import Invalid, Rule, Valid
+from torchdev_lint.syntax import keyword
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -166,9 +167,7 @@ class TransferInDataset(Rule):
         self._collate_names: set[str] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
-        collate = next(
-            (a for a in node.args if a.keyword is not None and a.keyword.value == "collate_fn"), None
-        )
+        collate = keyword(node, "collate_fn")
         if collate is not None:
             name = collate_reference(collate.value)
             if name is not None:
