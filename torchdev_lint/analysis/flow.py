@@ -51,7 +51,7 @@ from torchdev_lint.analysis.flow_values import (
     conflicting,
     join,
 )
-from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve, small_statements
 from torchdev_lint.syntax import keyword, keyword_is_true
 
 if TYPE_CHECKING:
@@ -366,14 +366,6 @@ def _join_states(states: Sequence[_State]) -> _State:
     return _State(values, default_cpu)
 
 
-def _block(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
-    if isinstance(body, cst.IndentedBlock):
-        return body.body
-    if isinstance(body, cst.SimpleStatementSuite):
-        return [cst.SimpleStatementLine(body=body.body)]
-    return ()
-
-
 class _Interpreter:
     def __init__(self, unit: Unit, scope: Scope, ctx: FileContext, evidence: frozenset[str]) -> None:
         self.unit = unit
@@ -413,7 +405,7 @@ class _Interpreter:
         unit = self.unit
         if isinstance(unit, cst.FunctionDef):
             self._parameters(unit, state)
-            self._statements(_block(unit.body), state)
+            self._statements(block_statements(unit.body), state)
         else:
             self._statements(unit.body, state)
 
@@ -494,7 +486,7 @@ class _Interpreter:
             return self._try(node, state)  # type: ignore[arg-type]
         if kind is cst.Match:
             self.eval(node.subject, state)  # type: ignore[attr-defined]
-            ends = [state] + [self._statements(_block(c.body), state.copy()) for c in node.cases]  # type: ignore[attr-defined]
+            ends = [state] + [self._statements(block_statements(c.body), state.copy()) for c in node.cases]  # type: ignore[attr-defined]
             return _join_states(ends)
         if kind is cst.FunctionDef or kind is cst.ClassDef:
             state.forget(node.name.value)  # type: ignore[attr-defined]
@@ -593,12 +585,12 @@ class _Interpreter:
 
     def _if(self, node: cst.If, state: _State) -> _State:
         self.eval(node.test, state)
-        then = self._statements(_block(node.body), state.copy())
+        then = self._statements(block_statements(node.body), state.copy())
         orelse = node.orelse
         if isinstance(orelse, cst.If):
             other = self._if(orelse, state.copy())
         elif isinstance(orelse, cst.Else):
-            other = self._statements(_block(orelse.body), state.copy())
+            other = self._statements(block_statements(orelse.body), state.copy())
         else:
             other = state
         return _join_states([then, other])
@@ -619,7 +611,7 @@ class _Interpreter:
             current = head.copy()
             enter(current)
             self.loops.append(([], []))
-            end = self._statements(_block(body), current)
+            end = self._statements(block_statements(body), current)
             breaks, continues = self.loops.pop()
             new_head = _join_states([head, end, *continues])
             if new_head.same(head) or round_ == _MAX_ROUNDS:
@@ -631,7 +623,7 @@ class _Interpreter:
             exit_state = head.copy()
             enter(exit_state)
             if orelse is not None:
-                exit_state = self._statements(_block(orelse.body), exit_state)
+                exit_state = self._statements(block_statements(orelse.body), exit_state)
         return _join_states([exit_state, *breaks])
 
     def _for(self, node: cst.For, state: _State) -> _State:
@@ -687,26 +679,26 @@ class _Interpreter:
                 self._bind(item.asname.name, None, None, state)
         self.expect_error += expects_error
         try:
-            return self._statements(_block(node.body), state)
+            return self._statements(block_statements(node.body), state)
         finally:
             self.expect_error -= expects_error
 
     def _try(self, node: cst.Try | cst.TryStar, state: _State) -> _State:
         entry = state.copy()
-        end = self._statements(_block(node.body), state)
+        end = self._statements(block_statements(node.body), state)
         handler_entry = _join_states([entry, end])
-        ends = [self._statements(_block(node.orelse.body), end) if node.orelse else end]
+        ends = [self._statements(block_statements(node.orelse.body), end) if node.orelse else end]
         for handler in node.handlers:
             current = handler_entry.copy()
             if handler.name is not None:
                 self._bind(handler.name.name, None, None, current)
-            ends.append(self._statements(_block(handler.body), current))
+            ends.append(self._statements(block_statements(handler.body), current))
         result = _join_states(ends)
         if node.finalbody is not None:
             if result.dead:
-                self._statements(_block(node.finalbody.body), handler_entry.copy())
+                self._statements(block_statements(node.finalbody.body), handler_entry.copy())
                 return result
-            return self._statements(_block(node.finalbody.body), result)
+            return self._statements(block_statements(node.finalbody.body), result)
         return result
 
     # -- expressions ------------------------------------------------------
@@ -1384,7 +1376,7 @@ def _sets_default_device(ctx: FileContext) -> bool:
             isinstance(small, cst.Expr)
             and isinstance(small.value, cst.Call)
             and resolve(small.value.func, module_scope) in _DEFAULT_DEVICE_SETTERS
-            for small in _small_statements(ctx.module.body)
+            for small in small_statements(ctx.module.body)
         )
     return found  # type: ignore[return-value]
 
@@ -1423,10 +1415,10 @@ def class_facts(node: cst.ClassDef, ctx: FileContext) -> ClassFacts | None:
                 attrs.update(facts.attrs)
                 stateful = stateful or facts.stateful
     found: dict[str, list[tuple[Value | None, bool]]] = {}
-    for statement in _block(node.body):
+    for statement in block_statements(node.body):
         if isinstance(statement, cst.FunctionDef) and statement.params.params:
             self_name = statement.params.params[0].name.value
-            for small in _small_statements(_block(statement.body)):
+            for small in small_statements(block_statements(statement.body)):
                 _class_assignment(small, self_name, module_scope, found, node)
     for attr, entries in found.items():
         values = {value for value, _ in entries}
@@ -1506,37 +1498,12 @@ def _attribute_value(
     return None, False
 
 
-def _small_statements(statements: Sequence[cst.CSTNode]) -> list[cst.BaseSmallStatement]:
-    """Every simple statement in a block, nested compound statements included (not nested defs)."""
-    found: list[cst.BaseSmallStatement] = []
-    stack = list(reversed(statements))
-    while stack:
-        statement = stack.pop()
-        if isinstance(statement, cst.SimpleStatementLine):
-            found.extend(statement.body)
-        elif isinstance(statement, (cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar)):
-            blocks = [statement.body]
-            orelse = getattr(statement, "orelse", None)
-            if isinstance(orelse, cst.If):
-                stack.append(orelse)
-            elif orelse is not None:
-                blocks.append(orelse.body)
-            for handler in getattr(statement, "handlers", ()):
-                blocks.append(handler.body)
-            final = getattr(statement, "finalbody", None)
-            if final is not None:
-                blocks.append(final.body)
-            for block in reversed(blocks):
-                stack.extend(reversed(_block(block)))
-    return found
-
-
 def moves_inputs(facts: ClassFacts, ctx: FileContext) -> bool:
     """Does the class move data itself (a `.to(`/`.cuda(` outside `__init__`)? Then its inputs may be anywhere."""
     if facts._moves_inputs is None:
         code = "".join(
             ctx.module.code_for_node(statement)
-            for statement in _block(facts.node.body)
+            for statement in block_statements(facts.node.body)
             if not (isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__")
         )
         facts._moves_inputs = ".to(" in code or ".cuda(" in code

@@ -15,7 +15,14 @@ from collections.abc import Collection, Iterator
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import Binding, Scope, dotted_name, resolve
+from torchdev_lint.analysis.scopes import (
+    Binding,
+    Scope,
+    block_statements,
+    dotted_name,
+    resolve,
+    small_statements,
+)
 
 # Capitalised names under torch.nn that are not modules.
 _NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"})
@@ -173,7 +180,7 @@ def statement_calls(scope: Scope) -> dict[str, list[tuple[str, cst.Call]]]:
     if cached is not None:
         return cached
     found: dict[str, list[tuple[str, cst.Call]]] = defaultdict(list)
-    for small in _small_statements(_scope_body(owner.node)):
+    for small in small_statements(_scope_body(owner.node)):
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
             if isinstance(func, cst.Attribute):
@@ -371,7 +378,7 @@ def _collect_self_attributes(class_node: cst.ClassDef) -> dict[str, list[cst.Bas
         self_name = _self_name(method)
         if self_name is None:
             continue
-        for small in _small_statements(_scope_body(method)):
+        for small in small_statements(_scope_body(method)):
             if isinstance(small, cst.Assign):
                 targets = [t.target for t in small.targets]
                 value = small.value
@@ -397,41 +404,6 @@ def _scope_body(node: cst.CSTNode) -> list[cst.CSTNode]:
     if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
         return list(block_statements(node.body))
     return []
-
-
-def block_statements(body: cst.BaseSuite) -> list[cst.BaseStatement]:
-    """The statements of a suite, an indented block or `if x: a; b` alike."""
-    if isinstance(body, cst.IndentedBlock):
-        return list(body.body)
-    if isinstance(body, cst.SimpleStatementSuite):
-        return [cst.SimpleStatementLine(body=body.body)] if body.body else []
-    return []
-
-
-def _small_statements(statements: list[cst.CSTNode]) -> Iterator[cst.BaseSmallStatement]:
-    """Every simple statement of a scope, through compound statements, not into nested scopes."""
-    stack = list(reversed(statements))
-    while stack:
-        statement = stack.pop()
-        if isinstance(statement, cst.SimpleStatementLine):
-            yield from statement.body
-        elif isinstance(statement, cst.SimpleStatementSuite):
-            yield from statement.body
-        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            continue
-        else:
-            children: list[cst.CSTNode] = []
-            for attr in ("body", "handlers", "orelse", "finalbody", "cases"):
-                child = getattr(statement, attr, None)
-                if child is None:
-                    continue
-                if isinstance(child, (list, tuple)):
-                    children.extend(child)
-                elif isinstance(child, cst.BaseSuite):
-                    children.extend(block_statements(child))
-                else:
-                    children.append(child)  # an `else`/`elif`/`finally` clause
-            stack.extend(reversed(children))
 
 
 def looks_like_module_name(node: cst.BaseExpression) -> bool:
@@ -520,7 +492,7 @@ def attribute_assignments(scope: Scope) -> dict[str, list[cst.BaseExpression]]:
     if cached is not None:
         return cached
     found: dict[str, list[cst.BaseExpression]] = defaultdict(list)
-    for small in _small_statements(_scope_body(owner.node)):
+    for small in small_statements(_scope_body(owner.node)):
         if isinstance(small, cst.Assign):
             for target in small.targets:
                 key = dotted_name(target.target) if isinstance(target.target, cst.Attribute) else None

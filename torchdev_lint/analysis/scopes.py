@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import builtins
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -164,7 +164,7 @@ def collect_function_bindings(scope: Scope, node: cst.FunctionDef | cst.Lambda) 
     ):
         scope.bind(param.name.value, Binding(node=param))
     if isinstance(node, cst.FunctionDef):
-        collect_bindings(scope, _block_statements(node.body))
+        collect_bindings(scope, block_statements(node.body))
 
 
 def collect_comprehension_bindings(scope: Scope, node: cst.BaseComp) -> None:
@@ -223,30 +223,30 @@ def _collect_compound(scope: Scope, statement: cst.CSTNode) -> None:
     if isinstance(statement, (cst.For, cst.While, cst.If)):
         if isinstance(statement, cst.For):
             _bind_target(scope, statement.target, None)
-        collect_bindings(scope, _block_statements(statement.body))
+        collect_bindings(scope, block_statements(statement.body))
         if statement.orelse is not None:
             orelse = statement.orelse
             if isinstance(orelse, cst.If):
                 _collect_compound(scope, orelse)
             else:
-                collect_bindings(scope, _block_statements(orelse.body))
+                collect_bindings(scope, block_statements(orelse.body))
     elif isinstance(statement, cst.With):
         for item in statement.items:
             if item.asname is not None:
                 _bind_target(scope, item.asname.name, None)
-        collect_bindings(scope, _block_statements(statement.body))
+        collect_bindings(scope, block_statements(statement.body))
     elif isinstance(statement, (cst.Try, cst.TryStar)):
-        collect_bindings(scope, _block_statements(statement.body))
+        collect_bindings(scope, block_statements(statement.body))
         for handler in statement.handlers:
             if handler.name is not None:
                 _bind_target(scope, handler.name.name, None)
-            collect_bindings(scope, _block_statements(handler.body))
+            collect_bindings(scope, block_statements(handler.body))
         for extra in (statement.orelse, statement.finalbody):
             if extra is not None:
-                collect_bindings(scope, _block_statements(extra.body))
+                collect_bindings(scope, block_statements(extra.body))
     elif isinstance(statement, cst.Match):
         for case in statement.cases:
-            collect_bindings(scope, _block_statements(case.body))
+            collect_bindings(scope, block_statements(case.body))
 
 
 def _bind_target(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
@@ -259,9 +259,36 @@ def _bind_target(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpres
         _bind_target(scope, target.value, None)
 
 
-def _block_statements(body: cst.BaseSuite) -> Sequence[cst.CSTNode]:
+def block_statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
+    """The statements of a suite, an indented block or `if x: a; b` alike."""
     if isinstance(body, cst.IndentedBlock):
         return body.body
     if isinstance(body, cst.SimpleStatementSuite):
         return [cst.SimpleStatementLine(body=body.body)] if body.body else []
     return []
+
+
+def small_statements(statements: Sequence[cst.CSTNode]) -> Iterator[cst.BaseSmallStatement]:
+    """Every simple statement of a scope, through compound statements, not into nested scopes."""
+    stack = list(reversed(statements))
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif isinstance(statement, cst.SimpleStatementSuite):
+            yield from statement.body
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        else:
+            children: list[cst.CSTNode] = []
+            for attr in ("body", "handlers", "orelse", "finalbody", "cases"):
+                child = getattr(statement, attr, None)
+                if child is None:
+                    continue
+                if isinstance(child, (list, tuple)):
+                    children.extend(child)
+                elif isinstance(child, cst.BaseSuite):
+                    children.extend(block_statements(child))
+                else:
+                    children.append(child)  # an `else`/`elif`/`finally` clause
+            stack.extend(reversed(children))
