@@ -17,7 +17,7 @@ from torchdev_lint.analysis.loops import (
     loop_bound_names,
     names_in,
 )
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.scopes import Scope, module_reference, resolve
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import method_call
 
@@ -420,13 +420,13 @@ class PerItemTransferInLoop(Rule):
         ):
             return None
         shape = _one_shape(loop.iter, scope)
-        torch_name = _torch_alias(scope)
+        torch_name = module_reference(scope, "torch")
         item = move.receiver.value
         if shape is None or torch_name is None or _used_outside(self.ctx.ancestors, loop, item):
             return None
         join, split = ("cat", "split") if shape[:1] == ("1",) else ("stack", "unbind")
         joined = cst.Call(
-            func=cst.Attribute(value=cst.Name(torch_name), attr=cst.Name(join)), args=[cst.Arg(loop.iter)]
+            func=cst.Attribute(value=torch_name, attr=cst.Name(join)), args=[cst.Arg(loop.iter)]
         )
         moved = method_call(joined, move.call.func.attr.value, move.call.args)  # type: ignore[attr-defined]
         outputs = method_call(
@@ -599,14 +599,6 @@ def _one_shape(iterable: cst.BaseExpression, scope: Scope) -> tuple[str, ...] | 
     if shape is None or depends_on(comp.elt, names_in(comp.for_in.target)):
         return None
     return shape
-
-
-def _torch_alias(scope: Scope) -> str | None:
-    """A name that refers to the `torch` module here (`torch`, `T`), if the file imports it."""
-    for name, bindings in scope.module.bindings.items():
-        if any(b.import_target == "torch" for b in bindings) and resolve(cst.Name(name), scope) == "torch":
-            return name
-    return None
 
 
 def _used_outside(ancestors: list[cst.CSTNode], loop: cst.For, name: str) -> bool:
