@@ -33,7 +33,7 @@ def rules_table(rules: tuple[type[Rule], ...]) -> str:
         default = "on" if rule.default_enabled else "opt-in"
         rows.append(
             f"| [{rule.code}](docs/rules/{rule.code}.md) | `{rule.name}` | {default} "
-            f"| {rule.fix_safety or 'none'} | {message} |"
+            f"| {rule.fix_availability} | {message} |"
         )
     return "\n".join(rows) + "\n"
 

@@ -52,7 +52,10 @@ def test_rule_is_documented_and_has_examples(rule: type[Rule]) -> None:
         assert f"## {section}" in docs, f"{rule.code} docs lack '{section}'"
     assert rule.invalid and rule.valid
     assert rule.code.startswith("TDL") and rule.name == rule.name.lower()
-    assert (rule.fix_safety is None) == all(example.fixed is None for example in rule.invalid)
+    fixed = [example.fixed is not None for example in rule.invalid]
+    assert (rule.fix_availability == "never") == (not any(fixed))
+    if rule.fix_availability == "always":
+        assert all(fixed), f"{rule.code} says a fix is always available but an example has none"
 
 
 def test_codes_and_names_are_unique() -> None:

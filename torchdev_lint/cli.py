@@ -221,7 +221,7 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
 def run_rules() -> int:
     for rule in all_rules():
         status = "on" if rule.default_enabled else "opt-in"
-        print(f"{rule.code}  {rule.name:<32} {status:<7} fix: {rule.fix_safety or 'none'}")
+        print(f"{rule.code}  {rule.name:<32} {status:<7} fix: {rule.fix_availability}")
     return EXIT_CLEAN
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 FixSafety = Literal["safe", "unsafe"]
+FixAvailability = Literal["never", "sometimes", "always"]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from torchdev_lint.analysis.quotes import QuoteStyle
 from torchdev_lint.analysis.scopes import (
     Scope,
     collect_bindings,
@@ -73,6 +74,16 @@ class FileContext:
         self.ancestors: list[cst.CSTNode] = []
         self.scope: Scope = Scope(module, "module", None)
         self.findings: list[Finding] = []
+        self._quotes: QuoteStyle | None = None
+
+    def string(self, value: str, at: cst.CSTNode) -> cst.SimpleString | None:
+        """A string literal for a fix replacing `at`: legal there, in the file's quote style.
+
+        None when no quote character is legal there (an f-string nested in both kinds).
+        """
+        if self._quotes is None:
+            self._quotes = QuoteStyle(self.module)
+        return self._quotes.literal(value, at)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         """Fully qualified name of `node` as seen from the current scope."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import libcst as cst
 
-from torchdev_lint.diagnostics import FixSafety
+from torchdev_lint.diagnostics import FixAvailability, FixSafety
 
 if TYPE_CHECKING:
     from torchdev_lint.analysis.scopes import Scope
@@ -83,7 +83,9 @@ class Rule:
     name: ClassVar[str]
     message: ClassVar[str]
     default_enabled: ClassVar[bool] = True
-    fix_safety: ClassVar[FixSafety | None] = None
+    # Whether findings come with a fix; each fix carries its own safety (see `Fix`),
+    # and the docs' "Fix safety" section says when it is safe.
+    fix_availability: ClassVar[FixAvailability] = "never"
     docs: ClassVar[str]
     # Substrings of which at least one must occur in a file for the rule to
     # possibly fire there: lets the engine skip parsing files no rule can match.
@@ -104,7 +106,9 @@ class Rule:
     def documentation(cls) -> str:
         """The rule's page: a title line, then its documentation sections."""
         status = "on by default" if cls.default_enabled else "opt-in"
-        fix = f"fix: {cls.fix_safety}" if cls.fix_safety else "no fix"
+        fix = {"never": "no fix", "sometimes": "fix sometimes available", "always": "fix always available"}[
+            cls.fix_availability
+        ]
         header = f"# {cls.code} {cls.name}\n\n{status}; {fix}\n\nMessage: {cls.message}\n\n"
         return header + dedent(cls.docs).strip() + "\n"
 

@@ -37,7 +37,7 @@ def _rule(rule: type[Rule]) -> dict[str, object]:
         "fullDescription": {"text": docs},
         "help": {"text": docs, "markdown": docs},
         "defaultConfiguration": {"level": "error", "enabled": rule.default_enabled},
-        "properties": {"tags": ["pytorch", "device"], "fixSafety": rule.fix_safety or "none"},
+        "properties": {"tags": ["pytorch", "device"], "fixAvailability": rule.fix_availability},
     }
 
 

@@ -15,7 +15,7 @@ class LoadWithoutMapLocation(Rule):
         "`torch.load` without `map_location` restores tensors to the device they were saved on; "
         'pass `map_location="cpu"` (or your device)'
     )
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     docs = """
         ## What it does
         Flags `torch.load(f)` calls that pass no `map_location`, neither by keyword, nor as the

@@ -18,7 +18,7 @@ class UnsafeLoadWeightsOnly(Rule):
         "`torch.load` with `weights_only=False` unpickles arbitrary objects and can run code from the "
         "file; pass `weights_only=True` and load a state dict"
     )
-    fix_safety = "unsafe"
+    fix_availability = "sometimes"
     triggers = ("load",)
     docs = """
         ## What it does

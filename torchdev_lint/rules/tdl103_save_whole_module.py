@@ -22,7 +22,7 @@ class SaveWholeModule(Rule):
         "`torch.save` of a whole module pickles its class by import path and its tensors' devices; "
         "save `model.state_dict()` instead"
     )
-    fix_safety = "unsafe"
+    fix_availability = "sometimes"
     triggers = ("save",)
     docs = """
         ## What it does

@@ -31,7 +31,7 @@ class ModuleInCheckpointDict(Rule):
         "A whole module stored in a checkpoint dict is pickled with its class path and devices; "
         "store `model.state_dict()` and restore it with `load_state_dict`"
     )
-    fix_safety = "unsafe"
+    fix_availability = "sometimes"
     triggers = ("save", "load")
     docs = """
         ## What it does

@@ -33,7 +33,7 @@ class PerItemTransferInLoop(Rule):
         "Each item of an in-memory collection is moved to the device separately; "
         "join the items first and move the batch once"
     )
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = (".to(", ".cuda(")
     docs = """
         ## What it does

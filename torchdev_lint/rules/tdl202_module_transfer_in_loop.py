@@ -14,7 +14,7 @@ class ModuleTransferInLoop(Rule):
     code = "TDL202"
     name = "module-transfer-in-loop"
     message = "A module that the loop never changes is moved to the device on every iteration; move it once, before the loop"
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = (".to(", ".cuda(")
     docs = """
         ## What it does

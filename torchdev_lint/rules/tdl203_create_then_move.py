@@ -26,7 +26,7 @@ class CreateThenMove(Rule):
     code = "TDL203"
     name = "create-then-move"
     message = "tensor created on the CPU and then copied to the device; pass `device=` to the factory instead"
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = (".to(", ".cuda(")
     docs = """
         ## What it does

@@ -20,7 +20,7 @@ class LoaderWithoutPinMemory(Rule):
         "Batches from this `DataLoader` are moved to an accelerator but it does not pin memory; "
         "pass `pin_memory=True`"
     )
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = ("DataLoader",)
     docs = """
         ## What it does

@@ -17,7 +17,7 @@ class BlockingH2dCopy(Rule):
         "A batch from a pinned `DataLoader` is copied to the device synchronously; "
         "pass `non_blocking=True` so the copy overlaps with compute"
     )
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = ("pin_memory",)
     docs = """
         ## What it does

@@ -17,7 +17,7 @@ class InvariantTransferInLoop(Rule):
         "A tensor that the loop never changes is copied to the device on every iteration; "
         "move it once, before the loop"
     )
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = (".to(", ".cuda(")
     docs = """
         ## What it does

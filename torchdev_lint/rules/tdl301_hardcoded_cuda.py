@@ -24,7 +24,7 @@ class HardcodedCuda(Rule):
         'hard-coded CUDA device: fails on machines without a GPU; use one `device = torch.device("cuda" if '
         'torch.cuda.is_available() else "cpu")` (or take a device argument)'
     )
-    fix_safety = "unsafe"
+    fix_availability = "sometimes"
     triggers = ("cuda",)
     docs = """
         ## What it does

@@ -26,7 +26,7 @@ class DeviceMismatch(Rule):
     code = "TDL302"
     name = "device-mismatch"
     message = "Operands on different devices: this raises at run time; move one to the other's device"
-    fix_safety = "unsafe"
+    fix_availability = "sometimes"
     # A conflict needs a value known to be on an accelerator: a move, `device=`, or a device variable.
     triggers = (".cuda(", ".to(", "device")
     docs = """

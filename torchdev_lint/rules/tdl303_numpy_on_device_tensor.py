@@ -20,7 +20,7 @@ class NumpyOnDeviceTensor(Rule):
     code = "TDL303"
     name = "numpy-on-device-tensor"
     message = "`.numpy()` on a tensor that lives on the GPU raises; call `.cpu()` first"
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = (".numpy(",)
     docs = """
         ## What it does

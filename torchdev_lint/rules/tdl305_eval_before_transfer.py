@@ -18,7 +18,7 @@ class EvalBeforeTransfer(Rule):
     name = "eval-before-transfer"
     message = "Mode set before the module is placed; place it first, then set the mode: `.to(device).eval()`"
     default_enabled = False
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = ("eval", "train")
     docs = """
         ## What it does

@@ -21,7 +21,7 @@ class DiscardedTensorTo(Rule):
     code = "TDL306"
     name = "discarded-tensor-to"
     message = "A tensor's `.to()` returns a new tensor and leaves the original alone; assign the result"
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = (".to(", ".cuda(", ".cpu(", ".half(", ".float(")
     docs = """
         ## What it does

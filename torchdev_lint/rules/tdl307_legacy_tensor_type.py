@@ -20,7 +20,7 @@ class LegacyTensorType(Rule):
         "legacy typed tensor class fixes dtype and device together; use `torch.empty`/`torch.tensor` "
         "with `dtype=` and `device=`, or `.to(device, dtype)`"
     )
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = ("Tensor", "set_default_tensor_type")
     docs = """
         ## What it does

@@ -29,7 +29,7 @@ class DeprecatedCudaAmp(Rule):
         "`torch.cuda.amp.{name}(...)` is deprecated and CUDA-only; "
         'use `torch.amp.{name}("cuda", ...)` (or your device type)'
     )
-    fix_safety = "safe"
+    fix_availability = "sometimes"
     triggers = ("amp",)
     docs = """
         ## What it does

@@ -1,0 +1,60 @@
+"""Which quote character a string literal written by a fix may use at a given place.
+
+Before Python 3.12 an f-string's replacement field may not contain the
+f-string's own quote character: `f"{torch.load('x', map_location="cpu")}"` is a
+SyntaxError on 3.10 and 3.11. Elsewhere a fix follows the file's prevailing
+quote style, so that `ruff format`/black-formatted files stay as they were.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchdev_lint.analysis.walk import walk
+
+_QUOTES = ('"', "'")
+
+
+class QuoteStyle:
+    """Computed lazily for one module, and only when a fix writes a string."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self._module = module
+        self._preferred: str | None = None
+        # id of each node inside an f-string's replacement field -> quote characters it may not use.
+        self._forbidden: dict[int, frozenset[str]] | None = None
+
+    def literal(self, value: str, at: cst.CSTNode) -> cst.SimpleString | None:
+        """A literal for `value` legal where `at` stands, or None when no quote character is."""
+        if self._forbidden is None:
+            self._scan()
+        assert self._forbidden is not None and self._preferred is not None
+        forbidden = self._forbidden.get(id(at), frozenset())
+        choices = [self._preferred, *(q for q in _QUOTES if q != self._preferred)]
+        for quote in choices:
+            if quote not in forbidden and quote not in value and "\\" not in value:
+                return cst.SimpleString(f"{quote}{value}{quote}")
+        return None
+
+    def _scan(self) -> None:
+        counts = dict.fromkeys(_QUOTES, 0)
+        forbidden: dict[int, frozenset[str]] = {}
+        enclosing: list[frozenset[str]] = [frozenset()]
+
+        def enter(node: cst.CSTNode) -> None:
+            if isinstance(node, cst.SimpleString):
+                quote = node.quote[0]
+                counts[quote] = counts.get(quote, 0) + 1
+            elif isinstance(node, cst.FormattedString):
+                # The quote character of an enclosing f-string stays forbidden below it.
+                enclosing.append(enclosing[-1] | {node.start[-1]})
+            if enclosing[-1]:
+                forbidden[id(node)] = enclosing[-1]
+
+        def leave(node: cst.CSTNode) -> None:
+            if isinstance(node, cst.FormattedString):
+                enclosing.pop()
+
+        walk(self._module, enter, leave)
+        self._preferred = "'" if counts["'"] > counts['"'] else '"'
+        self._forbidden = forbidden
