@@ -29,7 +29,7 @@ from torchdev_lint.analysis.scopes import (
 from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo, SourceError
-from torchdev_lint.positions import Point, node_spans
+from torchdev_lint.positions import LineIndex, Point, node_spans
 from torchdev_lint.rule import Fix, Rule
 
 Handler = Callable[[cst.CSTNode], object]
@@ -286,7 +286,7 @@ def _locate(result: FileResult, with_edits: bool) -> None:
     wanted += [old for f in result.findings if f.fix is not None for old in f.fix.replacements]
     positions = node_spans(module, wanted)
     result.positions = positions
-    lines = module.code.splitlines()
+    lines = LineIndex(module.code)
     unique: dict[tuple[str, int, int], Finding] = {}
     for finding in result.findings:
         start, _ = positions[id(finding.node)]
@@ -296,9 +296,8 @@ def _locate(result: FileResult, with_edits: bool) -> None:
         (line, column), (end_line, end_column) = positions[id(finding.node)]
         fix_info = None
         if finding.fix is not None:
-            edits = fix_edits(module, [finding.fix]) if with_edits else ()
+            edits = fix_edits(module, finding.fix, positions, lines) if with_edits else ()
             fix_info = FixInfo(finding.fix.safety, finding.fix.message, edits)
-        line_text = lines[line - 1] if line <= len(lines) else ""
         result.diagnostics.append(
             Diagnostic(
                 path=result.path,
@@ -310,7 +309,7 @@ def _locate(result: FileResult, with_edits: bool) -> None:
                 name=finding.rule.name,
                 message=finding.message,
                 fix=fix_info,
-                suppressed=is_suppressed(line_text, finding.rule.code),
+                suppressed=is_suppressed(lines.line(line), finding.rule.code),
             )
         )
 
@@ -345,10 +344,38 @@ def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
     return module.visit(_Replacer(fixes))
 
 
-def fix_edits(module: cst.Module, fixes: Sequence[Fix]) -> tuple[Edit, ...]:
-    """The text edit a fix makes, found by diffing the code before and after it."""
+def fix_edits(
+    module: cst.Module, fix: Fix, positions: Mapping[int, tuple[Point, Point]], lines: LineIndex
+) -> tuple[Edit, ...]:
+    """The text edits a fix makes.
+
+    An expression replaced by another expression is an edit of the old one's
+    span, generated from the new node alone. A fix that adds, removes or
+    replaces statements (whose text depends on indentation and the lines
+    around them) is found by diffing the code before and after applying it.
+    """
+    edits = []
+    for old, new in fix.replacements.items():
+        text = _expression_text(module, old, new)
+        if text is None:
+            return _diffed_edits(module, fix, lines)
+        start, end = positions[id(old)]
+        edits.append(_edit(lines, start, end, text))
+    return tuple(sorted(edits, key=lambda edit: (edit.line, edit.column)))
+
+
+def _expression_text(module: cst.Module, old: cst.CSTNode, new: object) -> str | None:
+    """The code that replaces `old`'s span (which excludes its parentheses), or None if not an expression."""
+    if not isinstance(old, cst.BaseExpression) or not isinstance(new, cst.BaseExpression):
+        return None
+    if new.lpar != old.lpar or new.rpar != old.rpar:
+        return None  # parentheses changed: they lie outside the span
+    return module.code_for_node(new.with_changes(lpar=(), rpar=()))
+
+
+def _diffed_edits(module: cst.Module, fix: Fix, lines: LineIndex) -> tuple[Edit, ...]:
     before = module.code
-    after = apply_fixes(module, fixes).code
+    after = apply_fixes(module, [fix]).code
     start = 0
     limit = min(len(before), len(after))
     while start < limit and before[start] == after[start]:
@@ -359,12 +386,9 @@ def fix_edits(module: cst.Module, fixes: Sequence[Fix]) -> tuple[Edit, ...]:
         end_after -= 1
     if start == end_before and start == end_after:
         return ()
-    line, column = _line_column(before, start)
-    end_line, end_column = _line_column(before, end_before)
-    return (Edit(line, column, end_line, end_column, after[start:end_after]),)
+    return (_edit(lines, lines.point(start), lines.point(end_before), after[start:end_after]),)
 
 
-def _line_column(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    line_start = text.rfind("\n", 0, offset) + 1
-    return line, offset - line_start + 1
+def _edit(lines: LineIndex, start: Point, end: Point, content: str) -> Edit:
+    """An edit between two (1-based line, 0-based column) points, in the 1-based form reports use."""
+    return Edit(start[0], start[1] + 1, end[0], end[1] + 1, content)

@@ -9,6 +9,7 @@ class-based context manager, and gives the same syntactic positions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -88,3 +89,40 @@ def node_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tu
     state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline)
     module._codegen(state)
     return {id(node): state.spans[id(node)] for node in nodes}
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+class LineIndex:
+    """Python's own notion of lines (breaks are `\\n`, `\\r\\n` and `\\r` only), shared by
+    positions, fix edits and `# noqa`, so that a form feed or U+2028 inside a line,
+    or a CR-only file, cannot put them on different lines.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+
+    def line(self, number: int) -> str:
+        """The text of 1-based line `number`, without its line break ("" past the end)."""
+        if not 1 <= number <= len(self.starts):
+            return ""
+        start = self.starts[number - 1]
+        end = self.starts[number] if number < len(self.starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
+
+    def offset(self, point: Point) -> int:
+        """The string offset of a (1-based line, 0-based column) point."""
+        return self.starts[point[0] - 1] + point[1]
+
+    def point(self, offset: int) -> Point:
+        """The (1-based line, 0-based column) point of a string offset."""
+        low, high = 0, len(self.starts) - 1
+        while low < high:  # the last line start at or before `offset`
+            middle = (low + high + 1) // 2
+            if self.starts[middle] <= offset:
+                low = middle
+            else:
+                high = middle - 1
+        return low + 1, offset - self.starts[low]

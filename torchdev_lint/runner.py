@@ -17,6 +17,7 @@ from torchdev_lint.diagnostics import Diagnostic, SourceError
 from torchdev_lint.engine import check_source
 from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
 from torchdev_lint.fixes import fix_source
+from torchdev_lint.positions import LineIndex
 from torchdev_lint.rule import Rule
 
 
@@ -109,14 +110,14 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
         return report
     report.diagnostics = result.reported
     if result.module is not None and report.diagnostics:
-        lines = result.module.code.splitlines()
+        lines = LineIndex(result.module.code)
         for diagnostic in report.diagnostics:
             wanted = {diagnostic.line}
             if diagnostic.fix is not None:  # for the fix preview of `--show-fixes`
                 wanted.update(n for e in diagnostic.fix.edits for n in range(e.line, e.end_line + 1))
             for number in wanted:
-                if number <= len(lines):
-                    report.source_lines[number] = lines[number - 1]
+                if number <= len(lines.starts):
+                    report.source_lines[number] = lines.line(number)
     if key is not None and cache is not None:
         cache.store(key, CachedResult(report.diagnostics, report.source_lines))
     return report
