@@ -86,6 +86,24 @@ def test_noqa_is_honoured_by_flake8(tmp_path: Path) -> None:
     assert [line.split(":")[1] for line in _lines([*CHECK, "m.py"], tmp_path)] == ["2"]
 
 
+@pytest.mark.parametrize(
+    "comment",
+    ["# noqa: tdl1", "# noqa: Tdl101", "# noqa:TDL101", "#noqa: TDL101 , TDL2", "# NOQA: tdl", "# noqa"],
+)
+def test_noqa_spellings_agree_between_flake8_and_check(tmp_path: Path, comment: str) -> None:
+    (tmp_path / "m.py").write_text(
+        f'import torch\na = torch.load("a.pt")\nb = torch.load("b.pt")  {comment}\n'
+    )
+    assert [line.split(":")[1] for line in _lines([*FLAKE8, "--select", "TDL", "m.py"], tmp_path)] == ["2"]
+    assert [line.split(":")[1] for line in _lines([*CHECK, "m.py"], tmp_path)] == ["2"]
+
+
+def test_flake8_disable_noqa_shows_suppressed_findings(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text('import torch\nb = torch.load("b.pt")  # noqa: tdl1\n')
+    lines = _lines([*FLAKE8, "--select", "TDL", "--disable-noqa", "m.py"], tmp_path)
+    assert [line.split(":")[1] for line in lines] == ["2"]
+
+
 class _Options:
     def __init__(self) -> None:
         self.added: list[tuple[tuple[object, ...], dict[str, object]]] = []

@@ -1,6 +1,8 @@
 """flake8 entry point (prefix TDL): flake8's protocol around the same engine.
 
-flake8 handles `# noqa` and the final select/ignore decision itself. Opt-in
+flake8 handles the final select/ignore decision itself, and `# noqa` too,
+though case-sensitively: the plugin leaves out what `check` suppresses, so
+`# noqa: tdl1` silences both. Opt-in
 rules are added to its default ignore list so they stay off under the default
 selection, and the plugin runs only the rules that `torchdev-lint check`
 would run for the same `--select`/`--extend-select`: a prefix such as
@@ -39,6 +41,9 @@ class TorchDevLintPlugin:
 
     rules: ClassVar[tuple[type[Rule], ...] | None] = None
     settings: ClassVar[Settings] = Settings()
+    # flake8 matches noqa codes case-sensitively; `check` does not. The plugin
+    # drops what `check` would suppress, so both report the same lines.
+    honour_noqa: ClassVar[bool] = True
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
         self.filename = filename
@@ -64,6 +69,7 @@ class TorchDevLintPlugin:
         select = _ours(getattr(options, "select", None))
         extend = _ours(getattr(options, "extend_select", None)) or []
         cls.rules = tuple(select_rules(select, (), extend))
+        cls.honour_noqa = not getattr(options, "disable_noqa", False)
 
     def run(self) -> Iterator[tuple[int, int, str, type]]:
         rules = self.rules if self.rules is not None else select_rules()
@@ -74,6 +80,8 @@ class TorchDevLintPlugin:
         except SourceError:
             return  # flake8 reports syntax errors itself (E999)
         for diagnostic in result.diagnostics:
+            if diagnostic.suppressed and self.honour_noqa:
+                continue
             yield (
                 diagnostic.line,
                 diagnostic.column - 1,
