@@ -197,3 +197,15 @@ def test_symlinked_directory_loop_terminates(tmp_path: Path, capsys: pytest.Capt
     (tmp_path / "loop").symlink_to(tmp_path, target_is_directory=True)
     code, out, _ = run(capsys, "check", "--format", "concise", str(tmp_path))
     assert code == 1 and out.count("TDL101") == 1
+
+
+@pytest.mark.parametrize("version", ["banana", "2.x", "", "2"])
+def test_bad_target_torch_version_is_a_usage_error(
+    tree: Path, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["check", "--target-torch-version", version, str(tree)])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"invalid torch version {version!r}: expected MAJOR.MINOR" in err

@@ -48,6 +48,13 @@ def _jobs(text: str) -> int:
     return value
 
 
+def _torch_version(text: str) -> tuple[int, int]:
+    try:
+        return parse_version(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _globs(text: str) -> list[str]:
     return [part for part in text.split(",") if part]
 
@@ -60,7 +67,7 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
     select.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
     select.add_argument(
         "--target-torch-version",
-        type=parse_version,
+        type=_torch_version,
         default=None,
         help="oldest torch version the code supports (default: 2.6)",
     )
