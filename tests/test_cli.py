@@ -66,8 +66,8 @@ def test_check_reports_findings_with_exit_1(bad: Path, capsys: pytest.CaptureFix
     assert f"{bad}:3:9: TDL101 [*] `torch.load` without `map_location`" in out
     assert '3 | state = torch.load("model.pt")' in out
     assert "        ^^^^^^^^^^^^^^^^^^^^^^" in out
-    assert "Found 1 error." in err
-    assert "[*] 1 fixable with the `--fix` option." in err
+    assert "Found 1 finding." in err
+    assert "[*] 1 fixable with --fix." in err
 
 
 def test_clean_file_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -235,14 +235,14 @@ def test_torchdev_fix_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code = fix_main([str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 1  # the DataParallel finding has no fix and remains
-    assert "Fixed 3 findings in 2 files; 1 remain" in err
+    assert "Fixed 3 findings in 2 files; 1 remains" in err
     assert "TDL308" in out
     assert (tmp_path / "a.py").read_text() == FIXED
 
 
 def test_torchdev_fix_clean_exits_0(bad: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert fix_main([str(bad)]) == 0
-    assert "Fixed 1 findings in 1 files; 0 remain" in capsys.readouterr().err
+    assert "Fixed 1 finding in 1 file; 0 remain" in capsys.readouterr().err
 
 
 def test_rules_lists_every_rule(opt_in_rule: type[Rule], capsys: pytest.CaptureFixture[str]) -> None:

@@ -134,7 +134,8 @@ def _diagnostic(data: dict[str, object]) -> Diagnostic:
         edits = tuple(
             Edit(e["line"], e["column"], e["end_line"], e["end_column"], e["content"]) for e in fix["edits"]
         )
-        info = FixInfo(fix["safety"], fix["message"], edits)
+        follow_ups = tuple(_diagnostic(d) for d in fix.get("follow_ups", ()))
+        info = FixInfo(fix["safety"], fix["message"], edits, follow_ups)
     return Diagnostic(
         path=str(data["path"]),
         line=int(data["line"]),  # type: ignore[call-overload]

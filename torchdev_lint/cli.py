@@ -18,6 +18,7 @@ from torchdev_lint.config import (
     ConfigError,
     FileConfig,
     Settings,
+    _load_toml,
     did_you_mean,
     find_config,
     load_config,
@@ -26,10 +27,12 @@ from torchdev_lint.config import (
     validate_selectors,
 )
 from torchdev_lint.files import discover
+from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion, requires_python_floor
 from torchdev_lint.parallel import default_jobs
-from torchdev_lint.report import FORMATS, render, statistics, summary
+from torchdev_lint.report import FORMATS, plural, render, statistics, summary
+from torchdev_lint.report.text import concise as render_concise
 from torchdev_lint.rule import all_rules, rules_by_code
-from torchdev_lint.runner import Options, process_files
+from torchdev_lint.runner import FileReport, Options, process_files
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -168,7 +171,21 @@ def _options(args: argparse.Namespace, config: FileConfig, fix: bool) -> Options
         # Only JSON, SARIF and fix previews show a fix's edits; the rest need to know a fix exists.
         with_edits=args.format in ("json", "sarif") or args.show_fixes,
         cache=cache,
+        oldest_python=_oldest_python(config),
     )
+
+
+def _oldest_python(config: FileConfig) -> PythonVersion:
+    """The lower bound of `[project] requires-python` in the configuration's pyproject.toml.
+
+    Fixed files must parse on it; without one, on the oldest Python the tool supports.
+    """
+    if config.path is None:
+        return OLDEST_PYTHON
+    project = _load_toml(config.path).get("project")
+    specifier = project.get("requires-python") if isinstance(project, dict) else None
+    floor = requires_python_floor(specifier) if isinstance(specifier, str) else None
+    return floor or OLDEST_PYTHON
 
 
 def _use_color(stream: TextIO) -> bool:
@@ -191,13 +208,23 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
     for message in messages:
         _error(message)
     diagnostics = [d for r in reports for d in r.diagnostics]
+    refused = [d for d in diagnostics if d.fix is not None and d.fix.not_applied is not None]
     if args.diff:
         output = "".join(r.diff for r in reports)
+        for diagnostic in refused:  # the diff leaves them out: say so
+            print(render_concise(diagnostic), file=sys.stderr)
+    elif args.statistics and args.format in ("text", "concise"):
+        output = statistics(diagnostics, options.unsafe_fixes)
     else:
         color = args.output_file is None and _use_color(sys.stdout)
-        output = render(reports, args.format, rules=options.rules, color=color, show_fixes=args.show_fixes)
-        if args.statistics and args.format in ("text", "concise"):
-            output += statistics(diagnostics)
+        output = render(
+            reports,
+            args.format,
+            rules=options.rules,
+            color=color,
+            show_fixes=args.show_fixes,
+            unsafe_fixes=options.unsafe_fixes,
+        )
     if args.output_file:
         try:
             with open(args.output_file, "w", encoding="utf-8") as handle:
@@ -207,12 +234,10 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
             return EXIT_ERROR
     else:
         sys.stdout.write(output)
-    fixed = sum(r.fixed for r in reports)
     if fixer_summary:
-        files = sum(1 for r in reports if r.fixed)
-        print(f"Fixed {fixed} findings in {files} files; {len(diagnostics)} remain", file=sys.stderr)
+        print(_fixed_summary(reports, args.diff, in_files=True), file=sys.stderr)
     elif args.format == "text" and not args.quiet and not args.diff:
-        prefix = f"Fixed {fixed} finding{'' if fixed == 1 else 's'}.\n" if options.fix else ""
+        prefix = _fixed_summary(reports, False, in_files=False) + ".\n" if options.fix else ""
         text = summary(diagnostics, options.unsafe_fixes)
         if messages:
             failed = f"{len(messages)} path{'' if len(messages) == 1 else 's'} could not be checked."
@@ -223,6 +248,28 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
     if args.diff:
         return EXIT_FINDINGS if any(r.diff for r in reports) else EXIT_CLEAN
     return EXIT_FINDINGS if diagnostics else EXIT_CLEAN
+
+
+def _fixed_summary(reports: Sequence[FileReport], diff: bool, *, in_files: bool) -> str:
+    """`Fixed 28 findings (6 of them follow-ups of other fixes) in 9 files; 3 remain`.
+
+    Follow-ups are findings that fixes gave rise to (and the fixer then fixed):
+    `check` cannot count them, so they are named apart for the numbers to add up.
+    """
+    fixed = sum(r.fixed for r in reports)
+    follow_ups = sum(r.follow_ups for r in reports)
+    text = f"{'Would fix' if diff else 'Fixed'} {plural(fixed, 'finding')}"
+    if follow_ups:
+        text += f" ({follow_ups} of them follow-up{'' if follow_ups == 1 else 's'} of other fixes)"
+    if not in_files:
+        return text
+    text += f" in {plural(sum(1 for r in reports if r.fixed), 'file')}"
+    remaining = [d for r in reports for d in r.diagnostics]
+    text += f"; {len(remaining)} remain{'s' if len(remaining) == 1 else ''}"
+    refused = sum(1 for d in remaining if d.fix is not None and d.fix.not_applied is not None)
+    if refused:
+        text += f" ({refused} of them with a fix not applied: see above)"
+    return text
 
 
 def run_rules() -> int:

@@ -39,12 +39,18 @@ class FixInfo:
     safety: FixSafety
     message: str
     edits: tuple[Edit, ...] = ()
+    # Findings this fix gives rise to, positioned in the text after it (the fixer fixes them next).
+    follow_ups: tuple[Diagnostic, ...] = ()
+    # Why the fixer did not apply this fix (it would break the file or conflicts with another fix).
+    not_applied: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
             "safety": self.safety,
             "message": self.message,
             "edits": [edit.to_json() for edit in self.edits],
+            "follow_ups": [diagnostic.to_json() for diagnostic in self.follow_ups],
+            "not_applied": self.not_applied,
         }
 
 

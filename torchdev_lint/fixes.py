@@ -1,18 +1,40 @@
-"""Applying fixes: choose compatible ones, apply them together, repeat until stable."""
+"""Applying fixes: choose compatible ones, check what they write, apply them together, repeat.
+
+The order is defined so that fixing in steps gives the same file as fixing at
+once: safe fixes are applied round by round until none is left, and only then
+(with `unsafe`) safe and unsafe ones together. Each round applies every fix
+whose span overlaps no other chosen fix; a fix that lost such a conflict is
+found again on the re-check and applied in a later round. A fix may give rise
+to a new finding (pinning a loader's memory makes its copies worth making
+non-blocking): such follow-ups are fixed in later rounds too and counted
+apart. Before a round's result is kept, `grammar.guard_problem` checks it: a
+fix that would break the file (not parse on the oldest supported Python,
+drop a comment) is left out and its finding reported as not fixed, with why.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
 
 from torchdev_lint.config import Settings
-from torchdev_lint.diagnostics import SourceError
-from torchdev_lint.engine import FileResult, apply_fixes, check_module, check_source
+from torchdev_lint.diagnostics import Diagnostic, SourceError
+from torchdev_lint.engine import FileResult, Finding, _Replacer, check_module, check_source
+from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion, Survey, guard_problem
 from torchdev_lint.rule import Fix, Rule
 
-# Each round applies every fix that does not overlap another; fixes that
-# overlapped are found again on the re-check and applied in the next round.
+# Rounds are few in practice (a conflict or a follow-up adds one); this bounds pathological cascades.
 MAX_ROUNDS = 10
+
+
+@dataclass
+class _Record:
+    """What the fixer knows about one finding across rounds."""
+
+    follow_up: bool  # it appeared only after an earlier round's fixes
+    not_applied: str | None = None  # why its fix was refused or never applied
 
 
 @dataclass
@@ -20,8 +42,81 @@ class FixOutcome:
     """The fixed source and what happened to the findings."""
 
     source: bytes
-    applied: int
+    applied: int  # fixes applied, follow-ups included
     result: FileResult  # the check of the final source: what remains
+    follow_ups: int = 0  # of `applied`, fixes of findings that earlier fixes gave rise to
+    # Aligned with `result.diagnostics`: why a remaining finding's fix was not applied, or None.
+    not_applied: list[str | None] = field(default_factory=list)
+
+    @property
+    def reported(self) -> list[Diagnostic]:
+        """The remaining unsuppressed diagnostics, each saying why its fix was not applied if it was not."""
+        reasons = self.not_applied or [None] * len(self.result.diagnostics)
+        return [
+            _with_reason(diagnostic, reason)
+            for diagnostic, reason in zip(self.result.diagnostics, reasons, strict=True)
+            if not diagnostic.suppressed
+        ]
+
+
+def _with_reason(diagnostic: Diagnostic, reason: str | None) -> Diagnostic:
+    if reason is None or diagnostic.fix is None:
+        return diagnostic
+    return replace(diagnostic, fix=replace(diagnostic.fix, not_applied=reason))
+
+
+class _Tracker(_Replacer):
+    """Applies fixes and remembers what each original node became, to follow findings across rounds."""
+
+    def __init__(self, fixes: Sequence[Fix]) -> None:
+        super().__init__(fixes)
+        self.became: dict[int, object] = {}
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+        result = super().on_leave(original_node, updated_node)
+        self.became[id(original_node)] = result
+        return result
+
+
+def _apply(module: cst.Module, fixes: Sequence[Fix]) -> tuple[cst.Module, _Tracker]:
+    tracker = _Tracker(fixes)
+    return module.visit(tracker), tracker
+
+
+class _Ledger:
+    """Follows findings from round to round by node identity (a transform copies every node).
+
+    A finding of a later round is the same finding as one of the round before
+    when its node is what that finding's node became (or the very same node,
+    reused by a fix's replacement); otherwise it is a follow-up.
+    """
+
+    def __init__(self, result: FileResult) -> None:
+        self.records = {_key(finding): _Record(follow_up=False) for finding in result.findings}
+        self._alive: list[object] = []  # keeps old trees alive so that node ids are not reused
+
+    def record(self, finding: Finding) -> _Record:
+        return self.records[_key(finding)]
+
+    def advance(
+        self, before: FileResult, applied: Sequence[Finding], tracker: _Tracker, after: FileResult
+    ) -> None:
+        self._alive.append((before, tracker))
+        done = {id(finding) for finding in applied}
+        carried: dict[tuple[str, int], _Record] = {}
+        for finding in before.findings:
+            if id(finding) in done:
+                continue
+            record = self.record(finding)
+            carried[(finding.rule.code, id(finding.node))] = record
+            became = tracker.became.get(id(finding.node))
+            if became is not None:
+                carried[(finding.rule.code, id(became))] = record
+        self.records = {_key(f): carried.get(_key(f)) or _Record(follow_up=True) for f in after.findings}
+
+
+def _key(finding: Finding) -> tuple[str, int]:
+    return (finding.rule.code, id(finding.node))
 
 
 def fix_source(
@@ -32,45 +127,145 @@ def fix_source(
     *,
     unsafe: bool = False,
     max_rounds: int = MAX_ROUNDS,
+    oldest_python: PythonVersion = OLDEST_PYTHON,
 ) -> FixOutcome:
-    """Apply safe (and with `unsafe` also unsafe) fixes until none is left to apply.
+    """Apply safe (and with `unsafe` then also unsafe) fixes until none is left to apply.
 
     `max_rounds=1` applies only fixes of findings in `source` itself, not those
     that earlier fixes give rise to (the fuzz tests check each round apart).
     """
     result = check_source(path, source, rules, settings, with_edits=False)
-    applied = 0
+    if result.module is None:
+        return FixOutcome(source, 0, result)
+    ledger = _Ledger(result)
+    applied = follow_ups = rounds = 0
     try:
-        for _ in range(max_rounds):
-            chosen = _choose(result, unsafe)
-            if not chosen or result.module is None:
-                break
-            if applied == 0 and result.module.bytes != source:
-                # LibCST drops form feeds and a final lone CR: writing would change other lines.
-                raise SourceError(path, "cannot fix: LibCST does not reproduce this file exactly")
-            module = apply_fixes(result.module, chosen)
-            applied += len(chosen)
-            result = check_module(path, module, rules, settings, with_edits=False)
-        module = result.module
-        new_source = source if module is None or applied == 0 else module.bytes
+        for allow_unsafe in (False, True) if unsafe else (False,):
+            while rounds < max_rounds:
+                chosen, losers = _choose(result, ledger, allow_unsafe)
+                if not chosen:
+                    break
+                if applied == 0 and result.module.bytes != source:
+                    # LibCST drops form feeds and a final lone CR: writing would change other lines.
+                    raise SourceError(path, "cannot fix: LibCST does not reproduce this file exactly")
+                module, tracker, kept = _apply_guarded(result.module, chosen, ledger, oldest_python)
+                if not kept:
+                    continue  # every chosen fix was refused (and recorded so): choose again
+                rounds += 1
+                for loser, winner in losers:
+                    ledger.record(loser).not_applied = f"conflicts with {winner}"
+                applied += len(kept)
+                follow_ups += sum(ledger.record(finding).follow_up for finding in kept)
+                after = check_module(path, module, rules, settings, with_edits=False)
+                ledger.advance(result, kept, tracker, after)
+                result = after
+        new_source = source if applied == 0 else result.module.bytes
     except RecursionError:  # LibCST's transformer and code generation recurse
         raise SourceError(path, "too deeply nested to fix") from None
-    return FixOutcome(new_source, applied, result)
+    not_applied = [ledger.record(finding).not_applied for finding in result.findings]
+    return FixOutcome(new_source, applied, result, follow_ups, not_applied)
 
 
-def _choose(result: FileResult, unsafe: bool) -> list[Fix]:
-    """Fixes to apply together: allowed by safety, not suppressed, spans disjoint."""
-    chosen: list[Fix] = []
-    taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+def with_follow_ups(result: FileResult, rules: Sequence[type[Rule]], settings: Settings) -> list[Diagnostic]:
+    """`result.reported`, each fix listing the findings that applying it gives rise to.
+
+    The fixer fixes such follow-ups in later rounds; a report of what `--fix`
+    does shows them with the fix that causes them, positioned in the text
+    after that fix alone (one level: follow-ups of follow-ups are not listed).
+    Costs one more check per file with fixes, and one per fix where a
+    follow-up exists. Safety is ignored (it is a setting, not part of a check).
+    """
+    module = result.module
+    if module is None or not any(f.fix is not None for f in result.findings):
+        return result.reported
+    ledger = _Ledger(result)
+    chosen, _ = _choose(result, ledger, unsafe=True)
+    together, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
+    after = check_module(result.path, together, rules, settings, with_edits=False)
+    ledger.advance(result, chosen, tracker, after)
+    if not _new_findings(after, ledger):
+        return result.reported
+    caused: dict[int, tuple[Diagnostic, ...]] = {}
+    for finding in chosen:
+        assert finding.fix is not None
+        alone, tracker = _apply(module, [finding.fix])
+        after = check_module(result.path, alone, rules, settings, with_edits=True)
+        own = _Ledger(result)
+        own.advance(result, [finding], tracker, after)
+        caused[id(finding)] = tuple(_new_findings(after, own))
+    reported = []
+    for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True):
+        if diagnostic.suppressed:
+            continue
+        if caused.get(id(finding)) and diagnostic.fix is not None:
+            diagnostic = replace(diagnostic, fix=replace(diagnostic.fix, follow_ups=caused[id(finding)]))
+        reported.append(diagnostic)
+    return reported
+
+
+def _new_findings(result: FileResult, ledger: _Ledger) -> list[Diagnostic]:
+    """The unsuppressed diagnostics of `result` that the ledger does not know from the round before."""
+    return [
+        diagnostic
+        for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True)
+        if ledger.record(finding).follow_up and not diagnostic.suppressed
+    ]
+
+
+def _choose(
+    result: FileResult, ledger: _Ledger, unsafe: bool
+) -> tuple[list[Finding], list[tuple[Finding, str]]]:
+    """Findings whose fixes to apply together (allowed by safety, not suppressed, not refused, spans
+    disjoint), and the findings that lost a conflict, with the winner as `CODE at L:C`."""
+    chosen: list[Finding] = []
+    taken: list[tuple[tuple[int, int], tuple[int, int], Diagnostic]] = []
+    losers: list[tuple[Finding, str]] = []
     for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True):
         fix = finding.fix
         if fix is None or diagnostic.suppressed or (fix.safety == "unsafe" and not unsafe):
             continue
+        record = ledger.record(finding)
+        if record.not_applied is not None and not record.not_applied.startswith("conflicts with"):
+            continue  # refused by the guard in an earlier round
         spans = [result.positions[id(node)] for node in fix.replacements]
         start = min(span[0] for span in spans)
         end = max(span[1] for span in spans)
-        if any(start <= b_end and b_start <= end for b_start, b_end in taken):
+        winner = next((w for s, e, w in taken if start <= e and s <= end), None)
+        if winner is not None:
+            losers.append((finding, f"{winner.code} at {winner.line}:{winner.column}"))
             continue
-        taken.append((start, end))
-        chosen.append(fix)
-    return chosen
+        taken.append((start, end, diagnostic))
+        chosen.append(finding)
+    return chosen, losers
+
+
+def _apply_guarded(
+    module: cst.Module, chosen: list[Finding], ledger: _Ledger, oldest: PythonVersion
+) -> tuple[cst.Module, _Tracker, list[Finding]]:
+    """Apply the chosen fixes, leaving out those that break the file; refused findings are recorded."""
+    before = Survey(module, oldest)
+    fixed, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
+    if guard_problem(before, fixed, oldest) is None:
+        return fixed, tracker, chosen
+    # Find the culprits: first each fix alone, then (for fixes that only break together) one by one.
+    kept: list[Finding] = []
+    for finding in chosen:
+        assert finding.fix is not None
+        problem = guard_problem(before, _apply(module, [finding.fix])[0], oldest)
+        if problem is None:
+            kept.append(finding)
+        else:
+            ledger.record(finding).not_applied = problem
+    fixed, tracker = _apply(module, [f.fix for f in kept if f.fix is not None])
+    if guard_problem(before, fixed, oldest) is not None:
+        together: list[Finding] = []
+        for finding in kept:
+            trial = [f.fix for f in (*together, finding) if f.fix is not None]
+            problem = guard_problem(before, _apply(module, trial)[0], oldest)
+            if problem is None:
+                together.append(finding)
+            else:
+                ledger.record(finding).not_applied = problem
+        kept = together
+        fixed, tracker = _apply(module, [f.fix for f in kept if f.fix is not None])
+    return fixed, tracker, kept

@@ -16,7 +16,8 @@ from torchdev_lint.config import Settings, ignored_for
 from torchdev_lint.diagnostics import Diagnostic, SourceError
 from torchdev_lint.engine import check_source
 from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
-from torchdev_lint.fixes import fix_source
+from torchdev_lint.fixes import fix_source, with_follow_ups
+from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion
 from torchdev_lint.positions import LineIndex
 from torchdev_lint.rule import Rule
 
@@ -36,6 +37,8 @@ class Options:
     # Compute each fix's text edits (JSON, SARIF and fix previews show them).
     with_edits: bool = True
     cache: ResultCache | None = None
+    # Fixed files must parse on this Python (the project's `requires-python` lower bound).
+    oldest_python: PythonVersion = OLDEST_PYTHON
 
 
 def rules_for(path: str, options: Options) -> tuple[type[Rule], ...]:
@@ -53,7 +56,8 @@ class FileReport:
     path: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
     source_lines: dict[int, str] = field(default_factory=dict)
-    fixed: int = 0
+    fixed: int = 0  # fixes applied (or, with --diff, that would be), follow-ups included
+    follow_ups: int = 0  # of them, fixes of findings that other fixes gave rise to
     diff: str = ""
     error: str | None = None
 
@@ -83,9 +87,20 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
     try:
         if checking:
             result = check_source(path, source, rules, options.settings, with_edits=options.with_edits)
+            diagnostics = (
+                with_follow_ups(result, rules, options.settings) if options.with_edits else result.reported
+            )
         else:
-            outcome = fix_source(path, source, rules, options.settings, unsafe=options.unsafe_fixes)
+            outcome = fix_source(
+                path,
+                source,
+                rules,
+                options.settings,
+                unsafe=options.unsafe_fixes,
+                oldest_python=options.oldest_python,
+            )
             result = outcome.result
+            diagnostics = outcome.reported
             if outcome.source != source:
                 if options.diff:
                     report.diff = unified_diff(path, source, outcome.source)
@@ -98,8 +113,10 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
                         result = check_source(
                             path, source, rules, options.settings, with_edits=options.with_edits
                         )
+                        diagnostics = result.reported
                 if report.error is None:
                     report.fixed = outcome.applied
+                    report.follow_ups = outcome.follow_ups
             if cache is not None and not options.diff and report.error is None:
                 # The fixer's last check (without edits) is the check of what the file now holds.
                 key = cache.key(path, outcome.source, rules, options.settings, False)
@@ -108,7 +125,7 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
         if key is not None and cache is not None:
             cache.store(key, CachedResult([], {}, report.error))
         return report
-    report.diagnostics = result.reported
+    report.diagnostics = diagnostics
     if result.module is not None and report.diagnostics:
         lines = LineIndex(result.module.code)
         for diagnostic in report.diagnostics:

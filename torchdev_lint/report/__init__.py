@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from torchdev_lint.diagnostics import Diagnostic
 from torchdev_lint.report.github import github
 from torchdev_lint.report.sarif import sarif
-from torchdev_lint.report.text import concise, text
+from torchdev_lint.report.text import concise, fixable, text
 from torchdev_lint.rule import Rule, rules_by_code
 from torchdev_lint.runner import FileReport
 
@@ -23,6 +23,7 @@ def render(
     rules: Sequence[type[Rule]] = (),
     color: bool = False,
     show_fixes: bool = False,
+    unsafe_fixes: bool = False,
 ) -> str:
     """All diagnostics of a run in one format, ordered by path, line, column."""
     diagnostics = sorted((d for r in reports for d in r.diagnostics), key=Diagnostic.sort_key)
@@ -35,33 +36,46 @@ def render(
     if fmt == "concise":
         return "".join(concise(d, color) + "\n" for d in diagnostics)
     lines = {(r.path, n): s for r in reports for n, s in r.source_lines.items()}
-    return "".join(text(d, lines, color=color, show_fixes=show_fixes) + "\n" for d in diagnostics)
+    return "".join(
+        text(d, lines, color=color, show_fixes=show_fixes, unsafe_fixes=unsafe_fixes) + "\n"
+        for d in diagnostics
+    )
 
 
-def statistics(diagnostics: Sequence[Diagnostic]) -> str:
-    """ruff-style counts per code, most frequent first."""
+def statistics(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
+    """ruff-style counts per code, most frequent first.
+
+    The fix column says whether `--fix` fixes that code's findings with the
+    current settings: `[*]` all of them, `[-]` some, `[ ]` none.
+    """
     counts = Counter(d.code for d in diagnostics)
-    fixable = {d.code for d in diagnostics if d.fix is not None}
+    fixed = Counter(d.code for d in diagnostics if fixable(d, unsafe_fixes))
     rules = rules_by_code()
     width = max((len(str(n)) for n in counts.values()), default=1)
+
+    def column(code: str) -> str:
+        return "[*]" if fixed[code] == counts[code] else "[-]" if fixed[code] else "[ ]"
+
     return "".join(
-        f"{count:>{width}}\t{code}\t{'[*]' if code in fixable else '[ ]'} {rules[code].name}\n"
+        f"{count:>{width}}\t{code}\t{column(code)} {rules[code].name}\n"
         for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     )
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 finding`, `2 findings`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def summary(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) -> str:
+    """What was found and what `--fix` would fix, as ruff says it: the `[*]` findings, and
+    how many more `--unsafe-fixes` would fix."""
     if not diagnostics:
         return "All checks passed!"
-    safe = sum(1 for d in diagnostics if d.fix is not None and d.fix.safety == "safe")
-    unsafe = sum(1 for d in diagnostics if d.fix is not None and d.fix.safety == "unsafe")
-    noun = "error" if len(diagnostics) == 1 else "errors"
-    text_ = f"Found {len(diagnostics)} {noun}."
-    if unsafe_fixes and safe + unsafe:
-        text_ += f"\n[*] {safe + unsafe} fixable with the `--fix` option."
-    else:
-        if safe:
-            text_ += f"\n[*] {safe} fixable with the `--fix` option."
-        if unsafe:
-            text_ += f"\n{unsafe} hidden fixes can be enabled with the `--unsafe-fixes` option."
+    text_ = f"Found {plural(len(diagnostics), 'finding')}."
+    fixes = sum(1 for d in diagnostics if fixable(d, unsafe_fixes))
+    hidden = sum(1 for d in diagnostics if fixable(d, True)) - fixes
+    if fixes or hidden:
+        text_ += f"\n[*] {fixes} fixable with --fix"
+        text_ += f" ({hidden} more with --unsafe-fixes)." if hidden else "."
     return text_
