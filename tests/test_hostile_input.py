@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import resource
-import time
 from pathlib import Path
 
 import pytest
@@ -72,21 +71,16 @@ def test_nested_but_valid_python_is_fixed_or_refused(
         assert "too deeply nested" in errors(err)[0]
 
 
-def test_large_generated_file_is_time_and_memory_bounded(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_large_generated_file_is_memory_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "big.py"
     blocks = [f"def f{i}(x):\n    y = torch.zeros(3)\n    return x + y  # {i}\n\n\n" for i in range(10_000)]
     path.write_text("import torch\n\n" + "".join(blocks) + BAD)
     assert len(path.read_text().splitlines()) >= 50_000
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    started = time.perf_counter()
     code, out, _ = run(capsys, "--fix", "--format", "concise", str(path))
-    elapsed = time.perf_counter() - started
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert code == 0, out
     assert path.read_text().endswith(FIXED.splitlines()[-1] + "\n")
-    assert elapsed < 240, elapsed  # about 30 s on a loaded 2-core machine
     assert grown_mib < 2048, grown_mib
 
 
