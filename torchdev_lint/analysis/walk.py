@@ -81,15 +81,23 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Non-trivia children of `node`, in source order."""
     found: list[cst.CSTNode] = []
     node_type = type(node)
-    fields = _FIELDS.get(node_type) or _child_fields(node_type)
+    # `None` marks a miss: a field-less node (`...`, `*`) caches (), and _NOT_NODE is 0.
+    fields = _FIELDS.get(node_type)
+    if fields is None:
+        fields = _child_fields(node_type)
     for name in fields:
         value = getattr(node, name)
-        category = _CATEGORY.get(type(value)) or _category(type(value))
+        category = _CATEGORY.get(type(value))
+        if category is None:
+            category = _category(type(value))
         if category == _NODE:
             found.append(value)
         elif category == _SEQUENCE:
             for item in value:
-                if (_CATEGORY.get(type(item)) or _category(type(item))) == _NODE:
+                item_category = _CATEGORY.get(type(item))
+                if item_category is None:
+                    item_category = _category(type(item))
+                if item_category == _NODE:
                     found.append(item)
     return found
 
