@@ -1,8 +1,11 @@
 """What every fix run must guarantee, checked on one file: used by the fuzz tests and the corpus script.
 
 A fix run (all rules, unsafe fixes included) must give source that still
-compiles, that a second run leaves unchanged, and that differs from the input
-only where a fix was reported. "Where" is checked per line and per fix round
+compiles, also on the oldest Python the tool supports (3.10), that keeps every
+comment, that a second run leaves unchanged, and that differs from the input
+only where a fix was reported. The fixer's own guard refuses fixes that would
+break the first two; a refusal is a problem too (a rule wrote bad code: the
+guard must never be what keeps a file intact). "Where" is checked per line and per fix round
 (a fix may give rise to a finding in the next round): every line a round
 changed or deleted must lie in a statement holding a finding with a fix in the
 text that round started from, and every line it inserted elsewhere must be an
@@ -24,6 +27,7 @@ from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import FileResult, check_source
 from torchdev_lint.fixes import MAX_ROUNDS, fix_source
+from torchdev_lint.grammar import OLDEST_PYTHON, Survey, guard_problem
 from torchdev_lint.rule import Rule
 
 _IMPORT = re.compile(r"(import [\w.]+( as \w+)?|from [\w.]+ import [\w, ()]+)$")
@@ -38,6 +42,7 @@ class Outcome:
     fixed: bytes | None = None  # the fixed source, when the fixer changed something
     problems: list[str] = field(default_factory=list)
     rounds: int = 0  # fix rounds that changed something; above 1, fixes gave rise to new findings
+    follow_ups: int = 0  # fixes applied to findings that other fixes gave rise to
     refused: str | None = None  # why the fixer refused to fix the file, if it did
 
 
@@ -61,15 +66,21 @@ def check_fix_properties(
     except SourceError as error:  # a clean refusal (e.g. LibCST cannot reproduce the file)
         outcome.refused = error.reason
         return outcome
+    for diagnostic, reason in zip(first.result.diagnostics, first.not_applied, strict=True):
+        if reason is not None and not reason.startswith("conflicts with"):
+            where = f"{diagnostic.code} fix at {diagnostic.line}:{diagnostic.column}"
+            outcome.problems.append(f"refused {where} (by the fixer's guard): {reason}")
     if first.source == source:
         return outcome
     outcome.fixed = first.source
+    outcome.follow_ups = first.follow_ups
     try:
         compile(first.source, path, "exec", dont_inherit=True)
     except SyntaxError as error:
         if _compiles(source, path):
             outcome.problems.append(f"fixed source does not compile: {error}")
             return outcome
+    outcome.problems.extend(_broken(result.module, first.source))
     second = fix_source(path, first.source, rules, settings, unsafe=True)
     if second.source != first.source:
         outcome.problems.append("not idempotent:\n" + _diff(first.source, second.source))
@@ -87,6 +98,21 @@ def check_fix_properties(
     if text != first.source:
         outcome.problems.append("rounds one by one end elsewhere:\n" + _diff(first.source, text))
     return outcome
+
+
+def _broken(original: cst.Module | None, fixed: bytes) -> list[str]:
+    """Checked apart from the fixer's guard: lost comments, grammar newer than the oldest Python."""
+    if original is None:
+        return []
+    try:
+        problem = guard_problem(Survey(original, OLDEST_PYTHON), cst.parse_module(fixed), OLDEST_PYTHON)
+    except cst.ParserSyntaxError as error:
+        return [f"oldest-grammar failure: LibCST cannot parse the fixed code: {error.message}"]
+    if problem is None:
+        return []
+    if "comment" in problem:
+        return [f"lost comment: {problem}"]
+    return [f"oldest-grammar failure: {problem}"]
 
 
 def _compiles(source: bytes, path: str) -> bool:

@@ -146,12 +146,12 @@ def guard_problem(before: Survey, after: cst.Module, oldest: PythonVersion) -> s
     `oldest` that the original did not already use, and keep every comment.
     """
     survey = Survey(after, oldest)
-    if survey.compile_error is not None and before.compile_error is None:
-        return f"the fixed code does not compile: {survey.compile_error}"
     introduced = survey.too_new - before.too_new
     if introduced:
         problem = sorted(introduced)[0]
         return f"the fixed code would not parse on Python {oldest[0]}.{oldest[1]}: {problem}"
+    if survey.compile_error is not None and before.compile_error is None:
+        return f"the fixed code does not compile: {survey.compile_error}"
     lost = before.comments - survey.comments
     if lost:
         return f"the fix would drop the comment {sorted(lost)[0]!r}"

@@ -8,6 +8,9 @@ deterministically.
 from __future__ import annotations
 
 import difflib
+import io
+import re
+import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -156,9 +159,27 @@ def cached_report(path: str, options: Options) -> FileReport | None:
 
 
 def unified_diff(path: str, before: bytes, after: bytes) -> str:
-    old = before.decode("utf-8", errors="replace").splitlines(keepends=True)
-    new = after.decode("utf-8", errors="replace").splitlines(keepends=True)
-    return "".join(difflib.unified_diff(old, new, fromfile=f"a/{path}", tofile=f"b/{path}"))
+    """The diff `patch` applies to `before` to get `after` exactly, as `git diff` writes it.
+
+    Lines end at LF only (a CR stays part of its line, form feeds do not split
+    one), and a last line without a newline is marked as such.
+    """
+    old, new = _diff_lines(before), _diff_lines(after)
+    out = []
+    for line in difflib.unified_diff(old, new, fromfile=f"a/{path}", tofile=f"b/{path}"):
+        out.append(line)
+        if not line.endswith("\n"):
+            out.append("\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _diff_lines(source: bytes) -> list[str]:
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+    except SyntaxError:
+        encoding = "utf-8"
+    text = source.decode(encoding, errors="replace")
+    return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
 def process_files(paths: Sequence[str], options: Options, jobs: int = 1) -> list[FileReport]:
