@@ -1,0 +1,269 @@
+"""Facts about loaded and saved checkpoints, shared by the save/load rules (TDL101..105).
+
+- `LOADERS`: the functions that restore tensors onto the device they were
+  saved from unless given a `map_location`, and where that parameter sits.
+- `UseIndex.ends_in_load_state_dict`: does every use of a loaded value end in
+  a `load_state_dict(...)` call (directly, through items, `.get`/`.pop`, names
+  it is assigned to, key-renaming dict comprehensions)? Only then does loading
+  it onto the CPU change nothing the program sees.
+- `saved_on_cpu` / `path_key`: a `torch.save` whose object is evidently on the
+  host, and the path expression it writes, so that loads of that very file are
+  known not to need a `map_location`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import libcst as cst
+
+from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.walk import children
+from torchdev_lint.syntax import keyword, positional
+
+
+@dataclass(frozen=True)
+class Loader:
+    """A function that takes a `map_location`: its qualified name and that parameter's position."""
+
+    qualname: str
+    map_location_index: int
+
+
+LOADERS = {
+    loader.qualname: loader
+    for loader in (
+        Loader("torch.load", 1),
+        Loader("torch.jit.load", 1),
+        Loader("torch.hub.load_state_dict_from_url", 2),
+        # The same function object as `torch.hub.load_state_dict_from_url`.
+        Loader("torch.utils.model_zoo.load_url", 2),
+    )
+}
+
+# Uses of a container that read it without depending on where its tensors live.
+_HARMLESS_BUILTINS = frozenset({"builtins.isinstance", "builtins.len"})
+# Methods returning an item of a dict checkpoint: the item is then judged by its own uses.
+_ITEM_METHODS = frozenset({"get", "pop"})
+# Name positions that bind or name something rather than read the variable.
+_STORES = (
+    (cst.AssignTarget, "target"),
+    (cst.AnnAssign, "target"),
+    (cst.For, "target"),
+    (cst.CompFor, "target"),
+    (cst.AsName, "name"),
+    (cst.NamedExpr, "target"),
+    (cst.Del, "target"),
+)
+_NOT_REFERENCES = (
+    (cst.Attribute, "attr"),
+    (cst.Arg, "keyword"),
+    (cst.Param, "name"),
+    (cst.FunctionDef, "name"),
+    (cst.ClassDef, "name"),
+    (cst.ImportAlias, "name"),
+)
+
+
+class UseIndex:
+    """Parents and name references of one function (or module), nested scopes included.
+
+    Nested scopes are included on purpose: a closure reading a name is a use
+    of it, and a nested variable of the same name only makes the answer more
+    cautious.
+    """
+
+    def __init__(self, unit: cst.CSTNode) -> None:
+        self._parents: dict[int, cst.CSTNode] = {}
+        self._names: dict[str, list[cst.Name]] = defaultdict(list)
+        self.defines_load_state_dict = False
+        stack = [unit]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.FunctionDef) and node.name.value == "load_state_dict":
+                self.defines_load_state_dict = True
+            for child in children(node):
+                self._parents[id(child)] = node
+                if isinstance(child, cst.Name):
+                    self._names[child.value].append(child)
+                stack.append(child)
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parents.get(id(node))
+
+    def ends_in_load_state_dict(self, value: cst.BaseExpression, scope: Scope) -> bool:
+        """Does every use of `value` end in `x.load_state_dict(...)` (or read it harmlessly)?
+
+        Anything else (returned, stored on an object, passed to another call,
+        used in arithmetic, called, printed) may need the tensors on the device
+        they were saved from.
+        """
+        return self._judge(value, scope, set())
+
+    def _judge(self, value: cst.BaseExpression, scope: Scope, names: set[str]) -> bool:
+        parent = self.parent(value)
+        if parent is None:
+            return False
+        if isinstance(parent, cst.Expr):
+            return True  # the value is dropped
+        if isinstance(parent, cst.Arg):
+            return parent.value is value and self._argument_is_safe(parent, scope)
+        if isinstance(parent, cst.Subscript) and parent.value is value:
+            return self._is_store(parent) or self._judge(parent, scope, names)
+        if isinstance(parent, cst.Attribute) and parent.value is value:
+            call = self.parent(parent)
+            if not (isinstance(call, cst.Call) and call.func is parent):
+                return False
+            if parent.attr.value == "keys":
+                return True
+            return parent.attr.value in _ITEM_METHODS and self._judge(call, scope, names)
+        if isinstance(parent, cst.ComparisonTarget):
+            return isinstance(parent.operator, (cst.In, cst.NotIn))
+        if isinstance(parent, cst.IfExp) and value is not parent.test:
+            return self._judge(parent, scope, names)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is value:
+            return self._assigned_name_is_safe(parent, scope, names)
+        return False
+
+    def _argument_is_safe(self, arg: cst.Arg, scope: Scope) -> bool:
+        call = self.parent(arg)
+        if not isinstance(call, cst.Call) or arg.star:
+            return False
+        func = call.func
+        if resolve(func, scope) in _HARMLESS_BUILTINS:
+            return True
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
+            return False
+        if self.defines_load_state_dict:
+            return False  # a `load_state_dict` of this file may keep the tensors as given
+        assign = keyword(call, "assign")
+        if assign is not None and not (isinstance(assign.value, cst.Name) and assign.value.value == "False"):
+            return False  # `assign=True` makes the loaded tensors the parameters
+        given = positional(call)
+        return arg is keyword(call, "state_dict") or (bool(given) and given[0] is arg)
+
+    def _is_store(self, node: cst.CSTNode) -> bool:
+        """`ckpt["x"] = ...` or `del ckpt["x"]`: writes into the container, reads nothing from it."""
+        parent = self.parent(node)
+        return any(isinstance(parent, kind) and getattr(parent, field) is node for kind, field in _STORES)
+
+    def _assigned_name_is_safe(
+        self, assign: cst.Assign | cst.AnnAssign, scope: Scope, names: set[str]
+    ) -> bool:
+        if isinstance(assign, cst.Assign):
+            if len(assign.targets) != 1:
+                return False
+            target = assign.targets[0].target
+        else:
+            target = assign.target
+        if not isinstance(target, cst.Name):
+            return False
+        name = target.value
+        if name in names:
+            return True  # `sd = sd["state_dict"]`: the name's uses are being judged already
+        if name in scope.globals:
+            return False
+        names = names | {name}
+        for reference in self._names[name]:
+            if self._is_store(reference) or self._not_a_reference(reference):
+                continue
+            if isinstance(self.parent(reference), (cst.Global, cst.Nonlocal, cst.NameItem)):
+                return False
+            if not self._judge(reference, scope, names) and not self._renamed_items(reference, scope, names):
+                return False
+        return True
+
+    def _renamed_items(self, value: cst.BaseExpression, scope: Scope, names: set[str]) -> bool:
+        """`{k[7:]: v for k, v in value.items()}`: a state dict with renamed keys, judged by its uses."""
+        method = self.parent(value)
+        call = self.parent(method) if method is not None else None
+        comp_for = self.parent(call) if call is not None else None
+        comp = self.parent(comp_for) if comp_for is not None else None
+        if not (
+            isinstance(method, cst.Attribute)
+            and method.attr.value == "items"
+            and isinstance(call, cst.Call)
+            and not call.args
+            and isinstance(comp_for, cst.CompFor)
+            and comp_for.iter is call
+            and comp_for.inner_for_in is None
+            and isinstance(comp, cst.DictComp)
+            and isinstance(comp_for.target, cst.Tuple)
+            and len(comp_for.target.elements) == 2
+        ):
+            return False
+        item = comp_for.target.elements[1].value
+        return (
+            isinstance(item, cst.Name)
+            and isinstance(comp.value, cst.Name)
+            and comp.value.value == item.value
+            and self._judge(comp, scope, names)
+        )
+
+    def _not_a_reference(self, name: cst.Name) -> bool:
+        parent = self.parent(name)
+        return any(
+            isinstance(parent, kind) and getattr(parent, field) is name for kind, field in _NOT_REFERENCES
+        )
+
+
+# Methods whose result lives on the host whatever their receiver was.
+_TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
+_HOST_BUILTINS = frozenset(f"builtins.{name}" for name in ("len", "int", "float", "str", "bool"))
+_HOST_LITERALS = (
+    cst.Integer,
+    cst.Float,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+)
+
+
+def saved_on_cpu(obj: cst.BaseExpression, scope: Scope) -> bool:
+    """Is the object given to `torch.save` evidently in host memory, by its spelling?
+
+    `x.cpu()`, `x.detach().cpu().numpy()`, `x.to("cpu")`, numbers and strings,
+    a literal dict/list/tuple (or dict comprehension) whose every value is one
+    of these, or a name every binding of which is.
+    """
+    if isinstance(obj, _HOST_LITERALS):
+        return True
+    if isinstance(obj, cst.Name):
+        assigned = assigned_values(obj, scope)
+        return assigned is not None and all(saved_on_cpu(value, assigned[1]) for value in assigned[0])
+    if isinstance(obj, cst.Dict):
+        return bool(obj.elements) and all(
+            isinstance(element, cst.DictElement) and saved_on_cpu(element.value, scope)
+            for element in obj.elements
+        )
+    if isinstance(obj, (cst.List, cst.Tuple)):
+        return bool(obj.elements) and all(
+            isinstance(element, cst.Element) and saved_on_cpu(element.value, scope)
+            for element in obj.elements
+        )
+    if isinstance(obj, cst.DictComp):
+        return saved_on_cpu(obj.value, scope)
+    if isinstance(obj, cst.Call) and resolve(obj.func, scope) in _HOST_BUILTINS:
+        return True
+    while isinstance(obj, cst.Call) and isinstance(obj.func, cst.Attribute):
+        method = obj.func.attr.value
+        if method in _TO_HOST or (method == "to" and _to_cpu(obj)):
+            return True
+        obj = obj.func.value
+    return False
+
+
+def _to_cpu(call: cst.Call) -> bool:
+    given = positional(call)
+    target = keyword(call, "device") or (given[0] if given else None)
+    return (
+        target is not None
+        and isinstance(target.value, cst.SimpleString)
+        and target.value.evaluated_value == "cpu"
+    )
+
+
+def path_key(path: cst.BaseExpression) -> str:
+    """The path expression as text without layout: the same expression saves and loads the same file."""
+    return "".join(cst.Module(body=[]).code_for_node(path).split())
