@@ -29,7 +29,7 @@ from torchdev_lint.analysis.scopes import (
 from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo, SourceError
-from torchdev_lint.positions import LineIndex, Point, node_spans
+from torchdev_lint.positions import LineIndex, Point, spans_and_code
 from torchdev_lint.rule import Fix, Rule
 
 Handler = Callable[[cst.CSTNode], object]
@@ -57,6 +57,8 @@ class FileResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     # Spans of reported and fix-replaced nodes, by node id: ((line, col), (end_line, end_col)).
     positions: Mapping[int, tuple[Point, Point]] = field(default_factory=dict)
+    # The module's lines, when it has findings (for code frames and noqa).
+    lines: LineIndex | None = None
 
     @property
     def reported(self) -> list[Diagnostic]:
@@ -284,9 +286,9 @@ def _locate(result: FileResult, with_edits: bool) -> None:
     module = result.module
     wanted = [f.node for f in result.findings]
     wanted += [old for f in result.findings if f.fix is not None for old in f.fix.replacements]
-    positions = node_spans(module, wanted)
+    positions, code = spans_and_code(module, wanted)
     result.positions = positions
-    lines = LineIndex(module.code)
+    lines = result.lines = LineIndex(code)
     unique: dict[tuple[str, int, int], Finding] = {}
     for finding in result.findings:
         start, _ = positions[id(finding.node)]

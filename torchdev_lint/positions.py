@@ -86,9 +86,16 @@ class _PositionState(CodegenState):
 
 def node_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[Point, Point]]:
     """Spans of the given nodes (by id), as PositionProvider would report them."""
+    return spans_and_code(module, nodes)[0]
+
+
+def spans_and_code(
+    module: cst.Module, nodes: Iterable[cst.CSTNode]
+) -> tuple[dict[int, tuple[Point, Point]], str]:
+    """The nodes' spans and the module's code, from one code-generation pass (not two)."""
     state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline)
     module._codegen(state)
-    return {id(node): state.spans[id(node)] for node in nodes}
+    return {id(node): state.spans[id(node)] for node in nodes}, "".join(state.tokens)
 
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")

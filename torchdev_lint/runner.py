@@ -21,7 +21,6 @@ from torchdev_lint.engine import check_source
 from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
 from torchdev_lint.fixes import fix_source, with_follow_ups
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion
-from torchdev_lint.positions import LineIndex
 from torchdev_lint.rule import Rule
 
 
@@ -129,8 +128,8 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
             cache.store(key, CachedResult([], {}, report.error))
         return report
     report.diagnostics = diagnostics
-    if result.module is not None and report.diagnostics:
-        lines = LineIndex(result.module.code)
+    lines = result.lines
+    if lines is not None and report.diagnostics:
         for diagnostic in report.diagnostics:
             wanted = {diagnostic.line}
             if diagnostic.fix is not None:  # for the fix preview of `--show-fixes`
