@@ -450,13 +450,41 @@ def name_loads(name: str, scope: Scope, depth: int = 0) -> list[tuple[cst.Call, 
     """When every binding of `name` in `scope` is a `torch.load` result (or an item of one), those loads.
 
     `model = model.to(d)` rebindings are transparent and `net = ckpt["model"]`
-    follows `ckpt`; any other binding, or a name not bound in `scope` itself,
-    gives None.
+    follows `ckpt`; bindings to the path the name is then loaded from
+    (`ckpt = "a.pt"` or a parameter `ckpt`, then `ckpt = torch.load(ckpt)`) are
+    skipped, since a path is never used as a module; any other binding, or a
+    name not bound in `scope` itself, gives None.
     """
     bindings = scope.bindings.get(name)
+    if not bindings:
+        return None
+    if any(_loads_itself(b.value, name, scope) for b in bindings if b.value is not None):
+        bindings = [b for b in bindings if not _is_path_binding(b, scope)]
     if not bindings or any(b.value is None for b in bindings):
         return None
     return _values_loads(name, [b.value for b in bindings if b.value is not None], scope, depth)
+
+
+_PATH_BUILDERS = frozenset({"os.path.join", "os.path.expanduser", "pathlib.Path", "builtins.str"})
+
+
+def _loads_itself(value: cst.BaseExpression, name: str, scope: Scope) -> bool:
+    """`name = torch.load(name, ...)`: the name goes from a path to the loaded object."""
+    loaded = loaded_checkpoint(value, scope)
+    if loaded is None or loaded[0] is not value:
+        return False
+    args = loaded[0].args
+    return bool(args) and args[0].keyword is None and not args[0].star and dotted_name(args[0].value) == name
+
+
+def _is_path_binding(binding: Binding, scope: Scope) -> bool:
+    """A parameter, a string, or a path built by `os.path.join`/`Path`/`str`."""
+    if isinstance(binding.node, cst.Param):
+        return True
+    value = binding.value
+    return isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)) or (
+        isinstance(value, cst.Call) and resolve(value.func, scope) in _PATH_BUILDERS
+    )
 
 
 def _values_loads(
@@ -519,11 +547,25 @@ def module_use_receiver(call: cst.Call, is_statement: bool) -> cst.BaseExpressio
     return func
 
 
-def loads_used_as_modules(scope: Scope, item_uses: Collection[str] = ()) -> Iterator[tuple[cst.Call, bool]]:
+def unmoved(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`x` for `x.to(d)` or `x.cuda().cpu()`: a move keeps a module the same module."""
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in MOVE_METHODS
+    ):
+        node = node.func.value
+    return node
+
+
+def loads_used_as_modules(
+    scope: Scope, item_uses: Collection[str] = (), module_uses: Collection[str] = ()
+) -> Iterator[tuple[cst.Call, bool]]:
     """`torch.load` calls whose result (or an item of it) a name of `scope` carries into a module use.
 
     `item_uses` are names whose items the rule saw used as modules
-    (`ckpt["model"].eval()`): uses of subscripts are not recorded by the scope.
+    (`ckpt["model"].eval()`), `module_uses` names used as modules through a
+    move (`model.to(d).eval()`): neither is recorded by the scope.
     Call only once `scope` has been traversed.
     """
     candidates = [(name, name_loads(name, scope)) for name in list(scope.bindings)]
@@ -533,7 +575,7 @@ def loads_used_as_modules(scope: Scope, item_uses: Collection[str] = ()) -> Iter
     for key, loads in candidates:
         if not loads:
             continue
-        if used_as_module_here(key, scope):
+        if used_as_module_here(key, scope) or key in module_uses:
             yield from loads
         elif key in item_uses and not any(item for _, item in loads):
             yield from ((call, True) for call, _ in loads)

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.kinds import loaded_checkpoint, loads_used_as_modules, module_use_receiver
-from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.kinds import (
+    loaded_checkpoint,
+    loads_used_as_modules,
+    module_use_receiver,
+    unmoved,
+)
+from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
+
+
+ALLOW_LISTED_MESSAGE = (
+    "`torch.load` result used as a module: allow-listed with `safe_globals`, the module is still pickled "
+    "whole and loads only where its class lives at the same import path; build the model and "
+    "`load_state_dict` a saved state_dict instead"
+)
 
 
 class LoadWholeModule(Rule):
@@ -27,7 +40,10 @@ class LoadWholeModule(Rule):
         Flags a `torch.load(...)` call whose result is used as a module: called (`torch.load(p)(x)`),
         or given `.eval()`, `.train()`, `.parameters()`, `.forward()` and other methods only modules
         have, or moved by a bare `model.to(device)` statement; directly or through a name that is
-        bound only to `torch.load` results in the function. Reported at the `torch.load(` call.
+        bound only to `torch.load` results in the function (a name rebound from the path it
+        loads, `ckpt = torch.load(ckpt)`, counts). Loads inside
+        `with torch.serialization.safe_globals([...]):` are included. Reported at the
+        `torch.load(` call.
 
         ## Why it matters
         A whole pickled module loads only with `weights_only=False`, which executes arbitrary code
@@ -84,6 +100,39 @@ class LoadWholeModule(Rule):
             """,
             lines=(4, 9, 15),
         ),
+        # Allow-listing the class makes the load work with `weights_only=True`; the module is
+        # still pickled whole.
+        Invalid(
+            """
+            import torch
+            from torch.serialization import safe_globals
+
+            def predict(path, x):
+                with torch.serialization.safe_globals([Net]):
+                    model = torch.load(path, weights_only=True)
+                model.eval()
+                with safe_globals([Net]):
+                    return torch.load(path)(x)
+            """,
+            lines=(6, 9),
+        ),
+        # A name rebound from the path to the loaded object is the loaded object.
+        Invalid(
+            """
+            import torch
+
+            def predict(ckpt, x):
+                ckpt = torch.load(ckpt, weights_only=False)
+                ckpt.eval()
+                return ckpt(x)
+
+            def evaluate(path, x):
+                model = "model.pt"
+                model = torch.load(model, weights_only=False)
+                model.to("cuda").eval()
+            """,
+            lines=(4, 10),
+        ),
     )
     valid = (
         Valid(
@@ -129,20 +178,56 @@ class LoadWholeModule(Rule):
             load("m.pt").eval()
             """
         ),
+        # `model` may be a module passed in: only the load into it is the loaded object.
+        Valid(
+            """
+            import torch
+
+            def evaluate(model, path, x):
+                if model is None:
+                    model = torch.load(path)
+                model.eval()
+                return model(x)
+            """
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.load_scopes: set[Scope] = set()
+        self.allow_listed: set[cst.Call] = set()
+        self.moved_uses: dict[Scope, set[str]] = defaultdict(set)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualname(node.func) == "torch.load":
             self.load_scopes.add(self.ctx.scope.owner)
+            if self._in_safe_globals():
+                self.allow_listed.add(node)
             return
         receiver = module_use_receiver(node, isinstance(self.ctx.parent(), cst.Expr))
         loaded = loaded_checkpoint(receiver, self.ctx.scope)
-        if loaded is not None and not loaded[1]:
-            self.report(loaded[0])
+        if loaded is not None:
+            if not loaded[1]:
+                self._report(loaded[0])
+            return
+        key = dotted_name(unmoved(receiver)) if unmoved(receiver) is not receiver else None
+        if key is not None:
+            self.moved_uses[self.ctx.scope.owner].add(key)  # `model.to(d).eval()`
+
+    def _in_safe_globals(self) -> bool:
+        """Inside `with torch.serialization.safe_globals([...]):`."""
+        return any(
+            isinstance(node, cst.With)
+            and any(
+                isinstance(item.item, cst.Call)
+                and self.ctx.qualname(item.item.func) == "torch.serialization.safe_globals"
+                for item in node.items
+            )
+            for node in self.ctx.ancestors
+        )
+
+    def _report(self, call: cst.Call) -> None:
+        self.report(call, message=ALLOW_LISTED_MESSAGE if call in self.allow_listed else None)
 
     def leave_scope(self, scope: Scope) -> None:
         self._decide()
@@ -153,6 +238,6 @@ class LoadWholeModule(Rule):
         if scope not in self.load_scopes:
             return
         self.load_scopes.discard(scope)
-        for call, item in loads_used_as_modules(scope):
+        for call, item in loads_used_as_modules(scope, module_uses=self.moved_uses.pop(scope, set())):
             if not item:
-                self.report(call)
+                self._report(call)

@@ -12,6 +12,7 @@ from torchdev_lint.analysis.kinds import (
     loads_used_as_modules,
     module_use_receiver,
     probably_module,
+    unmoved,
 )
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -39,7 +40,8 @@ class ModuleInCheckpointDict(Rule):
         holds a module object as a value (`{"model": model, "epoch": 3}`), reported at the
         `torch.save(` call; and a `torch.load(...)` whose item is used as a module
         (`torch.load(p)["model"].eval()`, `ckpt = torch.load(p)` then `ckpt["model"](x)` or
-        `net = ckpt["model"]; net.eval()`), reported at the `torch.load(` call.
+        `net = ckpt["model"]; net.eval()`, `ckpt["model"].to(device).eval()`; a name rebound from the
+        path it loads, `ckpt = torch.load(ckpt)`, counts), reported at the `torch.load(` call.
 
         ## Why it matters
         A checkpoint dict looks like the portable format, but a module inside it is pickled whole:
@@ -127,6 +129,18 @@ class ModuleInCheckpointDict(Rule):
             """,
             lines=(4, 9, 11),
         ),
+        # A name rebound from the path to the loaded checkpoint is the checkpoint.
+        Invalid(
+            """
+            import torch
+
+            def build(ckpt, device):
+                ckpt = torch.load(ckpt, map_location="cpu", weights_only=False)
+                decoder = ckpt["decoder"].to(device).eval()
+                return decoder
+            """,
+            lines=(4,),
+        ),
     )
     valid = (
         Valid(
@@ -156,6 +170,18 @@ class ModuleInCheckpointDict(Rule):
                 model.eval()
                 state = torch.load(path)["state_dict"]
                 model.load_state_dict(state)
+            """
+        ),
+        # The parameter is a module unless the path branch replaced it: not the loaded object.
+        Valid(
+            """
+            import torch
+
+            def build(decoder, path, device):
+                if isinstance(decoder, str):
+                    decoder = torch.load(path)["decoder"]
+                decoder.to(device).eval()
+                return decoder
             """
         ),
         Valid(
@@ -194,8 +220,9 @@ class ModuleInCheckpointDict(Rule):
         if loaded is not None:
             if loaded[1]:
                 self.report(loaded[0])
-        elif isinstance(receiver, cst.Subscript):
-            key = dotted_name(receiver.value)
+        else:
+            receiver = unmoved(receiver)  # `ckpt["model"].to(device).eval()` uses the item
+            key = dotted_name(receiver.value) if isinstance(receiver, cst.Subscript) else None
             if key is not None:
                 self.item_uses[scope.owner].add(key)
 
