@@ -208,3 +208,25 @@ def test_without_torch_verify_says_what_to_install(
     args = build_parser().parse_args(["verify", PER_ITEM])
     assert command.run(args) == 2
     assert "verify needs torch: pip install 'torchdev-lint[verify]'" in capsys.readouterr().err
+
+
+def test_fixtures_of_the_same_name_never_share_a_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each run gets a fresh folder, so no run can read another's (or a stale) report.json."""
+    from torchdev_lint.verify import session
+
+    run_dirs: list[str] = []
+
+    def fake_child(fixture_path: str, run_dir: str, *args: object) -> tuple[session.RunResult, None]:
+        assert not (Path(run_dir) / "report.json").exists()
+        (Path(run_dir) / "report.json").write_text("{}")  # what a stale report would look like
+        run_dirs.append(run_dir)
+        return session.RunResult(), None
+
+    monkeypatch.setattr(session, "_run_child", fake_child)
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "same.py").write_text(Path(PER_ITEM).read_text())
+    session.verify([str(tmp_path / "a"), str(tmp_path / "b")], session.Options(), fixer=project_fixer)
+    assert len(run_dirs) == 4 and len(set(run_dirs)) == 4

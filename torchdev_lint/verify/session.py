@@ -357,8 +357,9 @@ def verify_fixture(
             result.note = "no change: the fix is unsafe; run with --unsafe-fixes"
     outputs = {}
     for version, text in (("before", source), ("after", fixed)):
-        run_dir = os.path.join(work, name, version)
-        os.makedirs(run_dir, exist_ok=True)
+        # A fresh folder per run: fixtures of the same name in different folders,
+        # or a child that dies before writing its report, can never read another's report.json.
+        run_dir = tempfile.mkdtemp(prefix=f"{name}-{version}-", dir=work)
         copy = os.path.join(run_dir, f"{name}.py")
         with open(copy, "wb") as file:
             file.write(text)
