@@ -272,7 +272,9 @@ class DeviceMode(TorchFunctionMode):
             real_args: tuple = (tensor, _Base.device.__get__(other), other.dtype, *rest[1:])
             non_blocking = bool(kwargs.get("non_blocking", rest[1] if len(rest) > 1 else False))
         else:
-            parsed, _, non_blocking, _ = torch._C._nn._parse_to(*rest, **kwargs)
+            # `_parse_to` knows no `copy=` (Tensor.to does): it changes no device.
+            options = {k: v for k, v in kwargs.items() if k != "copy"}
+            parsed, _, non_blocking, _ = torch._C._nn._parse_to(*rest, **options)
             target = _as_device(parsed)
             real_args = args
             if "device" in kwargs:
