@@ -47,11 +47,12 @@ class UnsafeLoadWeightsOnly(Rule):
         ```
 
         ## Fix safety
-        Unsafe: sets or adds `weights_only=True`. A checkpoint that contains whole modules,
+        Never safe: sets or adds `weights_only=True`. A checkpoint that contains whole modules,
         optimizers of custom classes, or other arbitrary objects then fails to load with an
         `UnpicklingError` until it is re-saved as a state dict (or its types are allow-listed
         with `torch.serialization.add_safe_globals`). No fix is offered when the call passes
-        a `pickle_module`, which `weights_only=True` does not accept.
+        a `pickle_module` (with `weights_only=False` or without `weights_only`), which
+        `weights_only=True` does not accept. The fix writes only `True`, valid wherever it lands.
         """
     invalid = (
         Invalid(
@@ -90,6 +91,14 @@ class UnsafeLoadWeightsOnly(Rule):
             lines=(3,),
             settings={"target_torch_version": "2.4"},
         ),
+        Invalid(
+            """
+            import dill
+            import torch
+            obj = torch.load(path, map_location="cpu", pickle_module=dill, weights_only=False)
+            """,
+            lines=(3,),
+        ),
     )
     valid = (
         Valid(
@@ -120,6 +129,8 @@ class UnsafeLoadWeightsOnly(Rule):
         if self.ctx.qualname(node.func) != "torch.load":
             return
         given = keyword(node, "weights_only")
+        # `weights_only=True` refuses an explicit `pickle_module`: no fix there.
+        custom_pickle = argument(node, 2, "pickle_module") is not None
         if given is not None:
             if isinstance(given.value, cst.Name) and given.value.value == "False":
                 fixed = node.with_changes(
@@ -127,7 +138,8 @@ class UnsafeLoadWeightsOnly(Rule):
                         arg.with_changes(value=cst.Name("True")) if arg is given else arg for arg in node.args
                     ]
                 )
-                self.report(node, fix=Fix("unsafe", "Set `weights_only=True`", {node: fixed}))
+                fix = None if custom_pickle else Fix("unsafe", "Set `weights_only=True`", {node: fixed})
+                self.report(node, fix=fix)
             return
         if self.ctx.settings.target_torch_version >= SAFE_DEFAULT_SINCE or has_star(node, "**"):
             return
@@ -135,7 +147,7 @@ class UnsafeLoadWeightsOnly(Rule):
             "`torch.load` without `weights_only` unpickles arbitrary objects before PyTorch 2.6 and can run "
             "code from the file; pass `weights_only=True`"
         )
-        if argument(node, 2, "pickle_module") is not None:
+        if custom_pickle:
             self.report(node, message=message)
             return
         fixed = with_keyword(node, "weights_only", cst.Name("True"))

@@ -58,8 +58,11 @@ class SaveWholeModule(Rule):
         ```
 
         ## Fix safety
-        Unsafe: the fix saves `obj.state_dict()`, which changes what the file holds; the code that
-        loads it must build the model and call `load_state_dict`.
+        Never safe: the fix saves `obj.state_dict()` instead of the module, which changes what the
+        file holds; every reader of the file (often in another program) must then build the model
+        and call `load_state_dict`, so the fix is always unsafe. It writes no string and no name
+        other than the saved expression's own, so it is valid wherever it lands (f-strings
+        included).
         """
     invalid = (
         Invalid(

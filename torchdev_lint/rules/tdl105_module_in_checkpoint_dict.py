@@ -63,8 +63,10 @@ class ModuleInCheckpointDict(Rule):
         ```
 
         ## Fix safety
-        Unsafe: the save side is rewritten to store `model.state_dict()`, which changes what the
-        file holds; the code that loads it must call `load_state_dict`. The load side has no fix.
+        Never safe: the save side is rewritten to store `model.state_dict()` in the dict, which
+        changes what the file holds; every reader of the checkpoint must then build the model and
+        call `load_state_dict`, so the fix is always unsafe. The load side has no fix (the model's
+        class and constructor arguments are not known there).
         """
     invalid = (
         Invalid(
