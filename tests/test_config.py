@@ -133,6 +133,23 @@ def test_target_version_and_unsafe_fixes(project: Path, capsys: pytest.CaptureFi
     assert load_config(str(config)).target_torch_version == (2, 4)
 
 
+HARDCODED = "import torch\n\ndef predict(model, batch):\n    return model.cuda()(batch.cuda())\n"
+
+
+def test_device_policy_cuda_only_silences_cuda_rules(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "src" / "pkg" / "gpu.py").write_text(HARDCODED)
+    config = write_config(project, 'select = ["TDL301"]\n')
+    assert load_config(str(config)).device_policy is None
+    assert codes(capsys, str(project))[1] == [("gpu.py", "TDL301")]
+    write_config(project, 'select = ["TDL301"]\ndevice-policy = "portable"\n')
+    assert codes(capsys, str(project))[1] == [("gpu.py", "TDL301")]
+    write_config(project, 'select = ["TDL301"]\ndevice-policy = "cuda-only"\n')
+    assert load_config(str(config)).device_policy == "cuda-only"
+    assert codes(capsys, str(project)) == (0, [])
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -143,6 +160,8 @@ def test_target_version_and_unsafe_fixes(project: Path, capsys: pytest.CaptureFi
         ('select = "TDL1"\n', "'select' must be a list of strings"),
         ('target-torch-version = "two"\n', "invalid torch version 'two'"),
         ('unsafe-fixes = "yes"\n', "'unsafe-fixes' must be true or false"),
+        ('device-policy = "cuda_only"\n', "device-policy: invalid device policy 'cuda_only'"),
+        ("device-policy = true\n", "expected one of 'portable', 'cuda-only'"),
         ('[tool.torchdev-lint.per-file-ignores]\n"a.py" = ["TDL9X"]\n', "per-file-ignores 'a.py'"),
         ("select = [\n", "invalid TOML"),
     ],

@@ -162,7 +162,10 @@ def _options(args: argparse.Namespace, config: FileConfig, fix: bool) -> Options
         cache = ResultCache.open(args.cache_dir or os.path.join(config.root, FOLDER))
     return Options(
         rules=tuple(select_rules(select, ignore, extend)),
-        settings=Settings(target_torch_version=version) if version else Settings(),
+        settings=Settings(
+            target_torch_version=version or Settings.target_torch_version,
+            device_policy=config.device_policy or Settings.device_policy,
+        ),
         fix=fix,
         unsafe_fixes=unsafe,
         diff=args.diff,

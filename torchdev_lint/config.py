@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import os
@@ -21,6 +22,8 @@ class Settings:
     """Knobs the rules read. Part of the cache key, so keep it hashable."""
 
     target_torch_version: tuple[int, int] = (2, 6)
+    # "portable": code should run without CUDA; "cuda-only": the project never runs without a GPU.
+    device_policy: str = "portable"
 
     @classmethod
     def from_mapping(cls, values: dict[str, object]) -> Settings:
@@ -28,7 +31,22 @@ class Settings:
         version = values.get("target_torch_version")
         if version is not None:
             settings = cls(target_torch_version=parse_version(str(version)))
+        policy = values.get("device_policy")
+        if policy is not None:
+            settings = dataclasses.replace(settings, device_policy=parse_device_policy(policy))
         return settings
+
+
+DEVICE_POLICIES = ("portable", "cuda-only")
+
+
+def parse_device_policy(value: object) -> str:
+    """`device-policy`: one of DEVICE_POLICIES."""
+    if value not in DEVICE_POLICIES:
+        choices = ", ".join(repr(p) for p in DEVICE_POLICIES)
+        hint = did_you_mean(value, DEVICE_POLICIES) if isinstance(value, str) else ""
+        raise ConfigError(f"invalid device policy {value!r}: expected one of {choices}{hint}")
+    return str(value)
 
 
 def parse_version(text: str) -> tuple[int, int]:
@@ -101,7 +119,7 @@ def select_rules(
 
 SECTION = "torchdev-lint"
 LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
-KEYS = (*LIST_KEYS, "per-file-ignores", "target-torch-version", "unsafe-fixes")
+KEYS = (*LIST_KEYS, "per-file-ignores", "target-torch-version", "unsafe-fixes", "device-policy")
 
 
 @dataclass(frozen=True)
@@ -118,6 +136,7 @@ class FileConfig:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     target_torch_version: tuple[int, int] | None = None
     unsafe_fixes: bool | None = None
+    device_policy: str | None = None
 
 
 def _load_toml(path: str) -> dict[str, object]:
@@ -219,6 +238,11 @@ def load_config(path: str, *, required: bool = False) -> FileConfig:
         parsed_version = None if version is None else parse_version(str(version))
     except ConfigError as error:
         raise ConfigError(f"{where}: target-torch-version: {error}") from None
+    policy = table.get("device-policy")
+    try:
+        parsed_policy = None if policy is None else parse_device_policy(policy)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: device-policy: {error}") from None
     return FileConfig(
         path=path,
         root=os.path.dirname(os.path.abspath(path)),
@@ -230,6 +254,7 @@ def load_config(path: str, *, required: bool = False) -> FileConfig:
         per_file_ignores=tuple(per_file),
         target_torch_version=parsed_version,
         unsafe_fixes=unsafe,
+        device_policy=parsed_policy,
     )
 
 

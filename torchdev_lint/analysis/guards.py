@@ -3,7 +3,8 @@
 A hard-coded `"cuda"` is harmless in a function that checks
 `torch.cuda.is_available()` or receives its device from the caller, and a move
 under `if use_cuda:` was chosen by a flag. Rules ask here instead of scanning
-for those patterns themselves.
+for those patterns themselves. Whether a test, when true, says that CUDA is
+there (`says_present`) or missing (`says_missing`) is answered here too.
 """
 
 from __future__ import annotations
@@ -26,14 +27,27 @@ AVAILABILITY_CALLS = frozenset(
     }
 )
 _AVAILABILITY_METHODS = frozenset(name.rsplit(".", 1)[-1] for name in AVAILABILITY_CALLS)
-# Boolean CUDA switches: `cuda`, `use_cuda`, `args.use_gpu`, `gpu`, `cuda_enabled`, `no_cuda`.
+# Boolean switches: `cuda`, `use_cuda`, `args.use_gpu`, `gpu`, `cuda_enabled`, `no_cuda`, `args.cpu`.
 _FLAG = re.compile(
-    r"^(use_|enable_|enabled_|with_|has_|no_|on_|run_on_|using_)?(cuda|gpu|gpus)(_enabled|_available|_on|_flag)?$",
+    r"^(use_|enable_|enabled_|with_|has_|no_|on_|run_on_|using_)?(cuda|gpu|gpus|cpu)(_enabled|_available|_on|_flag)?$",
     re.IGNORECASE,
 )
 # GPU counts compared against a number: `n_gpu > 0`, `args.ngpu >= 1`, `num_gpus != 0`.
 _COUNT = re.compile(r"^(n_?gpus?|num_?gpus?|gpu_count)$", re.IGNORECASE)
 _CACHE = "_availability_checked"
+
+# `nccl` is CUDA-only: code under `if backend == "nccl":` runs with GPUs.
+CUDA_WORDS = frozenset({"cuda", "gpu", "gpus", "nccl"})
+# Names that say where data is kept, not which device computes: `self.cpu_cache`, `offload`.
+PLACEMENT_WORDS = frozenset({"cpu", "offload", "offloaded", "offloading"})
+# Words that turn a CUDA name around: `no_cuda`, `disable_gpu`, `skip_if_no_cuda`.
+_NEGATING_WORDS = frozenset({"no", "not", "disable", "disabled", "without"})
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+
+
+def name_words(name: str) -> set[str]:
+    """`CUDATestBase` → {"cuda", "test", "base"}; `self.has_cuda_inputs` → {"self", "has", "cuda", "inputs"}."""
+    return {word.lower() for word in _WORD.findall(name)}
 
 
 def is_availability_call(node: cst.CSTNode, scope: Scope) -> bool:
@@ -74,30 +88,57 @@ def takes_device(function: cst.FunctionDef | cst.Lambda, scope: Scope) -> bool:
     return False
 
 
-def availability_guarded(scope: Scope) -> bool:
+# Methods that implement moving a module: `def to(self, *args)` calls `.cuda(device)` on purpose.
+_MOVE_METHODS = frozenset({"to", "_apply", "cuda"})
+
+
+def availability_guarded(scope: Scope, *, device_parameter: bool = True) -> bool:
     """Code in `scope` knows whether CUDA is there.
 
     Inside functions: the function or one enclosing it checks availability or
-    takes a device parameter, or a function or class around the code is about
-    CUDA by its name (`CUDATestBase`, `_nccl_estimate`) or a decorator
-    (`@skip_if_lt_x_gpu(2)`, `@unittest.skipIf(not TEST_CUDA, ...)`). Top-level code (module and class bodies): the
-    module checks availability somewhere.
+    (with `device_parameter`) takes a device parameter, or a function or class
+    around the code is about CUDA or host offloading by its name (`CUDATestBase`,
+    `_nccl_estimate`, `enable_cpu_offload`), or implements a move (`def to`).
+    Top-level code (module and class bodies): the module checks availability somewhere.
     """
     inside_function = False
     current: Scope | None = scope
     while current is not None:
         node = current.node
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and (
-            _CUDA_WORD & _name_words(node.name.value)
-            or any(_mentions_cuda(decorator.decorator, current) for decorator in node.decorators)
+            (CUDA_WORDS | PLACEMENT_WORDS) & name_words(node.name.value) or node.name.value in _MOVE_METHODS
         ):
             return True
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):
             inside_function = True
-            if takes_device(node, current) or checks_availability(node, current):
+            if (device_parameter and takes_device(node, current)) or checks_availability(node, current):
                 return True
         current = current.parent
     return not inside_function and checks_availability(scope.module.node, scope.module)
+
+
+def is_cuda_flag(node: cst.BaseExpression, scope: Scope, *, availability: bool = True) -> bool:
+    """A boolean that says "use CUDA": `use_cuda`, `args.cuda`, `not args.no_cuda`, `args.cpu`,
+    `n_gpu > 0`, or a boolean combination with one; with `availability` also
+    `torch.cuda.is_available()` and `torch.cuda.device_count() > 0` themselves."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return is_cuda_flag(node.expression, scope, availability=availability)
+    if isinstance(node, cst.BooleanOperation):
+        return is_cuda_flag(node.left, scope, availability=availability) or is_cuda_flag(
+            node.right, scope, availability=availability
+        )
+    if isinstance(node, cst.Comparison):
+        if len(node.comparisons) != 1 or not _any_gpu(node.comparisons[0]):
+            return False
+        left = node.left
+        if is_availability_call(left, scope):
+            return availability
+        name = dotted_name(left)
+        return name is not None and bool(_COUNT.match(name.rsplit(".", 1)[-1]))
+    if is_availability_call(node, scope):
+        return availability
+    name = dotted_name(node)
+    return name is not None and bool(_FLAG.match(name.rsplit(".", 1)[-1].lstrip("_")))
 
 
 def _any_gpu(target: cst.ComparisonTarget) -> bool:
@@ -110,72 +151,146 @@ def _any_gpu(target: cst.ComparisonTarget) -> bool:
     return isinstance(target.operator, cst.GreaterThanEqual) and value.evaluated_value == 1
 
 
-def is_cuda_flag(node: cst.BaseExpression, scope: Scope) -> bool:
-    """A boolean that says "use CUDA": `use_cuda`, `args.cuda`, `not args.no_cuda`,
-    `torch.cuda.is_available()`, `n_gpu > 0`, or a boolean combination with one."""
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-        return is_cuda_flag(node.expression, scope)
-    if isinstance(node, cst.BooleanOperation):
-        return is_cuda_flag(node.left, scope) or is_cuda_flag(node.right, scope)
-    if isinstance(node, cst.Comparison):
-        if len(node.comparisons) != 1 or not _any_gpu(node.comparisons[0]):
-            return False
-        left = node.left
-        if is_availability_call(left, scope):
-            return True
-        name = dotted_name(left)
-        return name is not None and bool(_COUNT.match(name.rsplit(".", 1)[-1]))
+def _is_count(node: cst.BaseExpression, scope: Scope) -> bool:
+    """`torch.cuda.device_count()`, `n_gpu`, `args.num_gpus`."""
     if is_availability_call(node, scope):
         return True
     name = dotted_name(node)
-    return name is not None and bool(_FLAG.match(name.rsplit(".", 1)[-1].lstrip("_")))
+    return name is not None and bool(_COUNT.match(name.rsplit(".", 1)[-1]))
 
 
-# `nccl` is CUDA-only: code under `if backend == "nccl":` runs with GPUs.
-_CUDA_WORD = frozenset({"cuda", "gpu", "gpus", "nccl"})
-_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+def _count_test(node: cst.Comparison, scope: Scope) -> bool | None:
+    """`n_gpu > 0` → True (there is a GPU), `device_count() < 2` → False (maybe none); else None."""
+    if len(node.comparisons) != 1 or not _is_count(node.left, scope):
+        return None
+    target = node.comparisons[0]
+    value = target.comparator
+    if not isinstance(value, cst.Integer):
+        return None
+    number = value.evaluated_value
+    operator = target.operator
+    if isinstance(operator, (cst.GreaterThan, cst.NotEqual)):
+        return number >= 0
+    if isinstance(operator, cst.GreaterThanEqual):
+        return number >= 1
+    if isinstance(operator, (cst.LessThan, cst.LessThanEqual, cst.Equal)):
+        return False
+    return None
 
 
-def _name_words(name: str) -> set[str]:
-    """`CUDATestBase` → {"cuda", "test", "base"}; `_nccl_estimate` → {"nccl", "estimate"}."""
-    return {word.lower() for word in _WORD.findall(name)}
+def _strings(node: cst.BaseExpression) -> list[str]:
+    """The string literals of `"cuda"` or `("cuda", "mps")`."""
+    elements = (
+        [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List, cst.Set)) else [node]
+    )
+    return [
+        e.evaluated_value
+        for e in elements
+        if isinstance(e, cst.SimpleString) and isinstance(e.evaluated_value, str)
+    ]
 
 
-def _words(node: cst.Name | cst.Attribute) -> set[str]:
-    """`self.has_cuda_inputs` → {"has", "cuda", "inputs"}; `x.is_cuda` → {"is", "cuda"}."""
-    last = node.value if isinstance(node, cst.Name) else node.attr.value
-    return set(last.lower().split("_"))
+def _string_test(node: cst.Comparison) -> bool | None:
+    """`x.device.type == "cuda"` → True; `d != torch.device("cuda")`, `x not in ("cuda",)` → False; else None."""
+    if len(node.comparisons) != 1:
+        return None
+    target = node.comparisons[0]
+    sides = [node.left, target.comparator]
+    texts = [text for side in sides for text in _strings(_device_argument(side))]
+    if not texts or not any(CUDA_WORDS & name_words(text) for text in texts):
+        return None
+    if any("cpu" in name_words(text) for text in texts):
+        return None
+    if isinstance(target.operator, (cst.Equal, cst.Is, cst.In)):
+        return True
+    if isinstance(target.operator, (cst.NotEqual, cst.IsNot, cst.NotIn)):
+        return False
+    return None
 
 
-def _mentions_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
-    """A test that depends on CUDA being there, anywhere inside it: a flag, an availability
-    check, a name with a `cuda`/`gpu` part (`x.is_cuda`, `has_cuda_inputs`, `args.gpu is not
-    None`), or the string "cuda" (`x.device.type == "cuda"`)."""
+def _device_argument(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`torch.device("cuda")` → `"cuda"`, so that device objects compare like strings."""
+    if isinstance(node, cst.Call) and node.args and dotted_name(node.func) in ("torch.device", "device"):
+        return node.args[0].value
+    return node
+
+
+def _name_says(node: cst.BaseExpression) -> bool | None:
+    """`use_cuda`, `x.is_cuda`, `TEST_CUDA`, `is_cuda_available()` → True; `no_cuda`, `args.cpu` → False."""
+    if isinstance(node, cst.Call):
+        node = node.func
+    name = dotted_name(node)
+    if name is None:
+        return None
+    words = name_words(name.rsplit(".", 1)[-1])
+    if words & CUDA_WORDS:
+        return not words & _NEGATING_WORDS
+    if "cpu" in words and not words & _NEGATING_WORDS:
+        return False
+    return None
+
+
+def says_present(test: cst.BaseExpression, scope: Scope) -> bool:
+    """When `test` is true, CUDA is there (or the program chose it): `use_cuda`,
+    `torch.cuda.is_available()`, `x.is_cuda`, `args.device == "cuda"`, `not args.cpu`."""
+    return _says(test, scope, True)
+
+
+def says_missing(test: cst.BaseExpression, scope: Scope) -> bool:
+    """When `test` is true, CUDA is not there (or not chosen): `not torch.cuda.is_available()`,
+    `torch.cuda.device_count() < 2`, `device.type != "cuda"`, `args.cpu`."""
+    return _says(test, scope, False)
+
+
+def _says(test: cst.BaseExpression, scope: Scope, present: bool) -> bool:
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _says(test.expression, scope, not present)
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _says(test.left, scope, present), _says(test.right, scope, present)
+        # `a and b` true: both are, so either one's word holds; `a or b` true: only what both say.
+        return left or right if isinstance(test.operator, cst.And) else left and right
+    if isinstance(test, cst.Comparison):
+        verdict = _count_test(test, scope)
+        if verdict is None:
+            verdict = _string_test(test)
+        if verdict is None and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if isinstance(target.comparator, cst.Name) and target.comparator.value == "None":
+                # `args.gpu is not None` names a GPU; `args.gpu is None` does not.
+                named = _name_says(test.left)
+                if named is not None:
+                    verdict = named == isinstance(target.operator, (cst.IsNot, cst.NotEqual))
+        return verdict is not None and verdict == present
+    if is_availability_call(test, scope):
+        return present
+    named = _name_says(test)
+    return named is not None and named == present
+
+
+def mentions_placement(test: cst.BaseExpression) -> bool:
+    """A test about where data is kept (`if self.cpu_cache:`, `if offload:`), in either sense."""
     found = False
 
     def enter(child: cst.CSTNode) -> None:
         nonlocal found
-        if found:
-            return
-        if isinstance(child, cst.BaseExpression) and is_cuda_flag(child, scope):
-            found = True
-        elif isinstance(child, (cst.Name, cst.Attribute)) and _CUDA_WORD & _words(child):
-            found = True
-        elif isinstance(child, cst.SimpleString) and child.evaluated_value in ("cuda", "gpu", "nccl"):
-            found = True
+        if not found and isinstance(child, (cst.Name, cst.Attribute)):
+            name = dotted_name(child)
+            found = name is not None and bool(PLACEMENT_WORDS & name_words(name.rsplit(".", 1)[-1]))
 
-    walk(node, enter, lambda child: None)
+    walk(test, enter, lambda child: None)
     return found
 
 
 def flag_condition(
     node: cst.CSTNode, ancestors: Sequence[cst.CSTNode], scope: Scope, *, strict: bool = True
 ) -> cst.BaseExpression | None:
-    """The test of the innermost `if`/conditional expression, within the current function,
+    """The test of an `if`/conditional expression, within the current function,
     that chooses whether `node` runs, when that test is about CUDA.
 
-    `strict` asks for a boolean CUDA flag (`is_cuda_flag`); otherwise any test that
-    depends on CUDA counts (`x.is_cuda`, `device.type == "cuda"`, ...).
+    `strict` asks for a boolean CUDA flag carried around (`is_cuda_flag`, not an
+    availability check itself), on either branch. Otherwise the branch taken must
+    say that CUDA is there (`if x.is_cuda:`, `else` of `if args.cpu:`), or the test
+    is about where data is kept; `if t.device != torch.device("cuda"):` is neither.
     """
     child = node
     for ancestor in reversed(ancestors):
@@ -185,7 +300,14 @@ def flag_condition(
             return None
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and child is not ancestor.test:
             test = ancestor.test
-            if is_cuda_flag(test, scope) if strict else _mentions_cuda(test, scope):
-                return test
+            if strict:
+                if is_cuda_flag(test, scope, availability=False):
+                    return test
+            else:
+                taken = child is ancestor.body
+                if mentions_placement(test) or (
+                    says_present(test, scope) if taken else says_missing(test, scope)
+                ):
+                    return test
         child = ancestor
     return None

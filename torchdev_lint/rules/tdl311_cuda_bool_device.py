@@ -6,16 +6,21 @@ import libcst as cst
 
 from torchdev_lint.analysis.devices import CUDA, as_move
 from torchdev_lint.analysis.guards import flag_condition, is_cuda_flag
+from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.tensor_types import legacy_type
 from torchdev_lint.rule import Invalid, Rule, Valid
+
+# `torch.accelerator` (current_accelerator, device_count, ...) first shipped in torch 2.6.
+ACCELERATOR_SINCE = (2, 6)
+_ACCELERATOR_HINT = " (default: `torch.accelerator.current_accelerator()`)"
 
 
 class CudaBoolDevice(Rule):
     code = "TDL311"
     name = "cuda-bool-device"
     message = (
-        "device chosen by a boolean CUDA flag: it can only pick CUDA or the CPU; "
-        'choose a `torch.device` once (`device = torch.device("cuda" if use_cuda else "cpu")`) and use `.to(device)`'
+        "device chosen by a boolean CUDA flag: it can only pick CUDA or the CPU, never MPS or XPU; "
+        "take a `--device` option, pass `torch.device(args.device)` around and use `.to(device)`"
     )
     default_enabled = False
     triggers = ("cuda", "gpu", "GPU")
@@ -23,24 +28,32 @@ class CudaBoolDevice(Rule):
         ## What it does
         Flags a device chosen by a boolean flag instead of a `torch.device` value: a
         `.cuda()` or `.to("cuda")` that runs only under a CUDA flag (`if cuda: x = x.cuda()`,
-        `if args.cuda: model.cuda()`, `x.cuda() if args.cuda else x`), reported at the move;
-        and a legacy tensor class chosen by one
+        `if args.cuda: model.cuda()`, `x.cuda() if args.cuda else x`, `if not args.cpu:`),
+        reported at the move; and a legacy tensor class chosen by one
         (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`), reported at the
-        assignment. A flag is a name or attribute such as `cuda`, `use_cuda`, `use_gpu`,
-        `gpu`, `cuda_enabled`, `no_cuda` (negated), a GPU count compared with a number
-        (`n_gpu > 0`; `device_count() > 1` asks for a second GPU and is not one), or `torch.cuda.is_available()`/`torch.cuda.device_count()` themselves:
-        `if torch.cuda.is_available(): x = x.cuda()` is also a boolean choice between two
-        devices, and is flagged. Tests about a tensor (`if x.is_cuda:`) are not flags.
+        assignment. A flag is a name or attribute carried around such as `cuda`, `use_cuda`,
+        `use_gpu`, `gpu`, `cuda_enabled`, `no_cuda`, `cpu` (negated), or a GPU count compared
+        with a number (`n_gpu > 0`; `device_count() > 1` asks for a second GPU and is not one),
+        also combined with an availability check (`torch.cuda.is_available() and not args.cpu`).
+
+        Not flagged: `if torch.cuda.is_available():` on its own (an availability check, not a
+        flag carried around), tests about a tensor (`if x.is_cuda:`), and flags in code that
+        runs only where CUDA is (after `if not torch.cuda.is_available(): sys.exit()`, an NCCL
+        process group, in a test skipped without CUDA; see TDL301), where a flag such as
+        `if args.cpu_offload:` chooses host or GPU memory, not the device. With
+        `device-policy = "cuda-only"` in `[tool.torchdev-lint]` the rule is silent.
 
         ## Why it matters
         A boolean can only say "CUDA or not". Code written this way cannot run on Apple's
         MPS, Intel's XPU or a second GPU without edits at every flag test, and the test is
-        repeated at every move, where forgetting one gives a device-mismatch error. A
-        `torch.device` chosen once carries the same decision and works for every backend.
+        repeated at every move, where forgetting one gives a device-mismatch error.
+        `torch.device("cuda" if use_cuda else "cpu")` carries the same boolean; a device
+        named by the user (a `--device` option) or found by `torch.accelerator` serves every
+        backend.
 
         ## Example
         ```python
-        use_cuda = torch.cuda.is_available()
+        use_cuda = torch.cuda.is_available() and not args.cpu
         if use_cuda:
             model.cuda()
         x = x.cuda() if use_cuda else x
@@ -48,7 +61,12 @@ class CudaBoolDevice(Rule):
 
         ## Use instead
         ```python
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps, xpu, ...")
+        ...
+        if args.device:
+            device = torch.device(args.device)
+        else:  # torch >= 2.6
+            device = torch.accelerator.current_accelerator() or torch.device("cpu")
         model.to(device)
         x = x.to(device)
         ```
@@ -56,7 +74,8 @@ class CudaBoolDevice(Rule):
         ## Fix safety
         No fix: the flag is usually also used elsewhere (logging, `pin_memory`, AMP), and
         replacing it by a device needs a decision about where that device comes from.
-        Opt-in, since the pattern is common in working code.
+        Opt-in, since the pattern is common in working code. The message mentions
+        `torch.accelerator` only when `target-torch-version` is 2.6 or later.
         """
     invalid = (
         Invalid(
@@ -80,14 +99,18 @@ class CudaBoolDevice(Rule):
             """
             import torch
 
-            if torch.cuda.is_available():
+            if torch.cuda.is_available() and not args.cpu:
                 model = model.cuda()
             if n_gpu > 0 and torch.cuda.device_count() >= 1:
                 batch = batch.cuda()
             if use_cuda:
                 LongTensor = torch.cuda.LongTensor
+            if args.cpu:
+                pass
+            else:
+                model.cuda()
             """,
-            lines=(4, 6, 8),
+            lines=(4, 6, 8, 12),
         ),
     )
     valid = (
@@ -123,7 +146,44 @@ class CudaBoolDevice(Rule):
             import torch
             Tensor = torch.cuda.FloatTensor if x.is_cuda else torch.FloatTensor
             Other = torch.cuda.FloatTensor
+            Checked = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor
             """
+        ),
+        Valid(
+            # An availability check is not a flag carried around.
+            """
+            import torch
+
+            class Quantizer:
+                def __init__(self, centroids):
+                    self.centroids = torch.from_numpy(centroids)
+                    if torch.cuda.is_available():
+                        self.centroids = self.centroids.cuda()
+            """
+        ),
+        Valid(
+            # A program that cannot run without CUDA: the flag keeps data in host or GPU memory.
+            """
+            import sys
+            import torch
+
+            def main(args):
+                if not torch.cuda.is_available():
+                    sys.exit("this trainer needs a GPU")
+                feats = extract(args)
+                if not args.cpu:
+                    feats = feats.cuda()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def step(model, use_cuda):
+                if use_cuda:
+                    model.cuda()
+            """,
+            settings={"device_policy": "cuda-only"},
         ),
     )
 
@@ -141,15 +201,25 @@ class CudaBoolDevice(Rule):
         if move is None or move.device != CUDA:
             return
         if flag_condition(node, self.ctx.ancestors, self.ctx.scope) is not None:
-            self.report(node)
+            self._report(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
         scope = self.ctx.scope
         if isinstance(value, cst.IfExp):
-            if is_cuda_flag(value.test, scope) and legacy_type(value, scope) is not None:
-                self.report(node)
+            if is_cuda_flag(value.test, scope, availability=False) and legacy_type(value, scope) is not None:
+                self._report(node)
             return
         kind = legacy_type(value, scope)
         if kind is not None and kind.cuda and flag_condition(node, self.ctx.ancestors, scope) is not None:
-            self.report(node)
+            self._report(node)
+
+    def _report(self, node: cst.CSTNode) -> None:
+        """Report unless the program cannot run without CUDA: there a flag places memory."""
+        settings = self.ctx.settings
+        if settings.device_policy == "cuda-only" or cuda_requirements(
+            self.ctx.scope, self.ctx.path
+        ).requires_cuda(node):
+            return
+        hint = _ACCELERATOR_HINT if settings.target_torch_version >= ACCELERATOR_SINCE else ""
+        self.report(node, self.message + hint)

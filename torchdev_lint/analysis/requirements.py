@@ -1,0 +1,363 @@
+"""Can this code run without CUDA? Programs, tests and modules that never meet a CPU-only machine.
+
+A script that exits when `torch.cuda.is_available()` is false, a test skipped
+without CUDA, or a process that joins an NCCL process group before the code
+runs: a hard-coded `"cuda"` there cannot fail for want of a GPU. The per-file
+answer is `CudaRequirements.requires_cuda(node)`; `function_requires_cuda(function)`
+is the query a project-wide analysis can extend (a gate in another file).
+"""
+
+from __future__ import annotations
+
+import os
+
+import libcst as cst
+
+from torchdev_lint.analysis.guards import CUDA_WORDS, name_words, says_missing, says_present
+from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.walk import walk
+from torchdev_lint.syntax import keyword, positional
+
+# Libraries that only run on NVIDIA GPUs: a module importing one is CUDA-only code.
+CUDA_ONLY_LIBRARIES = frozenset({"tensorrt", "torch_tensorrt", "pycuda", "cupy", "apex", "flash_attn"})
+# Calls that raise without CUDA, made to claim a GPU on purpose.
+_CUDA_CLAIMS = frozenset({"torch.cuda.set_device", "torch.cuda.current_device"})
+# `with torch.cuda.stream(s):` / `with torch.cuda.device(i):` bodies run on a GPU.
+_CUDA_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.device"})
+_PROCESS_GROUP = "torch.distributed.init_process_group"
+_EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit", "pytest.skip", "pytest.exit"})
+_SKIP_METHODS = frozenset({"skipTest", "skip"})
+# Decorator words that make a CUDA word mean "skip without CUDA": `skip_if_lt_x_gpu`, `skipIfNoCUDA`.
+_SKIP_WITHOUT = frozenset({"no", "lt", "less", "without", "unless"})
+_CUDA_PATH_WORDS = frozenset({"cuda", "nccl", "cudnn"})
+_BENCHMARK_WORDS = frozenset({"benchmark", "benchmarks", "benchmarking", "bench"})
+_CACHE = "_cuda_requirements"
+
+
+def cuda_specific_path(path: str) -> bool:
+    """A file in a CUDA-only part of a package: `torch/cuda/memory.py`, `ops/nccl_utils.py`.
+
+    Folders count by their whole name only: a checkout in `~/cuda_only_tests/` proves nothing.
+    """
+    folders, stem = _path_parts(path)
+    return bool(_CUDA_PATH_WORDS & folders or _CUDA_PATH_WORDS & name_words(stem))
+
+
+def benchmark_path(path: str) -> bool:
+    """A benchmark script (`benchmarks/attention.py`, `benchmark_kernels.py`): it measures a GPU on purpose."""
+    folders, stem = _path_parts(path)
+    return bool(_BENCHMARK_WORDS & folders or _BENCHMARK_WORDS & set(stem.lower().split("_")))
+
+
+def _path_parts(path: str) -> tuple[set[str], str]:
+    """The folder names (lower case) and the file name without extension."""
+    parts = os.path.normpath(path).replace(os.sep, "/").split("/")
+    return {part.lower() for part in parts[:-1]}, os.path.splitext(parts[-1])[0]
+
+
+def cuda_requirements(scope: Scope, path: str) -> CudaRequirements:
+    """The analysis of the module `scope` belongs to, built once per file."""
+    module = scope.module
+    found = module.__dict__.get(_CACHE)
+    if found is None:
+        found = CudaRequirements(module, path)
+        module.__dict__[_CACHE] = found
+    return found
+
+
+class CudaRequirements:
+    """Which code of one module runs only where CUDA is."""
+
+    def __init__(self, module: Scope, path: str) -> None:
+        assert isinstance(module.node, cst.Module)
+        self._scope = module
+        self._parents: dict[int, cst.CSTNode] = {}
+        self._functions: dict[str, list[cst.FunctionDef]] = {}
+        self._references: dict[str, list[cst.Name]] = {}
+        self._nccl_names: set[str] = set()
+        self._module_only = cuda_specific_path(path)
+        self._gates: dict[int, bool] = {}
+        self._required: dict[int, bool] = {}
+        self._index(module.node)
+
+    def _index(self, module: cst.Module) -> None:
+        stack: list[cst.CSTNode] = []
+
+        def enter(node: cst.CSTNode) -> None:
+            parent = stack[-1] if stack else None
+            if parent is not None:
+                self._parents[id(node)] = parent
+            stack.append(node)
+            if isinstance(node, cst.FunctionDef):
+                if not isinstance(
+                    self._parents.get(id(parent)), cst.ClassDef
+                ):  # methods are not called by name
+                    self._functions.setdefault(node.name.value, []).append(node)
+            elif isinstance(node, cst.Name) and not _is_definition(node, parent):
+                self._references.setdefault(node.value, []).append(node)
+            elif isinstance(node, cst.Assign):
+                if _is_nccl(node.value):
+                    self._nccl_names.update(
+                        n for t in node.targets if (n := dotted_name(t.target)) is not None
+                    )
+                elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):
+                    self._module_only = True
+            elif isinstance(node, (cst.Import, cst.ImportFrom)) and _imports_cuda_only(node):
+                self._module_only = self._module_only or _at_module_level(node, self._parents)
+            elif isinstance(node, cst.Call) and _imports_cuda_only_dynamically(node):
+                self._module_only = True
+
+        walk(module, enter, lambda node: stack.pop())
+
+    # The queries -----------------------------------------------------------
+
+    def requires_cuda(self, node: cst.CSTNode) -> bool:
+        """Does `node` run only where CUDA is? A gate before it (an exit, raise, assert or skip
+        when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a
+        function of this file that does one), a CUDA-only decorator, `with torch.cuda.stream(...)`,
+        a function called only from such code, or a CUDA-only module."""
+        if self._module_only:
+            return True
+        child = node
+        parent = self._parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, (cst.Module, cst.IndentedBlock)) and self._gated_before(parent.body, child):
+                return True
+            if (
+                isinstance(parent, cst.With)
+                and child is parent.body
+                and any(
+                    isinstance(item.item, cst.Call) and self._resolve(item.item.func) in _CUDA_CONTEXTS
+                    for item in parent.items
+                )
+            ):
+                return True
+            if (
+                isinstance(parent, cst.FunctionDef)
+                and child is parent.body
+                and self.function_requires_cuda(parent)
+            ):
+                return True
+            if (
+                isinstance(parent, cst.ClassDef)
+                and child is parent.body
+                and _cuda_only_decorated(parent, self._scope)
+            ):
+                return True
+            child, parent = parent, self._parents.get(id(parent))
+        return False
+
+    def function_requires_cuda(self, function: cst.FunctionDef) -> bool:
+        """The function runs only where CUDA is: a CUDA-only decorator (`@unittest.skipIf(not
+        torch.cuda.is_available(), ...)`), an import of a CUDA-only library, or every use of its
+        name in this file lies in code that requires CUDA."""
+        key = id(function)
+        if key in self._required:
+            return self._required[key]
+        self._required[key] = False  # a recursive function: its own calls prove nothing
+        found = _cuda_only_decorated(function, self._scope) or _imports_cuda_only_inside(function)
+        if not found:
+            uses = self._uses(function)
+            found = bool(uses) and all(self.requires_cuda(use) for use in uses)
+        self._required[key] = found
+        return found
+
+    def gates(self, function: cst.FunctionDef) -> bool:
+        """Calling `function` stops the program where CUDA is missing (its body has a gate)."""
+        key = id(function)
+        if key not in self._gates:
+            self._gates[key] = False
+            self._gates[key] = any(self._is_gate(statement) for statement in function.body.body)
+        return self._gates[key]
+
+    # Helpers ---------------------------------------------------------------
+
+    def _resolve(self, node: cst.BaseExpression) -> str | None:
+        return resolve(node, self._scope)
+
+    def _uses(self, function: cst.FunctionDef) -> list[cst.Name]:
+        """Where this file names a function it defines once (calls, callbacks); empty when unknown."""
+        name = function.name.value
+        if self._functions.get(name) != [function]:
+            return []
+        return self._references.get(name, [])
+
+    def _gated_before(self, body: tuple[cst.CSTNode, ...] | list[cst.CSTNode], child: cst.CSTNode) -> bool:
+        for statement in body:
+            if statement is child:
+                return False
+            if self._is_gate(statement):
+                return True
+        return False
+
+    def _is_gate(self, statement: cst.CSTNode) -> bool:
+        """A statement after which CUDA is there, or the program has stopped."""
+        if isinstance(statement, cst.If):
+            orelse = statement.orelse
+            if says_missing(statement.test, self._scope) and _exits(statement.body):
+                return True
+            return (
+                isinstance(orelse, cst.Else)
+                and says_present(statement.test, self._scope)
+                and _exits(orelse.body)
+            )
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Assert) and says_present(small.test, self._scope):
+                return True
+        found = False
+
+        def enter(node: cst.CSTNode) -> None:
+            nonlocal found
+            if not found and isinstance(node, cst.Call):
+                found = self._gating_call(node)
+
+        walk(statement, enter, lambda node: None)
+        return found
+
+    def _gating_call(self, call: cst.Call) -> bool:
+        name = self._resolve(call.func)
+        if name in _CUDA_CLAIMS:
+            return True
+        if name == _PROCESS_GROUP:
+            backend = keyword(call, "backend")
+            args = positional(call)
+            value = backend.value if backend is not None else args[0].value if args else None
+            if value is None:
+                return False
+            if _is_nccl(value):
+                return True
+            dotted = dotted_name(value)
+            return dotted is not None and dotted in self._nccl_names
+        if isinstance(call.func, cst.Name):
+            callees = self._functions.get(call.func.value, [])
+            return len(callees) == 1 and self.gates(callees[0])
+        return False
+
+
+def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
+    """A name that is not a use: `def f`, `x.f`, `f=...` keywords, parameters, import aliases."""
+    if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AsName)):
+        return True
+    if isinstance(parent, cst.Attribute) and parent.attr is node:
+        return True
+    return isinstance(parent, cst.Arg) and parent.keyword is node
+
+
+def _is_nccl(node: cst.BaseExpression) -> bool:
+    """`"nccl"` (or `"cuda:nccl"`), not a mixed `"cpu:gloo,cuda:nccl"`."""
+    if not isinstance(node, cst.SimpleString):
+        return False
+    text = node.evaluated_value
+    return isinstance(text, str) and "nccl" in text and "gloo" not in text
+
+
+def _exits(body: cst.BaseSuite) -> bool:
+    """The block ends the function or program: `return`, `raise`, `sys.exit()`, `pytest.skip()`."""
+    if isinstance(body, cst.SimpleStatementSuite):
+        last: cst.CSTNode | None = body.body[-1] if body.body else None
+    else:
+        line = body.body[-1] if body.body else None
+        last = line.body[-1] if isinstance(line, cst.SimpleStatementLine) and line.body else None
+    if isinstance(last, (cst.Raise, cst.Return)):
+        return True
+    if not isinstance(last, cst.Expr) or not isinstance(last.value, cst.Call):
+        return False
+    name = dotted_name(last.value.func)
+    if name is None:
+        return False
+    return name in _EXITS or name.rsplit(".", 1)[-1] in _SKIP_METHODS
+
+
+def _cuda_only_decorated(node: cst.FunctionDef | cst.ClassDef, scope: Scope) -> bool:
+    return any(_skips_without_cuda(decorator.decorator, scope) for decorator in node.decorators)
+
+
+def _skips_without_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
+    """`unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif(...)`,
+    `skipUnless(TEST_CUDA)`, `requires_cuda`, `onlyCUDA`, `skip_if_lt_x_gpu(2)`; a list of marks
+    holding one. Not `pytest.mark.parametrize("device", ["cpu", "cuda"])`: data, not a condition."""
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return any(_skips_without_cuda(element.value, scope) for element in node.elements)
+    func = node.func if isinstance(node, cst.Call) else node
+    name = dotted_name(func)
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    if isinstance(node, cst.Call) and last in ("skipif", "skipunless"):
+        args = positional(node)
+        if not args:
+            return False
+        condition = args[0].value
+        return says_missing(condition, scope) if last == "skipif" else says_present(condition, scope)
+    if "param" in last or "expand" in last:
+        return False
+    words = name_words(name)
+    if not words & CUDA_WORDS:
+        return False
+    return "skip" not in words or bool(words & _SKIP_WITHOUT)
+
+
+def _is_pytestmark(node: cst.Assign) -> bool:
+    return any(isinstance(t.target, cst.Name) and t.target.value == "pytestmark" for t in node.targets)
+
+
+def _module_names(node: cst.Import | cst.ImportFrom) -> list[str]:
+    if isinstance(node, cst.Import):
+        return [n for alias in node.names if (n := dotted_name(alias.name)) is not None]
+    if node.relative or node.module is None:
+        return []
+    base = dotted_name(node.module)
+    if base is None:
+        return []
+    names = [base]
+    if not isinstance(node.names, cst.ImportStar):
+        names += [f"{base}.{alias.name.value}" for alias in node.names if isinstance(alias.name, cst.Name)]
+    return names
+
+
+def _cuda_only_module(name: str) -> bool:
+    """`tensorrt`, `apex.amp`, `fused_layer_norm_cuda`, `numba.cuda`; not `torch.cuda` (it has a CPU side)."""
+    root = name.split(".", 1)[0]
+    if root in CUDA_ONLY_LIBRARIES:
+        return True
+    return root != "torch" and any(CUDA_WORDS & name_words(part) for part in name.split("."))
+
+
+def _imports_cuda_only(node: cst.Import | cst.ImportFrom) -> bool:
+    return any(_cuda_only_module(name) for name in _module_names(node))
+
+
+def _imports_cuda_only_dynamically(call: cst.Call) -> bool:
+    """`importlib.import_module("fused_adam_cuda")`, `optional_import("tensorrt")`."""
+    name = dotted_name(call.func)
+    if name is None or name.rsplit(".", 1)[-1] not in ("import_module", "optional_import"):
+        return False
+    args = positional(call)
+    if not args or not isinstance(args[0].value, cst.SimpleString):
+        return False
+    text = args[0].value.evaluated_value
+    return isinstance(text, str) and _cuda_only_module(text)
+
+
+def _imports_cuda_only_inside(function: cst.FunctionDef) -> bool:
+    found = False
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        if not found and isinstance(node, (cst.Import, cst.ImportFrom)):
+            found = _imports_cuda_only(node)
+
+    walk(function.body, enter, lambda node: None)
+    return found
+
+
+def _at_module_level(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
+    """Not inside a function or class (an import under `try:` at the top still counts)."""
+    parent = parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.If)):
+            return False
+        parent = parents.get(id(parent))
+    return True
