@@ -40,6 +40,8 @@ _CACHE = "_availability_checked"
 CUDA_WORDS = frozenset({"cuda", "gpu", "gpus", "nccl"})
 # Names that say where data is kept, not which device computes: `self.cpu_cache`, `offload`.
 PLACEMENT_WORDS = frozenset({"cpu", "offload", "offloaded", "offloading"})
+# Functions that measure a GPU on purpose: `def benchmark(self, events)`.
+BENCHMARK_WORDS = frozenset({"benchmark", "benchmarks", "benchmarking", "bench"})
 # Words that turn a CUDA name around: `no_cuda`, `disable_gpu`, `skip_if_no_cuda`.
 _NEGATING_WORDS = frozenset({"no", "not", "disable", "disabled", "without"})
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
@@ -97,8 +99,9 @@ def availability_guarded(scope: Scope, *, device_parameter: bool = True) -> bool
 
     Inside functions: the function or one enclosing it checks availability or
     (with `device_parameter`) takes a device parameter, or a function or class
-    around the code is about CUDA or host offloading by its name (`CUDATestBase`,
-    `_nccl_estimate`, `enable_cpu_offload`), or implements a move (`def to`).
+    around the code is about CUDA, host offloading or benchmarking by its name
+    (`CUDATestBase`, `_nccl_estimate`, `enable_cpu_offload`, `benchmark`), or implements a
+    move (`def to`).
     Top-level code (module and class bodies): the module checks availability somewhere.
     """
     inside_function = False
@@ -106,7 +109,8 @@ def availability_guarded(scope: Scope, *, device_parameter: bool = True) -> bool
     while current is not None:
         node = current.node
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and (
-            (CUDA_WORDS | PLACEMENT_WORDS) & name_words(node.name.value) or node.name.value in _MOVE_METHODS
+            (CUDA_WORDS | PLACEMENT_WORDS | BENCHMARK_WORDS) & name_words(node.name.value)
+            or node.name.value in _MOVE_METHODS
         ):
             return True
         if isinstance(node, (cst.FunctionDef, cst.Lambda)):

@@ -13,13 +13,15 @@ import os
 
 import libcst as cst
 
-from torchdev_lint.analysis.guards import CUDA_WORDS, name_words, says_missing, says_present
+from torchdev_lint.analysis.guards import BENCHMARK_WORDS, CUDA_WORDS, name_words, says_missing, says_present
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.analysis.walk import walk
 from torchdev_lint.syntax import keyword, positional
 
 # Libraries that only run on NVIDIA GPUs: a module importing one is CUDA-only code.
-CUDA_ONLY_LIBRARIES = frozenset({"tensorrt", "torch_tensorrt", "pycuda", "cupy", "apex", "flash_attn"})
+CUDA_ONLY_LIBRARIES = frozenset(
+    {"tensorrt", "torch_tensorrt", "pycuda", "cupy", "apex", "flash_attn", "cutlass"}
+)
 # Calls that raise without CUDA, made to claim a GPU on purpose.
 _CUDA_CLAIMS = frozenset({"torch.cuda.set_device", "torch.cuda.current_device"})
 # `with torch.cuda.stream(s):` / `with torch.cuda.device(i):` bodies run on a GPU.
@@ -30,7 +32,6 @@ _SKIP_METHODS = frozenset({"skipTest", "skip"})
 # Decorator words that make a CUDA word mean "skip without CUDA": `skip_if_lt_x_gpu`, `skipIfNoCUDA`.
 _SKIP_WITHOUT = frozenset({"no", "lt", "less", "without", "unless"})
 _CUDA_PATH_WORDS = frozenset({"cuda", "nccl", "cudnn"})
-_BENCHMARK_WORDS = frozenset({"benchmark", "benchmarks", "benchmarking", "bench"})
 _CACHE = "_cuda_requirements"
 
 
@@ -46,7 +47,13 @@ def cuda_specific_path(path: str) -> bool:
 def benchmark_path(path: str) -> bool:
     """A benchmark script (`benchmarks/attention.py`, `benchmark_kernels.py`): it measures a GPU on purpose."""
     folders, stem = _path_parts(path)
-    return bool(_BENCHMARK_WORDS & folders or _BENCHMARK_WORDS & set(stem.lower().split("_")))
+    return bool(BENCHMARK_WORDS & folders or BENCHMARK_WORDS & set(stem.lower().split("_")))
+
+
+def test_path(path: str) -> bool:
+    """A test file (`tests/...`, `test_x.py`, `x_test.py`, `torch/testing/...`)."""
+    folders, stem = _path_parts(path)
+    return bool({"test", "tests", "testing"} & folders) or stem.startswith("test_") or stem.endswith("_test")
 
 
 def _path_parts(path: str) -> tuple[set[str], str]:
@@ -73,7 +80,8 @@ class CudaRequirements:
         self._scope = module
         self._parents: dict[int, cst.CSTNode] = {}
         self._functions: dict[str, list[cst.FunctionDef]] = {}
-        self._references: dict[str, list[cst.Name]] = {}
+        # Uses of each name: `helper` for functions, `.helper` for `self.helper` (private methods).
+        self._references: dict[str, list[cst.Name | cst.Attribute]] = {}
         self._nccl_names: set[str] = set()
         self._module_only = cuda_specific_path(path)
         self._gates: dict[int, bool] = {}
@@ -89,12 +97,17 @@ class CudaRequirements:
                 self._parents[id(node)] = parent
             stack.append(node)
             if isinstance(node, cst.FunctionDef):
-                if not isinstance(
-                    self._parents.get(id(parent)), cst.ClassDef
-                ):  # methods are not called by name
-                    self._functions.setdefault(node.name.value, []).append(node)
+                name = node.name.value
+                if isinstance(self._parents.get(id(parent)), cst.ClassDef):
+                    # Methods count by `self._helper(...)`; private ones only: other modules call public ones.
+                    name = f".{name}" if name.startswith("_") and not name.endswith("__") else ""
+                if name:
+                    self._functions.setdefault(name, []).append(node)
             elif isinstance(node, cst.Name) and not _is_definition(node, parent):
                 self._references.setdefault(node.value, []).append(node)
+            elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+                if node.value.value in ("self", "cls"):
+                    self._references.setdefault(f".{node.attr.value}", []).append(node)
             elif isinstance(node, cst.Assign):
                 if _is_nccl(node.value):
                     self._nccl_names.update(
@@ -175,12 +188,12 @@ class CudaRequirements:
     def _resolve(self, node: cst.BaseExpression) -> str | None:
         return resolve(node, self._scope)
 
-    def _uses(self, function: cst.FunctionDef) -> list[cst.Name]:
+    def _uses(self, function: cst.FunctionDef) -> list[cst.Name | cst.Attribute]:
         """Where this file names a function it defines once (calls, callbacks); empty when unknown."""
-        name = function.name.value
-        if self._functions.get(name) != [function]:
-            return []
-        return self._references.get(name, [])
+        for name in (function.name.value, f".{function.name.value}"):
+            if self._functions.get(name) == [function]:
+                return self._references.get(name, [])
+        return []
 
     def _gated_before(self, body: tuple[cst.CSTNode, ...] | list[cst.CSTNode], child: cst.CSTNode) -> bool:
         for statement in body:
@@ -230,10 +243,16 @@ class CudaRequirements:
                 return True
             dotted = dotted_name(value)
             return dotted is not None and dotted in self._nccl_names
-        if isinstance(call.func, cst.Name):
-            callees = self._functions.get(call.func.value, [])
-            return len(callees) == 1 and self.gates(callees[0])
-        return False
+        callee = call.func
+        if (
+            isinstance(callee, cst.Attribute)
+            and isinstance(callee.value, cst.Name)
+            and callee.value.value == "self"
+        ):
+            callees = self._functions.get(f".{callee.attr.value}", [])
+        else:
+            callees = self._functions.get(callee.value, []) if isinstance(callee, cst.Name) else []
+        return len(callees) == 1 and self.gates(callees[0])
 
 
 def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:

@@ -51,7 +51,8 @@ class HardcodedCuda(Rule):
           function of the file that does one), tests skipped without CUDA
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
           `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`,
-          functions called only from such code, modules that import a CUDA-only library
+          functions (and private methods, through `self._helper()`) called only from such code,
+          uses inside `try:` that catches the error (`except RuntimeError:`), modules that import a CUDA-only library
           (TensorRT, CuPy, apex, a `*_cuda` extension) or live under a `cuda` folder, and
           benchmark scripts;
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
@@ -64,7 +65,8 @@ class HardcodedCuda(Rule):
         - device objects used as data (dict keys, set members, subscripts, comparisons,
           decorator arguments such as `@pytest.mark.parametrize("device", ["cpu", "cuda"])`,
           parameter defaults), settings (`cfg.MODEL.DEVICE = "cuda"`, `args.device = "cuda"`,
-          `parser.set_defaults(device="cuda")`), `autocast("cuda")`, `device_type="cuda"`,
+          `parser.set_defaults(device="cuda")`), device tests (`check_device(a, b, device="cuda")`),
+          `autocast("cuda")`, `device_type="cuda"`,
           tuples and lists of backend names, and
           `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
 
@@ -392,6 +394,34 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
+            # A probe that handles the failure; a device test; a private helper of skipped tests.
+            """
+            import unittest
+            import torch
+
+            def backend_of(group):
+                try:
+                    return group.get_backend(torch.device("cuda"))
+                except RuntimeError:
+                    return group.get_backend(torch.device("cpu"))
+
+            def should_decompose(a, b):
+                return check_device(a, b, device="cuda")
+
+            class TestCollectives(unittest.TestCase):
+                def _helper(self, rank):
+                    return torch.ones(2).cuda(rank)
+
+                @skip_if_lt_x_gpu(2)
+                def test_all_reduce(self):
+                    self._helper(0)
+
+                @skip_if_lt_x_gpu(2)
+                def test_broadcast(self):
+                    self._helper(1)
+            """
+        ),
+        Valid(
             # The project says it is CUDA-only.
             """
             import torch
@@ -478,6 +508,7 @@ class HardcodedCuda(Rule):
             _in_comparison(node, self.ctx.ancestors)
             or availability_guarded(scope, device_parameter=device_parameter)
             or flag_condition(node, self.ctx.ancestors, scope, strict=False)
+            or _probed(self.ctx.ancestors)
             or benchmark_path(self.ctx.path)
             or cuda_requirements(scope, self.ctx.path).requires_cuda(site)
         ):
@@ -719,8 +750,36 @@ def _is_config(name: str) -> bool:
 
 
 def _configures(call: cst.Call) -> bool:
+    """A call that records or tests a device rather than placing data: `set_defaults(device=...)`,
+    `check_device(a, b, device="cuda")`."""
     name = dotted_name(call.func)
-    return name is not None and name.rsplit(".", 1)[-1] in _CONFIG_CALLS
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return last in _CONFIG_CALLS or last.startswith(("check", "is_", "has_"))
+
+
+def _probed(ancestors: list[cst.CSTNode]) -> bool:
+    """Inside `try:` with a handler for the error a missing GPU raises: the code expects it may fail."""
+    child: cst.CSTNode | None = None
+    for ancestor in reversed(ancestors):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.Try) and child is ancestor.body:
+            return any(_catches_missing_gpu(handler) for handler in ancestor.handlers)
+        child = ancestor
+    return False
+
+
+def _catches_missing_gpu(handler: cst.ExceptHandler) -> bool:
+    """`except:`, `except Exception`, `except RuntimeError`, `except (AssertionError, ...)`."""
+    if handler.type is None:
+        return True
+    types = (
+        [e.value for e in handler.type.elements] if isinstance(handler.type, cst.Tuple) else [handler.type]
+    )
+    names = {dotted_name(t) for t in types}
+    return bool(names & {"Exception", "BaseException", "RuntimeError", "AssertionError"})
 
 
 def _in_comparison(node: cst.CSTNode, ancestors: list[cst.CSTNode]) -> bool:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.devices import CUDA, as_move
 from torchdev_lint.analysis.guards import flag_condition, is_cuda_flag
-from torchdev_lint.analysis.requirements import cuda_requirements
+from torchdev_lint.analysis.requirements import cuda_requirements, test_path
 from torchdev_lint.analysis.tensor_types import legacy_type
 from torchdev_lint.rule import Invalid, Rule, Valid
 
@@ -40,7 +40,8 @@ class CudaBoolDevice(Rule):
         flag carried around), tests about a tensor (`if x.is_cuda:`), and flags in code that
         runs only where CUDA is (after `if not torch.cuda.is_available(): sys.exit()`, an NCCL
         process group, in a test skipped without CUDA; see TDL301), where a flag such as
-        `if args.cpu_offload:` chooses host or GPU memory, not the device. With
+        `if args.cpu_offload:` chooses host or GPU memory, not the device, and test files (a
+        `cuda` parameter of a test helper chooses which backends a test covers). With
         `device-policy = "cuda-only"` in `[tool.torchdev-lint]` the rule is silent.
 
         ## Why it matters
@@ -215,11 +216,13 @@ class CudaBoolDevice(Rule):
             self._report(node)
 
     def _report(self, node: cst.CSTNode) -> None:
-        """Report unless the program cannot run without CUDA: there a flag places memory."""
+        """Report unless the program cannot run without CUDA (there a flag places memory) or is a test."""
         settings = self.ctx.settings
-        if settings.device_policy == "cuda-only" or cuda_requirements(
-            self.ctx.scope, self.ctx.path
-        ).requires_cuda(node):
+        if (
+            settings.device_policy == "cuda-only"
+            or test_path(self.ctx.path)
+            or cuda_requirements(self.ctx.scope, self.ctx.path).requires_cuda(node)
+        ):
             return
         hint = _ACCELERATOR_HINT if settings.target_torch_version >= ACCELERATOR_SINCE else ""
         self.report(node, self.message + hint)
