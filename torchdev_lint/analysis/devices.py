@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.scopes import Scope, resolve
 from torchdev_lint.syntax import keyword
 
 CPU = "cpu"
@@ -41,11 +41,29 @@ class Move:
 
 
 def is_dtype(node: cst.BaseExpression, scope: Scope) -> bool:
+    """`torch.float16`, `dtype`, `x.dtype`, `batch["image"].dtype`."""
     name = resolve(node, scope)
     if name is not None and name.startswith("torch.") and name[6:] in DTYPES:
         return True
-    dotted = dotted_name(node)
-    return dotted is not None and "dtype" in dotted.rsplit(".", 1)[-1].lower()
+    last = _last_name(node)
+    return last is not None and "dtype" in last.lower()
+
+
+def _last_name(node: cst.BaseExpression) -> str | None:
+    """The name an expression ends in: `dtype` for `batch["image"].dtype`, `device` for `device`."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _names_device(node: cst.BaseExpression) -> bool:
+    """A variable that holds a device: `device`, `args.device`, and a tensor's or module's
+    `.device` reached through subscripts or calls (`x[0].device`, `batch["image"].device`,
+    `next(model.parameters()).device`); also an element of a device list (`devices[rank]`)."""
+    if isinstance(node, cst.Subscript):
+        node = node.value
+    last = _last_name(node)
+    return last is not None and bool(_DEVICE_NAME.search(last))
 
 
 def literal_device(node: cst.BaseExpression) -> str | None:
@@ -76,10 +94,7 @@ def device_of(node: cst.BaseExpression, scope: Scope) -> str | None:
     if isinstance(node, cst.IfExp):
         sides = {device_of(node.body, scope), device_of(node.orelse, scope)}
         return VARIABLE if None not in sides else None
-    dotted = dotted_name(node)
-    if dotted is not None and _DEVICE_NAME.search(dotted.rsplit(".", 1)[-1]):
-        return VARIABLE
-    return None
+    return VARIABLE if _names_device(node) else None
 
 
 def as_move(call: cst.Call, scope: Scope) -> Move | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.loaders import pinned_batch
+from torchdev_lint.analysis.loaders import HostWrite, batch_move, host_written_after, pinned_batch
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, positional, with_keyword
 
@@ -22,7 +23,11 @@ class BlockingH2dCopy(Rule):
     docs = """
         ## What it does
         Flags `batch.to(device)` / `batch.cuda()` without `non_blocking=True` when the batch comes
-        from a `DataLoader` created with `pin_memory=True`.
+        from a `DataLoader` created with `pin_memory=True` (iterated directly or through a wrapper
+        such as `enumerate(...)`, `tqdm(loader)` or `logger.log_every(loader, n)`, and also when
+        the batch is unpacked first: `x, y = batch`). A copy after which the host batch is
+        written in place (`x.mul_(...)`, `x[...] = ...`, `out=x`, a write through `x.numpy()` or
+        another view of it) is not flagged: made non-blocking, it would race with the write.
 
         ## Why it matters
         Pinning memory only pays off fully with an asynchronous copy: a blocking copy makes the
@@ -45,10 +50,24 @@ class BlockingH2dCopy(Rule):
         ```
 
         ## Fix safety
-        Safe: adds `non_blocking=True`. A host-to-device copy is ordered on the current stream, so
-        every kernel that later reads the batch on the device sees the copied data, and the pinned
-        source stays alive as long as the batch does. Device-to-host copies, whose results the host
-        reads, are never flagged.
+        Adds `non_blocking=True`. The copy is ordered on the current stream, so every kernel that
+        later reads the batch on the device sees the copied data, and PyTorch's pinned-memory
+        allocator keeps the source block out of reuse until the copy has completed, even if the
+        host tensor is freed. What a non-blocking copy changes is when the host memory is read:
+        after the call returns. The fix is therefore **safe** only when the analysis shows that
+        nothing after the copy can write the host batch: in the rest of the function (this
+        iteration, loops nested in the batch loop, the code after the loop), neither the moved
+        expression, nor what it was unpacked from, nor a name bound to a view of it
+        (`a = x.numpy()`) is written in place, assigned into, passed to a call that may change
+        it (anything but `torch.*` functions and builtins like `print`/`len`), returned or
+        stored; rebinding the name (`x = x.to(device)`) ends the watch. It is also safe only
+        when the moved value is a part of the batch that the loader collated (an element,
+        `batch["image"]`, `x` in `for x, y in loader`), or the device flow knows it is a tensor:
+        a whole batch object of unknown type (`for batch in loader: batch.to(device)`) may have a
+        `.to()` that does not take `non_blocking`. Otherwise the fix is **unsafe**: the batch is
+        passed on (`augment(x)`), written at an index that may be a list entry (`x[i] = v`), or
+        its type is unknown. Where the batch is certainly written after the copy, there is no
+        finding. Device-to-host copies, whose results the host reads, are never flagged.
         """
     invalid = (
         Invalid(
@@ -93,6 +112,58 @@ class BlockingH2dCopy(Rule):
                 batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
             """,
         ),
+        # The batch unpacked in the body, the loader iterated through a method of a call's result.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+
+            def train_one_epoch(model, dataset, device):
+                data_loader = DataLoader(dataset, batch_size=32, pin_memory=True)
+                for batch in MetricLogger(delimiter="  ").log_every(data_loader, 10):
+                    images, targets = batch
+                    images, targets = images.to(device), targets.to(device)
+                    images.sub_(0.5)
+                    model(images).backward()
+            """,
+            lines=(7, 7),
+            fixed="""
+            from torch.utils.data import DataLoader
+
+            def train_one_epoch(model, dataset, device):
+                data_loader = DataLoader(dataset, batch_size=32, pin_memory=True)
+                for batch in MetricLogger(delimiter="  ").log_every(data_loader, 10):
+                    images, targets = batch
+                    images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+                    images.sub_(0.5)
+                    model(images).backward()
+            """,
+        ),
+        # Unsafe fixes: the host batch goes to a helper that may write it; a whole batch object.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+
+            def show(model, dataset, device):
+                loader = DataLoader(dataset, batch_size=8, pin_memory=True)
+                for images, labels in tqdm(loader):
+                    preds = model(images.to(device))
+                    draw_boxes(images, preds)
+                for batch in loader:
+                    model(**batch.to(device))
+            """,
+            lines=(6, 9),
+            fixed="""
+            from torch.utils.data import DataLoader
+
+            def show(model, dataset, device):
+                loader = DataLoader(dataset, batch_size=8, pin_memory=True)
+                for images, labels in tqdm(loader):
+                    preds = model(images.to(device, non_blocking=True))
+                    draw_boxes(images, preds)
+                for batch in loader:
+                    model(**batch.to(device, non_blocking=True))
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -135,6 +206,54 @@ class BlockingH2dCopy(Rule):
                 x.to(device)
             """
         ),
+        # The host batch is written after the copy: a non-blocking copy would race with the write.
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+            def train(model, dataset, device, noise):
+                loader = DataLoader(dataset, batch_size=64, pin_memory=True)
+                for x, y in loader:
+                    x_gpu = x.to(device)
+                    x.mul_(0.5)
+                for x, y in loader:
+                    x_gpu = x.cuda()
+                    x.numpy()[:] = 0
+                for x, y in loader:
+                    host = x.numpy()
+                    x_gpu = x.cuda()
+                    host += noise
+                for batch in loader:
+                    images = batch["image"].to(device)
+                    torch.add(batch["image"], 1, out=batch["image"])
+                for x, y in loader:
+                    x_gpu = x.to(device)
+                    for row in range(4):
+                        x[:, row] = 0
+                for x, y in loader:
+                    x_gpu = x.to(device)
+                    F.relu(x, inplace=True)
+            """
+        ),
+        # A reused pinned buffer is not a loader batch; batches a library already placed on the
+        # device (`accelerator.prepare`) make the move a no-op.
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def stream(model, dataset, accelerator, device):
+                buffer = torch.empty(64, 3, pin_memory=True)
+                loader = DataLoader(dataset, batch_size=64, pin_memory=True)
+                for x in loader:
+                    buffer.copy_(x)
+                    model(buffer.to(device))
+                for batch in accelerator.prepare(loader):
+                    model(batch["image"].to(device))
+            """
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -147,7 +266,13 @@ class BlockingH2dCopy(Rule):
         # `.to(device, dtype, non_blocking)` / `.cuda(device, non_blocking)` given positionally.
         if len(positional(node)) >= (2 if move.call.func.attr.value == "cuda" else 3):  # type: ignore[attr-defined]
             return
-        if not pinned_batch(move, self.ctx.ancestors, scope):
+        batch = batch_move(move, self.ctx.ancestors, scope)
+        if batch is None or not pinned_batch(batch, scope):
             return
+        written = host_written_after(batch, self.ctx.ancestors, scope)
+        if written is HostWrite.CERTAIN:
+            return  # a non-blocking copy would race with the write
+        tensor = not batch.whole or flow.is_tensor(move.receiver, self.ctx)
+        safety = "safe" if written is HostWrite.NONE and tensor else "unsafe"
         fixed = with_keyword(node, "non_blocking", cst.Name("True"))
-        self.report(node, fix=Fix("safe", "Add `non_blocking=True`", {node: fixed}))
+        self.report(node, fix=Fix(safety, "Add `non_blocking=True`", {node: fixed}))
