@@ -2,7 +2,7 @@
 
 - `LOADERS`: the functions that restore tensors onto the device they were
   saved from unless given a `map_location`, and where that parameter sits.
-- `UseIndex.ends_in_load_state_dict`: does every use of a loaded value end in
+- `UseIndex.state_dict_receivers`: does every use of a loaded value end in
   a `load_state_dict(...)` call (directly, through items, `.get`/`.pop`, names
   it is assigned to, key-renaming dict comprehensions)? Only then does loading
   it onto the CPU change nothing the program sees.
@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.scopes import (
+    Scope,
+    assigned_values,
+    block_statements,
+    dotted_name,
+    resolve,
+    small_statements,
+)
 from torchdev_lint.analysis.walk import children
 from torchdev_lint.syntax import keyword, positional
 
@@ -78,6 +85,7 @@ class UseIndex:
         self._parents: dict[int, cst.CSTNode] = {}
         self._names: dict[str, list[cst.Name]] = defaultdict(list)
         self.defines_load_state_dict = False
+        self._receivers: list[cst.BaseExpression] = []
         stack = [unit]
         while stack:
             node = stack.pop()
@@ -92,14 +100,19 @@ class UseIndex:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(id(node))
 
-    def ends_in_load_state_dict(self, value: cst.BaseExpression, scope: Scope) -> bool:
-        """Does every use of `value` end in `x.load_state_dict(...)` (or read it harmlessly)?
+    def state_dict_receivers(
+        self, value: cst.BaseExpression, scope: Scope
+    ) -> list[cst.BaseExpression] | None:
+        """The `x` of every `x.load_state_dict(...)` that `value` ends in, when every use ends in one.
 
-        Anything else (returned, stored on an object, passed to another call,
-        used in arithmetic, called, printed) may need the tensors on the device
+        Uses that only read the value harmlessly (`"model" in ckpt`, `len`,
+        `.keys()`, a dropped value) add nothing. None when any use is something
+        else (returned, stored on an object, passed to another call, used in
+        arithmetic, called, printed): it may need the tensors on the device
         they were saved from.
         """
-        return self._judge(value, scope, set())
+        self._receivers = []
+        return self._receivers if self._judge(value, scope, set()) else None
 
     def _judge(self, value: cst.BaseExpression, scope: Scope, names: set[str]) -> bool:
         parent = self.parent(value)
@@ -141,7 +154,10 @@ class UseIndex:
         if assign is not None and not (isinstance(assign.value, cst.Name) and assign.value.value == "False"):
             return False  # `assign=True` makes the loaded tensors the parameters
         given = positional(call)
-        return arg is keyword(call, "state_dict") or (bool(given) and given[0] is arg)
+        if arg is keyword(call, "state_dict") or (bool(given) and given[0] is arg):
+            self._receivers.append(func.value)
+            return True
+        return False
 
     def _is_store(self, node: cst.CSTNode) -> bool:
         """`ckpt["x"] = ...` or `del ckpt["x"]`: writes into the container, reads nothing from it."""
@@ -267,3 +283,57 @@ def _to_cpu(call: cst.Call) -> bool:
 def path_key(path: cst.BaseExpression) -> str:
     """The path expression as text without layout: the same expression saves and loads the same file."""
     return "".join(cst.Module(body=[]).code_for_node(path).split())
+
+
+def in_memory_buffer(path: cst.BaseExpression, scope: Scope) -> bool:
+    """`io.BytesIO(...)`, or a name bound only to one: bytes serialized by the program itself."""
+    assigned = assigned_values(path, scope)
+    values = assigned[0] if assigned is not None else [path]
+    return all(isinstance(value, cst.Call) and resolve(value.func, scope) == "io.BytesIO" for value in values)
+
+
+# State dicts that hold Python numbers only, named by their owner: LR schedulers, gradient scalers.
+_NUMBERS_ONLY_OWNERS = ("scheduler", "scaler")
+
+
+def holds_numbers_only(receiver: cst.BaseExpression) -> bool:
+    """`lr_scheduler.load_state_dict(...)`, `self.scaler.load_state_dict(...)`: no tensors restored."""
+    key = dotted_name(receiver)
+    last = key.rsplit(".", 1)[-1].lower() if key is not None else ""
+    return any(owner in last for owner in _NUMBERS_ONLY_OWNERS)
+
+
+_DEVICE_PARAMETERS = frozenset({"device", "map_location"})
+
+
+def discards_device(function: cst.CSTNode) -> bool:
+    """`def load(self, path, device=None): del device`: the author says the data has no device."""
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    params = {param.name.value for param in (*function.params.params, *function.params.kwonly_params)}
+    return any(
+        isinstance(small, cst.Del)
+        and isinstance(small.target, cst.Name)
+        and small.target.value in _DEVICE_PARAMETERS & params
+        for small in small_statements(block_statements(function.body))
+    )
+
+
+def is_test_code(path: str, enclosing: list[cst.CSTNode], scope: Scope) -> bool:
+    """A test module (`test_*.py`, `*_test.py`, `conftest.py`), or a `test_*` function of a
+    module that imports pytest or unittest.
+
+    Tests load the files they have just written, on the machine that wrote them. A
+    script's `def test(model, loader)` evaluation function is not a test.
+    """
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
+        return True
+    imports_test_framework = any(
+        binding.import_target is not None and binding.import_target.split(".")[0] in ("pytest", "unittest")
+        for bindings in scope.module.bindings.values()
+        for binding in bindings
+    )
+    return imports_test_framework and any(
+        isinstance(node, cst.FunctionDef) and node.name.value.startswith("test_") for node in enclosing
+    )

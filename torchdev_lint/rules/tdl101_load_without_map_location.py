@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import LOADERS, Loader, UseIndex, path_key, saved_on_cpu
+from torchdev_lint.analysis.checkpoints import (
+    LOADERS,
+    Loader,
+    UseIndex,
+    discards_device,
+    holds_numbers_only,
+    in_memory_buffer,
+    is_test_code,
+    path_key,
+    saved_on_cpu,
+)
 from torchdev_lint.analysis.flow import device_of
 from torchdev_lint.analysis.flow_values import CPU
 from torchdev_lint.analysis.scopes import Scope
@@ -31,8 +42,16 @@ class LoadWithoutMapLocation(Rule):
         (also spelled `torch.utils.model_zoo.load_url`) calls that pass no `map_location`, neither
         by keyword nor positionally (second argument of `torch.load`/`torch.jit.load`, third of
         `load_state_dict_from_url`). Calls that unpack `*args` or `**kwargs` may carry one and are
-        left alone, and so is a `torch.load` of a path that the same file writes with
-        `torch.save` from host memory (`torch.save(feats.cpu(), path)`, the same path expression).
+        left alone. So are loads where the premise (tensors restored onto a device this machine
+        may not have) cannot hold: a `torch.load` of a path that the same file writes with
+        `torch.save` from host memory (`torch.save(feats.cpu(), path)`, the same path expression),
+        or that the same function has just written (the same run on the same machine); a load
+        of an in-memory `io.BytesIO` buffer in a file that serializes into such buffers; loads in
+        tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a module that
+        imports pytest or unittest); loads in a function that deletes its own `device` or
+        `map_location` parameter (`del device`); and loads whose every use is a
+        `load_state_dict` of a scheduler or a scaler (`lr_scheduler`, `self.scaler`), whose
+        states hold plain numbers.
 
         ## Why it matters
         Without `map_location`, every tensor is restored onto the device it was saved from. A
@@ -205,6 +224,50 @@ class LoadWithoutMapLocation(Rule):
             """,
             lines=(2,),
         ),
+        # A script's evaluation function named `test` is no unit test; a cache read before it is
+        # written may come from another run; a scheduler's state next to a model's is still a load
+        # of tensors.
+        Invalid(
+            """
+            import os
+            import torch
+
+            def test(args, model, device, loader):
+                model.load_state_dict(torch.load(args.ckpt))
+
+            def features(model, x, cache):
+                if os.path.exists(cache):
+                    return torch.load(cache)
+                out = model(x)
+                torch.save(out, cache)
+                return out
+
+            def resume(model, scheduler, path):
+                ckpt = torch.load(path)
+                model.load_state_dict(ckpt["model"])
+                scheduler.load_state_dict(ckpt["scheduler"])
+            """,
+            lines=(5, 9, 15),
+            fixed="""
+            import os
+            import torch
+
+            def test(args, model, device, loader):
+                model.load_state_dict(torch.load(args.ckpt, map_location="cpu"))
+
+            def features(model, x, cache):
+                if os.path.exists(cache):
+                    return torch.load(cache, map_location="cpu")
+                out = model(x)
+                torch.save(out, cache)
+                return out
+
+            def resume(model, scheduler, path):
+                ckpt = torch.load(path, map_location="cpu")
+                model.load_state_dict(ckpt["model"])
+                scheduler.load_state_dict(ckpt["scheduler"])
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -266,6 +329,63 @@ class LoadWithoutMapLocation(Rule):
                 return torch.load(self.out_path)
             """
         ),
+        # Read back in the same function, or through in-memory buffers: the same run, the same
+        # machine, so the devices the tensors were saved from exist.
+        Valid(
+            """
+            import io
+            import tempfile
+            from pathlib import Path
+
+            import torch
+
+            def simulate(model, optimizer, steps):
+                with tempfile.TemporaryDirectory() as tmp:
+                    cache = Path(tmp) / "cache.pt"
+                    torch.save({"model": model.state_dict(), "opt": optimizer.state_dict()}, cache.as_posix())
+                    run(model, optimizer, steps)
+                    objs = torch.load(cache.as_posix())
+                    model.load_state_dict(objs["model"])
+                    optimizer.load_state_dict(objs["opt"])
+
+            def broadcast(obj, src_rank):
+                if rank() == src_rank:
+                    buffer = io.BytesIO()
+                    torch.save(obj, buffer)
+                    data = torch.tensor(bytearray(buffer.getbuffer()))
+                else:
+                    data = torch.empty(size())
+                data = all_gather(data)
+                buffer = io.BytesIO(data.cpu().numpy())
+                return torch.load(buffer)
+
+            def receive(extra):
+                return torch.load(io.BytesIO(extra["metrics_bytes"]))
+            """
+        ),
+        # Unit tests load what they have just written; a loader that deletes its `device`
+        # parameter says the data has none; schedulers and scalers restore plain numbers.
+        Valid(
+            """
+            import pytest
+            import torch
+
+            def test_roundtrip(tmp_path, model):
+                save_checkpoint(model, tmp_path / "m.pt")
+                model.load_state_dict(torch.load(tmp_path / "m.pt"))
+
+            class WarmupScheduler:
+                def load(self, path, end_of_epoch=False, device=None):
+                    del end_of_epoch
+                    del device
+                    data = torch.load(path)
+                    self.current_step = data["current_step"]
+
+            def restore(trainer, checkpoint):
+                trainer.lr_scheduler.load_state_dict(torch.load(checkpoint + "/scheduler.pt"))
+                trainer.scaler.load_state_dict(torch.load(checkpoint + "/scaler.pt"))
+            """
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -274,6 +394,9 @@ class LoadWithoutMapLocation(Rule):
         # and the fix's safety depends on every later use of the loaded value.
         self.loads: list[tuple[cst.Call, Loader, Scope]] = []
         self.paths_saved_on_cpu: set[str] = set()
+        # Path expressions each function has saved to so far: a later load there reads it back.
+        self.saved_here: dict[Scope, set[str]] = defaultdict(set)
+        self.saves_to_buffer = False
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualname(node.func)
@@ -283,43 +406,58 @@ class LoadWithoutMapLocation(Rule):
         loader = LOADERS.get(name or "")
         if loader is None or has_star(node, "*") or has_star(node, "**"):
             return  # unpacked arguments may carry a map_location
-        if argument(node, loader.map_location_index, "map_location") is None:
-            self.loads.append((node, loader, self.ctx.scope.owner))
+        if argument(node, loader.map_location_index, "map_location") is not None:
+            return
+        owner = self.ctx.scope.owner
+        path = argument(node, 0, "f")
+        if path is not None and path_key(path.value) in self.saved_here[owner]:
+            return  # read back what this function has just written, on this machine
+        if is_test_code(self.ctx.path, self.ctx.ancestors, owner) or discards_device(owner.node):
+            return
+        self.loads.append((node, loader, owner))
 
     def _note_save(self, node: cst.Call) -> None:
         obj, path = argument(node, 0, "obj"), argument(node, 1, "f")
         if obj is None or path is None:
             return
+        key = path_key(path.value)
+        self.saved_here[self.ctx.scope.owner].add(key)
+        if in_memory_buffer(path.value, self.ctx.scope):
+            self.saves_to_buffer = True
         on_cpu = saved_on_cpu(obj.value, self.ctx.scope) or (
             isinstance(obj.value, cst.Name) and device_of(obj.value, self.ctx) == CPU
         )
         if on_cpu:
-            self.paths_saved_on_cpu.add(path_key(path.value))
+            self.paths_saved_on_cpu.add(key)
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
         indexes: dict[int, UseIndex] = {}
         for call, loader, owner in self.loads:
-            path = argument(call, 0, "f")
-            if (
-                loader.qualname == "torch.load"
-                and path is not None
-                and path_key(path.value) in self.paths_saved_on_cpu
-            ):
-                continue  # the file itself writes this checkpoint from host memory
+            if self._premise_fails(call, loader, owner):
+                continue
             index = indexes.get(id(owner.node))
             if index is None:
                 index = indexes[id(owner.node)] = UseIndex(owner.node)
-            self.report(call, message=self._message(loader), fix=self._fix(call, loader, owner, index))
+            receivers = index.state_dict_receivers(call, owner)
+            if receivers and all(holds_numbers_only(receiver) for receiver in receivers):
+                continue  # scheduler and scaler states are plain numbers
+            fix = self._fix(call, loader, safe=receivers is not None)
+            self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
 
-    def _message(self, loader: Loader) -> str:
-        return self.message.replace("torch.load", loader.qualname, 1)
+    def _premise_fails(self, call: cst.Call, loader: Loader, owner: Scope) -> bool:
+        """The file itself wrote this checkpoint, from host memory or into an in-memory buffer."""
+        path = argument(call, 0, "f")
+        if loader.qualname != "torch.load" or path is None:
+            return False
+        if path_key(path.value) in self.paths_saved_on_cpu:
+            return True
+        return self.saves_to_buffer and in_memory_buffer(path.value, owner)
 
-    def _fix(self, call: cst.Call, loader: Loader, owner: Scope, index: UseIndex) -> Fix | None:
+    def _fix(self, call: cst.Call, loader: Loader, *, safe: bool) -> Fix | None:
         cpu = self.ctx.string("cpu", at=call)
         if cpu is None:
             return None  # inside an f-string that leaves no quote character legal
-        safe = loader.qualname != "torch.jit.load" and index.ends_in_load_state_dict(call, owner)
-        fixed = with_keyword(call, "map_location", cpu)
-        return Fix("safe" if safe else "unsafe", 'Add `map_location="cpu"`', {call: fixed})
+        safety = "safe" if safe and loader.qualname != "torch.jit.load" else "unsafe"
+        return Fix(safety, 'Add `map_location="cpu"`', {call: with_keyword(call, "map_location", cpu)})
