@@ -47,10 +47,20 @@ class LoaderWithoutPinMemory(Rule):
     triggers = ("DataLoader",)
     docs = """
         ## What it does
-        Flags a `DataLoader(...)` call with no `pin_memory` argument in a file where batches
-        iterated from a loader (a name bound to a `DataLoader`, or a parameter or attribute named
-        like a loader) are moved to a device that is not known to be the CPU (`.cuda()`,
-        `.to(device)`).
+        Flags a `DataLoader(...)` call with no `pin_memory` argument whose batches are moved to a
+        device that is not known to be the CPU (`.cuda()`, `.to(device)`, also in tuple
+        assignments `x, y = x.cuda(), y.cuda()` and after unpacking `x, y = batch`). The loader is
+        followed to the loops that iterate it, directly or through wrapper calls (`enumerate`,
+        `zip`, `tqdm(loader)`, `logger.log_every(loader, n)`). A loader that leaves the function
+        (returned, passed on, stored, or bound at module level) is flagged when the file moves
+        batches of a loader of unknown origin (a parameter or attribute named like a loader).
+        Not flagged: loaders given `pin_memory` or `**kwargs`; loaders whose batches are never
+        moved (or only to the CPU); loaders handed to a library that puts batches on the device
+        itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`), and, in a file that
+        does so, moves of batches of loaders of unknown origin (they may be the prepared ones);
+        loaders over data already on a device (a `TensorDataset` of tensors moved or created
+        there, a dataset class of the file or a `collate_fn` that moves data to a device), where
+        pinning would raise.
 
         ## Why it matters
         A copy from ordinary (pageable) host memory to the GPU is staged through a pinned buffer
@@ -73,8 +83,17 @@ class LoaderWithoutPinMemory(Rule):
         ```
 
         ## Fix safety
-        Safe: adds `pin_memory=True`. Pinning changes where the batch's host memory lives, not
-        its values; on a machine without an accelerator PyTorch warns once and skips pinning.
+        Adds `pin_memory=True`. Pinning changes where a batch's host memory lives, not its values
+        or dtypes; on a machine without an accelerator PyTorch warns and skips pinning. Pinning a
+        tensor that is already on a device raises, so the fix is **safe** only where the dataset
+        is not known to hold tensors of unknown placement: a `TensorDataset` (or a tensor used
+        as the dataset) whose tensors the device flow shows on the CPU (factories without
+        `device=`, `torch.from_numpy`, `.cpu()`), or any other dataset (an instance of a
+        `Dataset` class, whose items the loader collates on the host; the file moving its
+        batches to the device shows they arrive there on the host). Over a `TensorDataset` whose
+        tensors come from elsewhere (parameters, function results, `torch.load`) the finding
+        carries **no fix**: they may already be on a device. Over data shown on a device
+        there is no finding at all.
         """
     invalid = (
         Invalid(
@@ -130,6 +149,98 @@ class LoaderWithoutPinMemory(Rule):
                     model(batch["image"].cuda())
             """,
         ),
+        # Unpacked in the body, moved in a tuple assignment, iterated through `log_every`.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+
+            def train_one_epoch(model, dataset, device):
+                data_loader = DataLoader(dataset, batch_size=32, shuffle=True)
+                metric_logger = MetricLogger(delimiter="  ")
+                for batch in metric_logger.log_every(data_loader, 10):
+                    images, targets = batch
+                    images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+            """,
+            lines=(4,),
+            fixed="""
+            from torch.utils.data import DataLoader
+
+            def train_one_epoch(model, dataset, device):
+                data_loader = DataLoader(dataset, batch_size=32, shuffle=True, pin_memory=True)
+                metric_logger = MetricLogger(delimiter="  ")
+                for batch in metric_logger.log_every(data_loader, 10):
+                    images, targets = batch
+                    images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+            """,
+        ),
+        # A `TensorDataset` of tensors of unknown placement: they may be on a device, no fix.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader, TensorDataset
+
+            def fit(model, features, labels):
+                loader = DataLoader(TensorDataset(features, labels), batch_size=64)
+                for x, y in tqdm(loader):
+                    model(x.cuda())
+            """,
+            lines=(4,),
+        ),
+        # Tensors made on the CPU: fixed. A device named through an attribute of a call, `zip`.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+            def synthetic(model, steps):
+                data = TensorDataset(torch.randn(256, 8), torch.zeros(256))
+                loader = DataLoader(data, batch_size=64)
+                for (x, y), step in zip(loader, steps):
+                    model(x.to(next(model.parameters()).device))
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+            def synthetic(model, steps):
+                data = TensorDataset(torch.randn(256, 8), torch.zeros(256))
+                loader = DataLoader(data, batch_size=64, pin_memory=True)
+                for (x, y), step in zip(loader, steps):
+                    model(x.to(next(model.parameters()).device))
+            """,
+        ),
+        # Devices named through attributes and subscripts.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+
+            class Trainer:
+                def fit(self, dataset):
+                    loader = DataLoader(dataset, batch_size=16)
+                    for batch in loader:
+                        self.encoder(batch["image"].to(self.encoder.device))
+
+            def evaluate(model, dataset, anchors):
+                loader = DataLoader(dataset, batch_size=16)
+                for images, labels in loader:
+                    model(images.to(anchors[0].device), labels.to(anchors[0].device))
+            """,
+            lines=(5, 10),
+            fixed="""
+            from torch.utils.data import DataLoader
+
+            class Trainer:
+                def fit(self, dataset):
+                    loader = DataLoader(dataset, batch_size=16, pin_memory=True)
+                    for batch in loader:
+                        self.encoder(batch["image"].to(self.encoder.device))
+
+            def evaluate(model, dataset, anchors):
+                loader = DataLoader(dataset, batch_size=16, pin_memory=True)
+                for images, labels in loader:
+                    model(images.to(anchors[0].device), labels.to(anchors[0].device))
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -164,6 +275,8 @@ class LoaderWithoutPinMemory(Rule):
             model.to(device)
             for x in items:
                 model(x.to(device))
+            for i in tqdm(range(len(loader))):
+                model(items[i].cuda())
             """
         ),
         Valid(
@@ -174,6 +287,84 @@ class LoaderWithoutPinMemory(Rule):
             loader = DataLoader()
             for x in loader:
                 x.cuda()
+            """
+        ),
+        # Data already on a device: pinning it would raise.
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+            def on_gpu(x, y, model, device):
+                loader = DataLoader(TensorDataset(x.cuda(), y.cuda()), batch_size=4)
+                for xb, yb in loader:
+                    model(xb.cuda())
+                x = x.to(device)
+                moved = DataLoader(TensorDataset(x, y), batch_size=4)
+                for xb, yb in moved:
+                    model(xb.to(device))
+
+            class CachedOnDevice(Dataset):
+                def __init__(self, data, device):
+                    self.data = data.to(device)
+
+                def __getitem__(self, index):
+                    return self.data[index]
+
+            def to_device_collate(samples):
+                return torch.stack(samples).cuda()
+
+            def cached(data, samples, model, device):
+                first = DataLoader(CachedOnDevice(data, device), batch_size=4)
+                second = DataLoader(samples, batch_size=4, collate_fn=to_device_collate)
+                for xb in first:
+                    model(xb.to(device))
+                for xb in second:
+                    model(xb.to(device))
+            """
+        ),
+        # A loader the function iterates without moving its batches, in a file that moves the
+        # batches of another (unknown) loader.
+        Valid(
+            """
+            from torch.utils.data import DataLoader
+
+            def train(model, train_loader, device):
+                for x, y in train_loader:
+                    model(x.to(device))
+
+            def count_samples(dataset):
+                loader = DataLoader(dataset, batch_size=256)
+                total = 0
+                for x, y in loader:
+                    total += len(x)
+                return total, len(loader)
+            """
+        ),
+        # Loaders handed to accelerate, which puts batches on the device itself: the explicit
+        # moves are no-ops, and the loader of unknown origin may be a prepared one.
+        Valid(
+            """
+            from torch.utils.data import DataLoader
+
+            def get_dataloaders(datasets, batch_size):
+                train_dataloader = DataLoader(datasets["train"], shuffle=True, batch_size=batch_size)
+                eval_dataloader = DataLoader(datasets["validation"], batch_size=batch_size)
+                return train_dataloader, eval_dataloader
+
+            def evaluation_loop(accelerator, model, eval_dataloader):
+                for step, batch in enumerate(eval_dataloader):
+                    batch.to(accelerator.device)
+                    model(**batch)
+
+            def training_function(accelerator, model, optimizer, datasets):
+                train_dataloader, eval_dataloader = get_dataloaders(datasets, 16)
+                model, optimizer, train_dataloader, eval_dataloader = accelerator.prepare(
+                    model, optimizer, train_dataloader, eval_dataloader
+                )
+                numbers = accelerator.prepare(DataLoader(range(10), batch_size=4))
+                for batch in numbers:
+                    batch.to(accelerator.device)
             """
         ),
     )
@@ -255,11 +446,11 @@ class LoaderWithoutPinMemory(Rule):
         found = [loader.direct] if loader.direct is not None else []
         dataset = dataset_argument(loader.call)
         for leaf in [] if dataset is None else built_from(dataset, loader.scope):
+            dataset_class = _local_code(leaf, loader.scope, via_call=True)
             if leaf in self.tensor_datasets:
                 found.append(self.tensor_datasets[leaf])  # type: ignore[index]
-            elif _local_code(leaf, loader.scope, via_call=True) is not None:
-                code = _local_code(leaf, loader.scope, via_call=True)
-                found.append(Residency.DEVICE if moves_to_accelerator(code, loader.scope) else Residency.HOST)
+            elif dataset_class is not None and moves_to_accelerator(dataset_class, loader.scope):
+                found.append(Residency.DEVICE)
         collate = keyword(loader.call, "collate_fn")
         code = None if collate is None else _local_code(collate.value, loader.scope, via_call=False)
         if code is not None and moves_to_accelerator(code, loader.scope):
