@@ -9,6 +9,8 @@
 - `saved_on_cpu` / `path_key`: a `torch.save` whose object is evidently on the
   host, and the path expression it writes, so that loads of that very file are
   known not to need a `map_location`.
+- `in_memory_buffer`, `holds_numbers_only`, `discards_device`, `is_test_code`:
+  other signs that a load restores no tensor onto a device this machine lacks.
 """
 
 from __future__ import annotations
@@ -84,13 +86,10 @@ class UseIndex:
     def __init__(self, unit: cst.CSTNode) -> None:
         self._parents: dict[int, cst.CSTNode] = {}
         self._names: dict[str, list[cst.Name]] = defaultdict(list)
-        self.defines_load_state_dict = False
         self._receivers: list[cst.BaseExpression] = []
         stack = [unit]
         while stack:
             node = stack.pop()
-            if isinstance(node, cst.FunctionDef) and node.name.value == "load_state_dict":
-                self.defines_load_state_dict = True
             for child in children(node):
                 self._parents[id(child)] = node
                 if isinstance(child, cst.Name):
@@ -148,8 +147,6 @@ class UseIndex:
             return True
         if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
             return False
-        if self.defines_load_state_dict:
-            return False  # a `load_state_dict` of this file may keep the tensors as given
         assign = keyword(call, "assign")
         if assign is not None and not (isinstance(assign.value, cst.Name) and assign.value.value == "False"):
             return False  # `assign=True` makes the loaded tensors the parameters

@@ -397,6 +397,12 @@ class LoadWithoutMapLocation(Rule):
         # Path expressions each function has saved to so far: a later load there reads it back.
         self.saved_here: dict[Scope, set[str]] = defaultdict(set)
         self.saves_to_buffer = False
+        # A `load_state_dict` of this file may keep the tensors it is given as they are.
+        self.defines_load_state_dict = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        if node.name.value == "load_state_dict":
+            self.defines_load_state_dict = True
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualname(node.func)
@@ -443,7 +449,7 @@ class LoadWithoutMapLocation(Rule):
             receivers = index.state_dict_receivers(call, owner)
             if receivers and all(holds_numbers_only(receiver) for receiver in receivers):
                 continue  # scheduler and scaler states are plain numbers
-            fix = self._fix(call, loader, safe=receivers is not None)
+            fix = self._fix(call, loader, safe=receivers is not None and not self.defines_load_state_dict)
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
 
     def _premise_fails(self, call: cst.Call, loader: Loader, owner: Scope) -> bool:
