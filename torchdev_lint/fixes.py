@@ -159,7 +159,7 @@ def fix_source(
                 after = check_module(path, module, rules, settings, with_edits=False)
                 ledger.advance(result, kept, tracker, after)
                 result = after
-        new_source = source if applied == 0 else result.module.bytes
+        new_source = source if applied == 0 or result.module is None else result.module.bytes
     except RecursionError:  # LibCST's transformer and code generation recurse
         raise SourceError(path, "too deeply nested to fix") from None
     not_applied = [ledger.record(finding).not_applied for finding in result.findings]
@@ -178,21 +178,10 @@ def with_follow_ups(result: FileResult, rules: Sequence[type[Rule]], settings: S
     module = result.module
     if module is None or not any(f.fix is not None for f in result.findings):
         return result.reported
-    ledger = _Ledger(result)
-    chosen, _ = _choose(result, ledger, unsafe=True)
-    together, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
-    after = check_module(result.path, together, rules, settings, with_edits=False)
-    ledger.advance(result, chosen, tracker, after)
-    if not _new_findings(after, ledger):
+    try:
+        caused = _follow_ups(module, result, rules, settings)
+    except (RecursionError, SourceError):  # too deep to fix: the fixer refuses such files anyway
         return result.reported
-    caused: dict[int, tuple[Diagnostic, ...]] = {}
-    for finding in chosen:
-        assert finding.fix is not None
-        alone, tracker = _apply(module, [finding.fix])
-        after = check_module(result.path, alone, rules, settings, with_edits=True)
-        own = _Ledger(result)
-        own.advance(result, [finding], tracker, after)
-        caused[id(finding)] = tuple(_new_findings(after, own))
     reported = []
     for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True):
         if diagnostic.suppressed:
@@ -201,6 +190,28 @@ def with_follow_ups(result: FileResult, rules: Sequence[type[Rule]], settings: S
             diagnostic = replace(diagnostic, fix=replace(diagnostic.fix, follow_ups=caused[id(finding)]))
         reported.append(diagnostic)
     return reported
+
+
+def _follow_ups(
+    module: cst.Module, result: FileResult, rules: Sequence[type[Rule]], settings: Settings
+) -> dict[int, tuple[Diagnostic, ...]]:
+    """By id of a finding of `result`: the findings its fix alone gives rise to (only where any fix does)."""
+    ledger = _Ledger(result)
+    chosen, _ = _choose(result, ledger, unsafe=True)
+    together, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
+    after = check_module(result.path, together, rules, settings, with_edits=False)
+    ledger.advance(result, chosen, tracker, after)
+    if not _new_findings(after, ledger):
+        return {}
+    caused = {}
+    for finding in chosen:
+        assert finding.fix is not None
+        alone, tracker = _apply(module, [finding.fix])
+        after = check_module(result.path, alone, rules, settings, with_edits=True)
+        own = _Ledger(result)
+        own.advance(result, [finding], tracker, after)
+        caused[id(finding)] = tuple(_new_findings(after, own))
+    return caused
 
 
 def _new_findings(result: FileResult, ledger: _Ledger) -> list[Diagnostic]:
