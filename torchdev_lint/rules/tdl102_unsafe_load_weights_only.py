@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis.checkpoints import is_test_code
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
 
@@ -24,7 +25,9 @@ class UnsafeLoadWeightsOnly(Rule):
         ## What it does
         Flags `torch.load(..., weights_only=False)`. When the configured `target-torch-version`
         is below 2.6 it also flags `torch.load` calls that pass no `weights_only` at all, since
-        before 2.6 the default was `False`. (Calls passing `**kwargs` are left alone.)
+        before 2.6 the default was `False`. (Calls passing `**kwargs` are left alone, and so are
+        loads in tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a
+        module that imports pytest or unittest), which read back files they have just written.)
 
         ## Why it matters
         `torch.load` reads a pickle. With `weights_only=False` the unpickler may import any
@@ -123,11 +126,25 @@ class UnsafeLoadWeightsOnly(Rule):
             """,
             settings={"target_torch_version": "2.4"},
         ),
+        # A unit test reads back the file it has just written: nothing untrusted is unpickled.
+        Valid(
+            """
+            import pytest
+            import torch
+
+            def test_resume(tmp_path, trainer):
+                trainer.save(tmp_path / "last.ckpt")
+                ckpt = torch.load(tmp_path / "last.ckpt", map_location="cpu", weights_only=False)
+                assert ckpt["epoch"] == 1
+            """
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualname(node.func) != "torch.load":
             return
+        if is_test_code(self.ctx.path, self.ctx.ancestors, self.ctx.scope):
+            return  # tests load the files they have just written: nothing untrusted
         given = keyword(node, "weights_only")
         # `weights_only=True` refuses an explicit `pickle_module`: no fix there.
         custom_pickle = argument(node, 2, "pickle_module") is not None
