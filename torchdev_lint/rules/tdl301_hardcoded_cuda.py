@@ -52,7 +52,8 @@ class HardcodedCuda(Rule):
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
           `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`,
           functions (and private methods, through `self._helper()`) called only from such code,
-          uses inside `try:` that catches the error (`except RuntimeError:`), modules that import a CUDA-only library
+          `torch.device("cuda")` looked up inside `try:` that catches the error (`except RuntimeError:`),
+          modules that import a CUDA-only library
           (TensorRT, CuPy, apex, a `*_cuda` extension) or live under a `cuda` folder, and
           benchmark scripts;
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
@@ -471,7 +472,12 @@ class HardcodedCuda(Rule):
                 self._check(args[0].value, node, self._literal_edit(args[0].value))
         elif self.ctx.qualname(func) == "torch.device":
             args = positional(node)
-            if args and _is_cuda_literal(args[0].value) and not self._used_as_data():
+            if (
+                args
+                and _is_cuda_literal(args[0].value)
+                and not self._used_as_data()
+                and not _probed(self.ctx.ancestors)
+            ):
                 self._check(args[0].value, node, self._device_call_edit(node))
         given = keyword(node, "device")
         if given is not None and _is_cuda_literal(given.value) and not _configures(node):
@@ -508,7 +514,6 @@ class HardcodedCuda(Rule):
             _in_comparison(node, self.ctx.ancestors)
             or availability_guarded(scope, device_parameter=device_parameter)
             or flag_condition(node, self.ctx.ancestors, scope, strict=False)
-            or _probed(self.ctx.ancestors)
             or benchmark_path(self.ctx.path)
             or cuda_requirements(scope, self.ctx.path).requires_cuda(site)
         ):
@@ -760,7 +765,11 @@ def _configures(call: cst.Call) -> bool:
 
 
 def _probed(ancestors: list[cst.CSTNode]) -> bool:
-    """Inside `try:` with a handler for the error a missing GPU raises: the code expects it may fail."""
+    """Inside `try:` with a handler for the error a missing GPU raises: a device looked up, expecting failure.
+
+    Only for device objects (`group.get_backend(torch.device("cuda"))`): a move under such a
+    `try:` usually guards against something else (out of memory) and still breaks without a GPU.
+    """
     child: cst.CSTNode | None = None
     for ancestor in reversed(ancestors):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
