@@ -42,10 +42,20 @@ class ModuleTransferInLoop(Rule):
         ```
 
         ## Fix safety
-        Safe: the move statement is hoisted before the loop, only when it is a statement of its own
-        directly in the loop body, runs on every iteration, nothing in the loop rebinds or
-        relocates the module, and nothing earlier in the loop body uses it. Moving a module twice
-        to the same device is a no-op, so the loop sees the module where it saw it before.
+        The move statement is hoisted before the loop (with the comments above and beside it),
+        only when it is a statement of its own directly in the loop body, runs on every
+        iteration, nothing in the loop rebinds or relocates the module, and nothing earlier in the
+        loop body uses it. Moving a module twice to the same device is a no-op, so the loop sees
+        the module where it saw it before.
+
+        Safe only when the loop provably runs at least once (`while True`, `range` of integer
+        literals that is not empty, a non-empty list or tuple display), nothing earlier in the
+        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`), and
+        the module is not handed to any call in the loop (a helper such as `offload(model)` may
+        move it back). Otherwise the fix is unsafe: over a loop that runs zero times, the module
+        would end up on the device (or the move would raise on a machine without one) where before
+        it stayed put, and a helper that moves the module elsewhere each iteration would no
+        longer be undone.
         """
     invalid = (
         Invalid(
@@ -57,22 +67,49 @@ class ModuleTransferInLoop(Rule):
                 model = nn.Linear(4, 2)
                 # training
                 for epoch in range(epochs):
-                    model.to(device)
+                    # the weights on the device
+                    model.to(device)  # every epoch
                     for x, y in loader:
                         model(x.to(device))
             """,
-            lines=(8,),
+            lines=(9,),
             fixed="""
             import torch
             from torch import nn
 
             def train(loader, device, epochs):
                 model = nn.Linear(4, 2)
+                # the weights on the device
+                model.to(device)  # every epoch
                 # training
-                model.to(device)
                 for epoch in range(epochs):
                     for x, y in loader:
                         model(x.to(device))
+            """,
+        ),
+        Invalid(
+            """
+            from torch import nn
+
+            def warm_up(device):
+                model = nn.Linear(4, 2)
+
+                for step in range(3):
+                    model.to(device)
+                    model.zero_grad()
+                return model
+            """,
+            lines=(7,),
+            fixed="""
+            from torch import nn
+
+            def warm_up(device):
+                model = nn.Linear(4, 2)
+
+                model.to(device)
+                for step in range(3):
+                    model.zero_grad()
+                return model
             """,
         ),
         Invalid(
@@ -178,10 +215,10 @@ class ModuleTransferInLoop(Rule):
         move = as_move(node, scope)
         if move is None or not flow.module_by_any_evidence(move.receiver, self.ctx):
             return
-        found = invariant_move(move, self.ctx.ancestors)
+        found = invariant_move(move, self.ctx.ancestors, scope, tensor=False)
         if found is None:
             return
         hoisted = found.hoisted()
-        self.report(
-            node, fix=Fix("safe", "Move the module once, before the loop", hoisted) if hoisted else None
-        )
+        safe = found.always_runs and not found.handed_on
+        fix = Fix("safe" if safe else "unsafe", "Move the module once, before the loop", hoisted)
+        self.report(node, fix=fix if hoisted else None)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.loops import invariant_move
+from torchdev_lint.analysis.kinds import is_tensor_factory_call
+from torchdev_lint.analysis.loops import InvariantMove, aliases, invariant_move, names_in, reads_only
+from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 
@@ -21,10 +25,14 @@ class InvariantTransferInLoop(Rule):
     triggers = (".to(", ".cuda(")
     docs = """
         ## What it does
-        Flags `buf.to(device)` / `buf.cuda()` inside a loop body when neither `buf` nor the target
-        device changes in the loop: `buf` is not (re)assigned, mutated in place (`buf.add_()`,
-        `buf[i] = ...`) or moved elsewhere in the loop, and the device does not depend on the loop
-        variable (`buf.to(x.device)` with `x` the loop variable is not flagged). Modules are
+        Flags `buf.to(device)` / `buf.cuda()` inside a loop body when neither `buf` nor the move's
+        arguments (device, dtype) change in the loop. Not flagged: `buf` (re)assigned in the loop,
+        changed in place there (`buf.add_()` or any `*_` method, `buf[i] = ...`, `buf.data = ...`,
+        `out=buf`), directly or through a view of it (`view = buf[:1]` ... `view.add_(1)`), or
+        handed to a call that may change it (any call but torch functions that only read their
+        arguments and builtins such as `len`); a device taken from the loop (`buf.to(x.device)`)
+        or from `buf` itself (`buf.to(buf.device, dtype)` is a cast); `x = x.to(d)`, which copies
+        on the first iteration only (later ones find `x` on the device already). Modules are
         TDL202's.
 
         ## Why it matters
@@ -50,11 +58,24 @@ class InvariantTransferInLoop(Rule):
         ```
 
         ## Fix safety
-        Safe, and offered only when the move is a statement of its own directly in the loop body
-        (`w = buf.to(d)` or `buf = buf.to(d)`) that runs on every iteration, when nothing earlier
-        in the loop body reads `buf` or `w`, and when `w` is neither reassigned nor mutated in
-        place in the loop: every iteration then sees an equal tensor on the same device. A move
-        inside a larger expression is reported without a fix.
+        A move that is a statement of its own directly in the loop body (`w = buf.to(d)`) is
+        hoisted before the loop when nothing earlier in the loop body reads `buf` or `w` and `w` is
+        neither reassigned nor changed in place in the loop. A move inside a larger expression
+        (`out.append(f + pos.to(d))`) is bound once before the loop to a new name
+        (`pos_on_device = pos.to(d)`) that the expression then reads. Comments above and beside a
+        hoisted statement move with it; the loop keeps its own.
+
+        Safe only when (1) the loop provably runs at least once (`while True`, `range` of integer
+        literals that is not empty, a non-empty list or tuple display), nothing earlier in the
+        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`) and the
+        move is not inside a comprehension or lambda; and (2) `buf` is a local name bound only to
+        new tensors of torch factories (not `torch.from_numpy`/`torch.as_tensor`) that the
+        function, with every view of it, only reads (method calls, arithmetic, torch functions
+        that only read their arguments): no code the loop calls can reach it. Otherwise the fix
+        is unsafe: over a loop that runs zero times the move would now run (and raise on a machine
+        without the device), and a parameter, attribute or global tensor may be changed by code
+        the loop calls (`optimizer.step()`, a helper), after which each iteration used to copy the
+        new values and the hoisted copy keeps the old ones.
         """
     invalid = (
         Invalid(
@@ -65,47 +86,90 @@ class InvariantTransferInLoop(Rule):
             def train(model, loader, device):
                 weights = torch.tensor([1.0, 5.0])
                 for x, y in loader:
-                    w = weights.to(device)
+                    # class weights on the device
+                    w = weights.to(device)  # rare class counts 5x
                     loss = F.cross_entropy(model(x.to(device)), y.to(device), weight=w)
             """,
-            lines=(7,),
+            lines=(8,),
             fixed="""
             import torch
             import torch.nn.functional as F
 
             def train(model, loader, device):
                 weights = torch.tensor([1.0, 5.0])
-                w = weights.to(device)
+                # class weights on the device
+                w = weights.to(device)  # rare class counts 5x
                 for x, y in loader:
                     loss = F.cross_entropy(model(x.to(device)), y.to(device), weight=w)
             """,
         ),
         Invalid(
             """
-            def decode(self, steps, h):
-                while steps:
-                    self.mask = self.mask.cuda()
-                    h = h * self.mask
-                    steps -= 1
-                return h
+            import torch
+
+            def embed(features, device):
+                pos = torch.randn(16, 8)
+                out = []
+                # one feature map at a time
+                for i in range(4):
+                    out.append(features[i] + pos.to(device))
+                return out
             """,
-            lines=(3,),
+            lines=(8,),
             fixed="""
-            def decode(self, steps, h):
-                self.mask = self.mask.cuda()
-                while steps:
-                    h = h * self.mask
-                    steps -= 1
-                return h
+            import torch
+
+            def embed(features, device):
+                pos = torch.randn(16, 8)
+                out = []
+                pos_on_device = pos.to(device)
+                # one feature map at a time
+                for i in range(4):
+                    out.append(features[i] + pos_on_device)
+                return out
             """,
         ),
         Invalid(
             """
-            def run(xs, table, device):
+            def run(xs, table, device, table_on_device):
                 for x in xs:
                     y = x.to(device) + table.to(device)
             """,
             lines=(3,),
+            fixed="""
+            def run(xs, table, device, table_on_device):
+                table_on_device_2 = table.to(device)
+                for x in xs:
+                    y = x.to(device) + table_on_device_2
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Detector:
+                def __init__(self):
+                    self.sampler = torch.linspace(0, 1, 64)
+
+                def refine(self, segments, device):
+                    for segment in segments:
+                        sampler = self.sampler.to(device)[None]
+                        yield segment[:, :1] * sampler
+            """,
+            lines=(9,),
+            fixed="""
+            import torch
+
+            class Detector:
+                def __init__(self):
+                    self.sampler = torch.linspace(0, 1, 64)
+
+                def refine(self, segments, device):
+                    sampler_on_device = self.sampler.to(device)
+                    for segment in segments:
+                        sampler = sampler_on_device[None]
+                        yield segment[:, :1] * sampler
+            """,
         ),
     )
     valid = (
@@ -160,6 +224,55 @@ class InvariantTransferInLoop(Rule):
                     G.cuda()
             """
         ),
+        Valid(
+            """
+            import torch
+
+            def bump(t):
+                t[0] += 1
+
+            def changed(buf, device, steps):
+                view = buf[:1]
+                for step in range(steps):
+                    w = buf.to(device)
+                    torch.add(buf, 1, out=buf)
+                for step in range(steps):
+                    w = buf.to(device)
+                    buf.data = buf.data + 1
+                for step in range(steps):
+                    w = buf.to(device)
+                    bump(buf)
+                for step in range(steps):
+                    w = buf.to(device)
+                    view.add_(1)
+                for step in range(steps):
+                    w = buf.to(device)
+                    buf.data.zero_()
+                for step in range(steps):
+                    w = buf.to(device)
+                    buf[:, 0].copy_(w[:, 1])
+            """
+        ),
+        Valid(
+            """
+            def decode(self, steps, h):
+                while steps:
+                    self.mask = self.mask.cuda()
+                    h = h * self.mask
+                    steps -= 1
+                return h
+            """
+        ),
+        Valid(
+            """
+            def mix(inputs, pairs, dtype, latents, control, device, scheduler):
+                for pair in pairs:
+                    mixed = inputs.to(device=inputs.device, dtype=dtype)
+                for t in scheduler.timesteps:
+                    cond = control.to(dtype=latents.dtype, device=device)
+                    latents = scheduler.step(cond, t, latents)
+            """
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -171,8 +284,98 @@ class InvariantTransferInLoop(Rule):
         # discarded, which is TDL306's): leave it to TDL202, which needs module evidence.
         if isinstance(self.ctx.parent(), cst.Expr):
             return
-        found = invariant_move(move, self.ctx.ancestors)
-        if found is None:
-            return
-        hoisted = found.hoisted()
-        self.report(node, fix=Fix("safe", "Move it once, before the loop", hoisted) if hoisted else None)
+        found = invariant_move(move, self.ctx.ancestors, scope, tensor=True)
+        if found is None or found.reassigns_receiver:
+            return  # `x = x.to(d)` moves once; later iterations find it there already
+        self.report(node, fix=self._fix(found, scope))
+
+    def _fix(self, found: InvariantMove, scope: Scope) -> Fix | None:
+        """Hoist the move statement, or bind the moved tensor to a new name before the loop."""
+        edit = found.hoisted()
+        title = "Move it once, before the loop"
+        if edit is None:
+            name = _fresh_name(found.move.receiver, self.ctx.ancestors)
+            edit = found.bound_before(name) if name is not None else None
+            title = f"Move it once, before the loop, into `{name}`"
+        if edit is None:
+            return None
+        safe = found.always_runs and _private_tensor(found.move.receiver, self.ctx.ancestors, scope)
+        return Fix("safe" if safe else "unsafe", title, edit)
+
+
+# Torch factories whose result shares memory with their argument.
+_SHARING_FACTORIES = frozenset({"torch.as_tensor", "torch.from_numpy"})
+
+
+def _function(ancestors: Sequence[cst.CSTNode]) -> cst.CSTNode:
+    return next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), ancestors[0])
+
+
+def _private_tensor(receiver: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
+    """Is the receiver a tensor that only this function can reach, so no call can change it?
+
+    A local name bound only to fresh tensors of torch factories, that the function (and
+    every name that may share its memory) only reads: method calls, arithmetic, torch
+    functions that read their arguments. A parameter, an attribute, a global or a tensor
+    handed to any other call may be changed by code the loop calls.
+    """
+    if not isinstance(receiver, cst.Name):
+        return False
+    found = scope.lookup(receiver.value)
+    if found is None or found[0].kind != "function" or not found[1]:
+        return False
+    for binding in found[1]:
+        value = binding.value
+        if value is None or not is_tensor_factory_call(value, scope):
+            return False
+        if resolve(value.func, scope) in _SHARING_FACTORIES:  # type: ignore[attr-defined]
+            return False
+    function = _function(ancestors)
+    names = aliases(function, receiver.value)
+    escapes = False
+
+    class _Uses(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.stack: list[cst.CSTNode] = []
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal escapes
+            if isinstance(node, cst.Name) and node.value in names and self.stack:
+                escapes = escapes or not _reads(node, self.stack, scope)
+            self.stack.append(node)
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            self.stack.pop()
+
+    function.visit(_Uses())
+    return not escapes
+
+
+def _reads(name: cst.Name, stack: list[cst.CSTNode], scope: Scope) -> bool:
+    """Is this occurrence of a name a read that keeps the tensor private?"""
+    parent = stack[-1]
+    if isinstance(parent, (cst.AssignTarget, cst.BinaryOperation, cst.UnaryOperation, cst.Comparison)):
+        return True
+    if isinstance(parent, (cst.ComparisonTarget, cst.Return, cst.Subscript)):
+        return True
+    if isinstance(parent, cst.Assign):
+        return parent.value is name
+    if isinstance(parent, cst.Attribute) and parent.value is name:
+        return len(stack) >= 2 and isinstance(stack[-2], cst.Call) and stack[-2].func is parent
+    if isinstance(parent, cst.Arg) and len(stack) >= 2 and isinstance(stack[-2], cst.Call):
+        return reads_only(stack[-2], scope)
+    return False
+
+
+def _fresh_name(receiver: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> str | None:
+    """`pos_on_device` for `pos.to(d)` or `self.pos.to(d)`: a name the function does not use."""
+    key = dotted_name(receiver)
+    if key is None:
+        return None
+    base = key.rsplit(".", 1)[-1].lstrip("_") or "tensor"
+    taken = names_in(_function(ancestors)) | names_in(ancestors[0])
+    name, number = f"{base}_on_device", 2
+    while name in taken:
+        name, number = f"{base}_on_device_{number}", number + 1
+    return name
