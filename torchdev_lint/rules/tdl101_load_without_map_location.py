@@ -77,10 +77,12 @@ class LoadWithoutMapLocation(Rule):
         ends in a `x.load_state_dict(value)` call (without `assign=True`), directly or through
         items (`ckpt["model"]`, `ckpt.get(...)`, `ckpt.pop(...)`), names it is assigned to in the
         same function (`sd = sd["state_dict"]`), or a dict comprehension renaming its keys; uses
-        that only test it (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a dropped
-        value do not count. `load_state_dict` copies the values into tensors that already live
-        where the model was placed, so nothing the program sees changes. When the file itself
-        defines a `load_state_dict` (which may keep the tensors as given) the fix is unsafe.
+        that only test it (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a dropped or
+        never-read value do not count. `load_state_dict` copies the values into tensors that
+        already live where the model was placed, so nothing the program sees changes. When the
+        file itself defines a `load_state_dict` (which may keep the tensors as given) the fix is
+        unsafe. The fix writes only the `map_location="cpu"` keyword (no `torch` name), with the
+        quote character legal where it lands (inside an f-string, the other quote).
 
         Everywhere else the fix is unsafe: a pickled module, optimizer or tensor that is used,
         returned or handed to another call stays on the CPU where the code may expect it on the
