@@ -289,15 +289,15 @@ def in_memory_buffer(path: cst.BaseExpression, scope: Scope) -> bool:
     return all(isinstance(value, cst.Call) and resolve(value.func, scope) == "io.BytesIO" for value in values)
 
 
-# State dicts that hold Python numbers only, named by their owner: LR schedulers, gradient scalers.
+# State that holds Python numbers only, named by its owner: LR schedulers, gradient scalers.
 _NUMBERS_ONLY_OWNERS = ("scheduler", "scaler")
 
 
-def holds_numbers_only(receiver: cst.BaseExpression) -> bool:
-    """`lr_scheduler.load_state_dict(...)`, `self.scaler.load_state_dict(...)`: no tensors restored."""
-    key = dotted_name(receiver)
+def holds_numbers_only(owner: cst.BaseExpression | str) -> bool:
+    """`lr_scheduler.load_state_dict(...)`, `self.scaler...`, `class WarmupScheduler`: no tensors restored."""
+    key = owner if isinstance(owner, str) else dotted_name(owner)
     last = key.rsplit(".", 1)[-1].lower() if key is not None else ""
-    return any(owner in last for owner in _NUMBERS_ONLY_OWNERS)
+    return any(name in last for name in _NUMBERS_ONLY_OWNERS)
 
 
 _DEVICE_PARAMETERS = frozenset({"device", "map_location"})

@@ -50,7 +50,8 @@ class LoadWithoutMapLocation(Rule):
         tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a module that
         imports pytest or unittest); loads in a function that deletes its own `device` or
         `map_location` parameter (`del device`); and loads whose every use is a
-        `load_state_dict` of a scheduler or a scaler (`lr_scheduler`, `self.scaler`), whose
+        `load_state_dict` of a scheduler or a scaler (`lr_scheduler`, `self.scaler`), or that
+        a scheduler or scaler class makes of its own state (`class WarmupScheduler`): those
         states hold plain numbers.
 
         ## Why it matters
@@ -376,12 +377,17 @@ class LoadWithoutMapLocation(Rule):
                 save_checkpoint(model, tmp_path / "m.pt")
                 model.load_state_dict(torch.load(tmp_path / "m.pt"))
 
-            class WarmupScheduler:
+            class Checkpointable:
                 def load(self, path, end_of_epoch=False, device=None):
                     del end_of_epoch
                     del device
                     data = torch.load(path)
                     self.current_step = data["current_step"]
+
+            class WarmupScheduler:
+                def load(self, path):
+                    data = torch.load(path)
+                    self.lr0 = data["initial_value"]
 
             def restore(trainer, checkpoint):
                 trainer.lr_scheduler.load_state_dict(torch.load(checkpoint + "/scheduler.pt"))
@@ -422,6 +428,11 @@ class LoadWithoutMapLocation(Rule):
             return  # read back what this function has just written, on this machine
         if is_test_code(self.ctx.path, self.ctx.ancestors, owner) or discards_device(owner.node):
             return
+        if any(
+            isinstance(node, cst.ClassDef) and holds_numbers_only(node.name.value)
+            for node in self.ctx.ancestors
+        ):
+            return  # a scheduler or scaler restoring its own state: plain numbers
         self.loads.append((node, loader, owner))
 
     def _note_save(self, node: cst.Call) -> None:
