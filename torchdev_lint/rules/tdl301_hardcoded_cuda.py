@@ -52,6 +52,7 @@ class HardcodedCuda(Rule):
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
           `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`,
           functions (and private methods, through `self._helper()`) called only from such code,
+          moves a test expects to fail (`with self.assertRaises(...)`, `pytest.raises`),
           `torch.device("cuda")` looked up inside `try:` that catches the error (`except RuntimeError:`),
           modules that import a CUDA-only library
           (TensorRT, CuPy, apex, a `*_cuda` extension) or live under a `cuda` folder, and
@@ -395,10 +396,16 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
-            # A probe that handles the failure; a device test; a private helper of skipped tests.
+            # A probe that handles the failure; a device test; a private helper of skipped tests;
+            # a test that expects the move to fail.
             """
             import unittest
             import torch
+
+            class TestRemote(unittest.TestCase):
+                def test_unsupported(self):
+                    with self.assertRaisesRegex(ValueError, "not supported"):
+                        remote_module.cuda()
 
             def backend_of(group):
                 try:
@@ -514,6 +521,7 @@ class HardcodedCuda(Rule):
             _in_comparison(node, self.ctx.ancestors)
             or availability_guarded(scope, device_parameter=device_parameter)
             or flag_condition(node, self.ctx.ancestors, scope, strict=False)
+            or _expected_to_raise(self.ctx.ancestors)
             or benchmark_path(self.ctx.path)
             or cuda_requirements(scope, self.ctx.path).requires_cuda(site)
         ):
@@ -777,6 +785,18 @@ def _probed(ancestors: list[cst.CSTNode]) -> bool:
         if isinstance(ancestor, cst.Try) and child is ancestor.body:
             return any(_catches_missing_gpu(handler) for handler in ancestor.handlers)
         child = ancestor
+    return False
+
+
+def _expected_to_raise(ancestors: list[cst.CSTNode]) -> bool:
+    """Under `with self.assertRaises(...)` / `with pytest.raises(...)`: the test wants it to fail."""
+    for ancestor in ancestors:
+        if isinstance(ancestor, cst.With):
+            for item in ancestor.items:
+                call = item.item
+                name = dotted_name(call.func) if isinstance(call, cst.Call) else None
+                if name is not None and name.rsplit(".", 1)[-1].startswith(("assertRaises", "raises")):
+                    return True
     return False
 
 
