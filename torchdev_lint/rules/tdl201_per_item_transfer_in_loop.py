@@ -19,7 +19,7 @@ from torchdev_lint.analysis.loops import (
 )
 from torchdev_lint.analysis.scopes import Scope, module_reference, resolve
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import method_call
+from torchdev_lint.syntax import keyword, method_call
 
 _JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate"})
 # Factories whose positional arguments are the shape: equal arguments, equal shapes.
@@ -41,14 +41,18 @@ class PerItemTransferInLoop(Rule):
         batched move would do:
 
         - (a) the moved items are joined afterwards: `torch.stack([x.to(d) for x in xs])`,
-          `torch.cat(...)`, or a list filled by `out.append(x.to(d))` in a `for x in xs` loop and
-          then stacked or concatenated after the loop;
+          `torch.cat(...)`, a list comprehension of moved items bound to a name and joined later
+          (`ys = [x.cuda() for x in xs]` ... `torch.cat(ys)`), or a list filled by
+          `out.append(x.to(d))` (also `x = x.to(d)` then `out.append(x.unsqueeze(0))`) in a
+          `for x in xs` loop and then stacked or concatenated after the loop;
         - (b) a `for` loop over a collection (not a data loader or batch iterator) moves each item
           to the device and calls a model on it, one item at a time.
 
         Batches from a `DataLoader` (or anything named like a loader or batches), tuple-unpacking
-        loop targets, dict `.items()`/`.values()`, device-to-host moves, and collections whose items
-        are known to differ in shape are not flagged.
+        loop targets, dict `.items()`/`.values()`, device-to-host moves, collections whose items
+        are known to differ in shape, and moves that make an input match a layer
+        (`.to(device=w.device, dtype=w.dtype)`, inside model code whose items already live on a
+        device) are not flagged.
 
         ## Why it matters
         Every host-to-device copy pays a fixed launch and synchronisation cost of several
@@ -71,10 +75,18 @@ class PerItemTransferInLoop(Rule):
         ```
 
         ## Fix safety
-        (a) Safe for the comprehension form: `torch.stack([x.to(d) for x in xs])` becomes
+        (a) The comprehension form `torch.stack([x.to(d) for x in xs])` becomes
         `torch.stack(xs).to(d)` (a comprehension is kept when `xs` is not known to be a list, or
-        when it filters), with the same move arguments; the result is the same tensor on the same
-        device. The append form is reported without a fix. (b) Unsafe, and only when the collection
+        when it filters), with the same move arguments. Safe only when the items are provably
+        host tensors of one dtype (`xs` is a local list or comprehension of `torch.randn/rand/
+        zeros/ones/empty` calls without `device=`, all with the same `dtype=`) and the move
+        changes nothing but the device (`.to(d)`, `.cuda()`, `non_blocking=`): then both orders
+        give the same tensor on the same device. Otherwise unsafe: a list mixing devices (CPU and
+        CUDA, or two GPUs) joins after per-item moves but raises when joined on the host; items of
+        several dtypes are promoted by the join before a `.to(d, dtype)` cast instead of after it
+        (a double rounding); a memory format may give other strides. A join with `out=` gets no
+        fix (the buffer lives on the device). The append form and the two-statement forms
+        (`ys = [x.cuda() for x in xs]` then `torch.cat(ys)`) are reported without a fix. (b) Unsafe, and only when the collection
         is a list of same-shape tensors built in the same function and the loop body is exactly
         `results.append(model(item.to(d)))`: the model is called once on the stacked batch and the
         outputs are split back into `results`. A model whose output for an item depends on the
@@ -131,6 +143,53 @@ class PerItemTransferInLoop(Rule):
             """
             import torch
 
+            def gather(xs, device):
+                ys = [x.cuda() for x in xs]
+                zs = [x.to(device) for x in xs]
+                return torch.cat(ys), torch.cat(ys, dim=1), torch.stack(zs)
+            """,
+            lines=(4, 5),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def frames(clips, device):
+                out = []
+                for t in clips:
+                    t = t.to(device)
+                    out.append(t.unsqueeze(0))
+                return torch.cat(out)
+            """,
+            lines=(6,),
+        ),
+        Invalid(
+            """
+            import torch
+
+            def gather(n, device):
+                xs = [torch.zeros(3, dtype=torch.int64) for _ in range(n)]
+                a = torch.stack([x.to(device, torch.float16) for x in xs])
+                b = torch.stack([x.to(device, memory_format=torch.contiguous_format) for x in xs])
+                c = torch.cat([x.to(device) for x in [torch.ones(2), torch.ones(2, dtype=torch.int64)]])
+                return a, b, c
+            """,
+            lines=(5, 6, 7),
+            fixed="""
+            import torch
+
+            def gather(n, device):
+                xs = [torch.zeros(3, dtype=torch.int64) for _ in range(n)]
+                a = torch.stack(xs).to(device, torch.float16)
+                b = torch.stack(xs).to(device, memory_format=torch.contiguous_format)
+                c = torch.cat([x for x in [torch.ones(2), torch.ones(2, dtype=torch.int64)]]).to(device)
+                return a, b, c
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
             def embed(tokens, device):
                 out = []
                 for t in tokens:
@@ -150,10 +209,11 @@ class PerItemTransferInLoop(Rule):
                 results = []
                 # one image at a time
                 for image in images:
-                    results.append(model(image.to(device)))
+                    # the model's outputs, in order
+                    results.append(model(image.to(device)))  # keep the order
                 return results
             """,
-            lines=(10,),
+            lines=(11,),
             fixed="""
             import torch
             from torch import nn
@@ -163,7 +223,8 @@ class PerItemTransferInLoop(Rule):
                 images = [torch.randn(3, 32, 32) for _ in range(n)]
                 results = []
                 # one image at a time
-                results.extend(model(torch.stack(images).to(device)).unbind(0))
+                # the model's outputs, in order
+                results.extend(model(torch.stack(images).to(device)).unbind(0))  # keep the order
                 return results
             """,
         ),
@@ -204,6 +265,23 @@ class PerItemTransferInLoop(Rule):
         ),
     )
     valid = (
+        Valid(
+            """
+            import torch
+
+            def project(self, crops):
+                target_device = self.proj.bias.device
+                target_dtype = self.proj.bias.dtype
+                outputs = []
+                for crop in crops:
+                    crop = crop.to(device=target_device, dtype=target_dtype)
+                    outputs.append(self.proj(crop))
+                feats = []
+                for crop in crops:
+                    feats.append(crop.to(self.proj.weight.device, self.proj.weight.dtype))
+                return torch.cat(outputs), torch.cat(feats)
+            """
+        ),
         Valid(
             """
             import torch
@@ -323,6 +401,7 @@ class PerItemTransferInLoop(Rule):
         super().__init__(ctx)
         # Appends of moved items, per (function scope, list name), waiting for a join.
         self.appended: dict[tuple[int, str], list[tuple[cst.For, cst.Call]]] = defaultdict(list)
+        self.reported: set[cst.Call] = set()  # moves of a named comprehension, reported at the first join
 
     # (a) comprehension joined: torch.stack([x.to(d) for x in xs])
     def visit_Call(self, node: cst.Call) -> None:
@@ -342,19 +421,18 @@ class PerItemTransferInLoop(Rule):
             for loop, move in self.appended.pop((id(scope.owner), first.value), ()):
                 if loop not in self.ctx.ancestors:
                     self.report(move)
+            values = _collection_values(first, scope)
+            if values is not None and len(values) == 1 and isinstance(values[0], cst.ListComp):
+                move = _comprehension_move(values[0], scope)
+                if move is not None and move.call not in self.reported:
+                    self.reported.add(move.call)
+                    self.report(move.call)  # `ys = [x.cuda() for x in xs]` ... `torch.cat(ys)`
             return
         if not isinstance(first, (cst.ListComp, cst.GeneratorExp)):
             return
-        comp = first.for_in
-        if comp.inner_for_in is not None or comp.asynchronous is not None:
-            return
-        if not isinstance(comp.target, cst.Name) or not _item_collection(comp.iter, scope):
-            return
-        move = as_move(first.elt, scope) if isinstance(first.elt, cst.Call) else None
-        item = comp.target.value
-        if move is None or not _per_item_move(move, item, frozenset({item})) or _aligns_devices(move, scope):
-            return
-        self.report(move.call, fix=_join_fix(node, first, move, scope))
+        move = _comprehension_move(first, scope)
+        if move is not None:
+            self.report(move.call, fix=_join_fix(node, first, move, scope))
 
     # (a) append form: out.append(x.to(d)) in `for x in xs`, then torch.stack(out)
     def _check_append(self, node: cst.Call, scope: Scope) -> None:
@@ -364,13 +442,18 @@ class PerItemTransferInLoop(Rule):
         if not isinstance(func.value, cst.Name) or len(node.args) != 1:
             return
         loop = _item_loop(self.ctx.ancestors, scope)
+        if loop is None:
+            return
         value = node.args[0].value
         move = as_move(value, scope) if isinstance(value, cst.Call) else None
+        if move is None:  # `t = t.to(d)` ... `out.append(t.unsqueeze(0))`
+            move = _moved_aliases(loop, loop.target.value, scope).get(_root(value) or "")  # type: ignore[attr-defined]
+        item = loop.target.value  # type: ignore[attr-defined]
         if (
-            loop is not None
-            and move is not None
-            and _per_item_move(move, loop.target.value, loop_bound_names(loop))
-        ):  # type: ignore[attr-defined]
+            move is not None
+            and _per_item_move(move, item, loop_bound_names(loop))
+            and not _matches(move, scope)
+        ):
             self.appended[(id(scope.owner), func.value.value)].append((loop, move.call))
 
     # (b) for item in items: model(item.to(d))
@@ -388,7 +471,7 @@ class PerItemTransferInLoop(Rule):
             move = as_move(value, scope) if isinstance(value, cst.Call) else None
             if move is None and isinstance(value, cst.Name):
                 move = aliases.get(value.value)
-            if move is None or not _per_item_move(move, item, varying):
+            if move is None or not _per_item_move(move, item, varying) or _matches(move, scope):
                 continue
             # Other inputs that change per iteration (`x = model(x, t.to(d))`): a sequential loop.
             others = [a.value for a in node.args if a is not arg]
@@ -437,8 +520,11 @@ class PerItemTransferInLoop(Rule):
         extend = append.with_changes(
             func=append.func.with_changes(attr=cst.Name("extend")), args=[cst.Arg(outputs)]
         )
+        if body.header.comment is not None or any(e.comment is not None for e in body.footer):
+            return None  # a comment on the `for` line or after the body would have nowhere to go
+        own = [e for e in line.leading_lines if e.comment is not None]
         statement = line.with_changes(
-            body=[expr.with_changes(value=extend)], leading_lines=loop.leading_lines
+            body=[expr.with_changes(value=extend)], leading_lines=[*loop.leading_lines, *own]
         )
         return Fix("unsafe", "Call the model once on the stacked batch", {loop: statement})
 
@@ -474,6 +560,48 @@ def _aligns_devices(move: Move, scope: Scope) -> bool:
         if values and all(v is not None for v in values):
             return all(isinstance(v, cst.Attribute) and v.attr.value == "device" for v in values)
     return isinstance(node, cst.Attribute) and node.attr.value == "device"
+
+
+def _comprehension_move(comp: cst.ListComp | cst.GeneratorExp, scope: Scope) -> Move | None:
+    """The per-item host-to-device move a one-loop comprehension makes of its items, if any."""
+    loop = comp.for_in
+    if loop.inner_for_in is not None or loop.asynchronous is not None:
+        return None
+    if not isinstance(loop.target, cst.Name) or not _item_collection(loop.iter, scope):
+        return None
+    move = as_move(comp.elt, scope) if isinstance(comp.elt, cst.Call) else None
+    item = loop.target.value
+    if move is None or not _per_item_move(move, item, frozenset({item})) or _aligns_devices(move, scope):
+        return None
+    return move
+
+
+def _matches(move: Move, scope: Scope) -> bool:
+    """`.to(device=target_device, dtype=target_dtype)` with both taken from a tensor or layer
+    (`w.device`, `w.dtype`): an input made to match the layer it feeds, inside model code
+    where the items already live on a device, not a host-to-device transfer."""
+    dtype = keyword(move.call, "dtype")
+    positional = [a.value for a in move.call.args if a.keyword is None]
+    dtype_node = dtype.value if dtype is not None else (positional[1] if len(positional) > 1 else None)
+    return (
+        dtype_node is not None
+        and _aligns_devices(move, scope)
+        and all(_from_attribute(v, "dtype") for v in _values(dtype_node, scope))
+    )
+
+
+def _values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+    """A name's assigned values when all are known, else the expression itself."""
+    if isinstance(node, cst.Name):
+        found = scope.lookup(node.value)
+        values = [b.value for b in found[1]] if found is not None else []
+        if values and all(v is not None for v in values):
+            return values  # type: ignore[return-value]
+    return [node]
+
+
+def _from_attribute(node: cst.BaseExpression, attr: str) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == attr
 
 
 def _item_collection(iterable: cst.BaseExpression, scope: Scope) -> bool:
@@ -518,8 +646,8 @@ def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move,
     target = comp.for_in.target
     if not (isinstance(move.receiver, cst.Name) and isinstance(target, cst.Name)):
         return None
-    if move.receiver.value != target.value:
-        return None
+    if move.receiver.value != target.value or keyword(join, "out") is not None:
+        return None  # `out=` names a device buffer: joining on the host would fail
     items: cst.BaseExpression
     if not comp.for_in.ifs and _is_list(comp.for_in.iter, scope):
         items = comp.for_in.iter
@@ -529,7 +657,36 @@ def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move,
     joined = join.with_changes(args=[first, *join.args[1:]])
     method = move.call.func.attr.value  # type: ignore[attr-defined]
     fixed = method_call(joined, method, move.call.args)
-    return Fix("safe", "Join the items first, then move the batch once", {join: fixed})
+    safe = _host_items_of_one_dtype(comp.for_in.iter, scope) and _moves_only(move)
+    return Fix("safe" if safe else "unsafe", "Join the items first, then move the batch once", {join: fixed})
+
+
+def _moves_only(move: Move) -> bool:
+    """Does the move change nothing but the device (no dtype, tensor or memory format)?"""
+    extra = [a for a in move.call.args if a.value is not move.device_node]
+    return all(a.keyword is not None and a.keyword.value == "non_blocking" for a in extra)
+
+
+def _host_items_of_one_dtype(iterable: cst.BaseExpression, scope: Scope) -> bool:
+    """Items provably on the CPU, all of one dtype: a local list built of shape-only torch
+    factories (`torch.randn(3)`) without `device=`, all with the same `dtype=` (or none).
+    Joining such items on the host and then moving the batch gives the same tensor as
+    moving each item and joining on the device; items on several devices (or of several
+    dtypes, promoted by the join) would not be provably so."""
+    dtypes = set()
+    for value in _collection_values(iterable, scope) or [None]:
+        if isinstance(value, cst.ListComp) and value.for_in.inner_for_in is None:
+            elements = [value.elt]
+        elif isinstance(value, (cst.List, cst.Tuple)):
+            elements = [e.value for e in value.elements]
+        else:
+            return False
+        for element in elements:
+            if _factory_shape(element, scope) is None or keyword(element, "device") is not None:  # type: ignore[arg-type]
+                return False
+            dtype = keyword(element, "dtype")  # type: ignore[arg-type]
+            dtypes.add(None if dtype is None else cst.Module(body=[]).code_for_node(dtype.value))
+    return len(dtypes) == 1
 
 
 def _is_list(node: cst.BaseExpression, scope: Scope) -> bool:
