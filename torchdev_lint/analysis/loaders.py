@@ -79,12 +79,15 @@ def places_on_device(node: cst.BaseExpression) -> bool:
 
 
 def _wrapped(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
-    """The arguments whose items a call may pass through when iterated.
+    """The iterables whose items an expression may pass through when iterated.
 
     `enumerate(loader)`, `zip(a, b)` (every argument of a pass-through builtin);
     `tqdm(loader)`, `MetricLogger(" ").log_every(loader, 10)` (the first argument
-    of any other call); nothing for builtins that consume them (`len(loader)`).
+    of any other call); both sides of `a if c else b`; nothing for builtins that
+    consume them (`len(loader)`).
     """
+    if isinstance(node, cst.IfExp):
+        return [node.body, node.orelse]  # `tqdm(dl) if verbose else dl`
     if not isinstance(node, cst.Call):
         return []
     positional = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
@@ -216,17 +219,15 @@ def _use_of(node: cst.CSTNode, path: list[cst.CSTNode]) -> tuple[bool, bool]:
             return False, True
         if isinstance(call, cst.Call) and dotted_name(call.func) == "len":
             return False, False
-        return not _in_loop_iterable(path), False
-    if isinstance(parent, cst.For) and parent.iter is node:
+    if _in_loop_iterable([*path, node]):
         return False, False
     if isinstance(parent, cst.Attribute) and parent.value is node:
         return False, False
-    if isinstance(parent, cst.AssignTarget):
-        return False, False
-    return True, False
+    return not isinstance(parent, cst.AssignTarget), False
 
 
 def _in_loop_iterable(path: Sequence[cst.CSTNode]) -> bool:
+    """Is the last of `path` part of a `for` loop's iterable (`for b in tqdm(loader)`)?"""
     for parent, child in zip(reversed(path[:-1]), reversed(path[1:]), strict=True):
         if isinstance(parent, cst.For):
             return parent.iter is child

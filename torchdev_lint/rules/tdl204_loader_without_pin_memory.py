@@ -209,6 +209,26 @@ class LoaderWithoutPinMemory(Rule):
                     model(x.to(next(model.parameters()).device))
             """,
         ),
+        # Iterated through a conditional expression.
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+
+            def predict(model, dataset, device, progress):
+                dl = DataLoader(dataset, batch_size=4)
+                for b in tqdm(dl) if progress else dl:
+                    b["pred"] = model(b["image"].to(device))
+            """,
+            lines=(4,),
+            fixed="""
+            from torch.utils.data import DataLoader
+
+            def predict(model, dataset, device, progress):
+                dl = DataLoader(dataset, batch_size=4, pin_memory=True)
+                for b in tqdm(dl) if progress else dl:
+                    b["pred"] = model(b["image"].to(device))
+            """,
+        ),
         # Devices named through attributes and subscripts.
         Invalid(
             """
