@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
+from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.kinds import module_or_model_name
 from torchdev_lint.analysis.loaders import is_loader
-from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, is_conditional_in
+from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, is_conditional_in, names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.rule import Invalid, Rule, Valid
 
@@ -32,7 +35,13 @@ class SyncInLoop(Rule):
         `torch.cuda.synchronize()`. A training or inference loop iterates a data loader, or calls
         `backward()`, `optimizer.step()` or a model in its body. Only files that move data to an
         accelerator are checked. Reads under an `if` (`if step % 100 == 0:`) and after the loop
-        are not flagged. Opt-in: logging a loss each step is sometimes what you want.
+        are not flagged, nor reads of tensors the device flow knows are on the CPU, results
+        collected in host memory or handed to host-side code (`outs.append(t.cpu())`,
+        `decode(p.cpu().numpy())`), and loops where a read decides the control flow (a stop test
+        `if token.item() in stop: break`, a value used in an `if`, `while`, `assert` or index):
+        such a loop waits every iteration anyway. One finding per loop, at its first read: after
+        it the device has nothing left to wait for. Opt-in: logging a loss each step is
+        sometimes what you want.
 
         ## Why it matters
         CUDA runs asynchronously: the host queues kernels and moves on. Reading a value on the host
@@ -77,10 +86,12 @@ class SyncInLoop(Rule):
                     total += loss.item()
                     print(loss)
                     torch.cuda.synchronize()
-                    preds = model(x.to(device)).argmax(1).cpu().numpy()
+                for x, y in loader:
+                    torch.cuda.synchronize()
+                    loss = model(x.to(device)).sum()
                 return total
             """,
-            lines=(9, 10, 11, 12),
+            lines=(9, 13),
         ),
         Invalid(
             """
@@ -94,6 +105,33 @@ class SyncInLoop(Rule):
         ),
     )
     valid = (
+        Valid(
+            """
+            import torch
+
+            def generate(model, token, device, stop_tokens, steps):
+                tokens = []
+                for _ in range(steps):
+                    token = model(token.to(device)).argmax(-1)
+                    if token.item() in stop_tokens:
+                        break
+                    tokens.append(token.item())
+                for batch in batches:
+                    logits = model(batch.to(device))
+                    position = logits.argmax().item()
+                    if position == 0:
+                        continue
+
+            def evaluate(model, loader, device):
+                feats, sigmas = [], torch.linspace(1, 0, 10)
+                for x in loader:
+                    out = model(x.to(device))
+                    # kept in host memory: device memory would run out
+                    feats.append(out.cpu())
+                    sigma = float(sigmas[0].item())
+                return feats
+            """
+        ),
         Valid(
             """
             import torch
@@ -145,16 +183,23 @@ class SyncInLoop(Rule):
     def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
         super().__init__(ctx)
         self._accelerated: dict[int, bool] = {}
+        self._reported: set[Loop] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.ctx.scope
         if not self._is_sync(node, scope):
             return
         loop = innermost_loop(self.ctx.ancestors)
-        if loop is None or is_conditional_in(self.ctx.ancestors, loop):
+        if loop is None or is_conditional_in(self.ctx.ancestors, loop) or loop in self._reported:
             return
-        if self._is_training_loop(loop, scope) and self._uses_accelerator(scope):
-            self.report(node)
+        if _host_tensor(node, self.ctx) or _kept_on_host(node, self.ctx.ancestors):
+            return
+        if not (self._is_training_loop(loop, scope) and self._uses_accelerator(scope)):
+            return
+        if _steers(loop, scope):
+            return  # the loop must read a value every iteration anyway (a stop test, an index)
+        self._reported.add(loop)  # after the first read, the device has nothing left to wait for
+        self.report(node)
 
     def _is_sync(self, node: cst.Call, scope: Scope) -> bool:
         func = node.func
@@ -233,3 +278,85 @@ def _loop_tensors(loop: Loop, scope: Scope) -> set[str]:
             if (move is not None and move.to_accelerator) or module_or_model_name(value.func, scope):
                 names.update(t.target.value for t in small.targets if isinstance(t.target, cst.Name))
     return names
+
+
+def _host_tensor(call: cst.Call, ctx) -> bool:  # type: ignore[no-untyped-def]
+    """`.item()`/`.tolist()`/... of a tensor the device flow knows is on the CPU: no sync."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    device = flow.device_of(func.value, ctx)
+    return device is not None and device.type == "cpu"
+
+
+def _kept_on_host(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """`outs.append(t.cpu())`: results deliberately collected in host memory (to spare device
+    memory), or handed on to host-side post-processing, not a value read for logging."""
+    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value in ("cpu", "numpy")):
+        return False
+    parent = ancestors[-2] if len(ancestors) >= 2 else None
+    holder = ancestors[-3] if len(ancestors) >= 3 else None
+    return isinstance(parent, cst.Arg) and isinstance(holder, cst.Call)
+
+
+def _steers(loop: Loop, scope: Scope) -> bool:
+    """Does a host read in the loop decide its control flow (`if t.item() in stop: break`,
+    `x = t.item()` then `if x == 0:`, an index or a slice bound)? Then every iteration waits
+    for the device anyway, and no other read in it costs a further wait."""
+    reads: set[str] = set()
+    for statement in _body_smalls(loop):
+        if isinstance(statement, cst.Assign) and _has_read(statement.value):
+            reads.update(t.target.value for t in statement.targets if isinstance(t.target, cst.Name))
+
+    found = False
+
+    class _Tests(cst.CSTVisitor):
+        def _check(self, test: cst.CSTNode) -> None:
+            nonlocal found
+            found = found or _has_read(test) or bool(names_in(test) & reads)
+
+        def visit_If(self, node: cst.If) -> None:
+            self._check(node.test)
+
+        def visit_While(self, node: cst.While) -> None:
+            self._check(node.test)
+
+        def visit_Assert(self, node: cst.Assert) -> None:
+            self._check(node.test)
+
+        def visit_SubscriptElement(self, node: cst.SubscriptElement) -> None:
+            self._check(node.slice)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+    loop.body.visit(_Tests())
+    return found
+
+
+def _has_read(node: cst.CSTNode) -> bool:
+    found = False
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not node.args:
+                found = True
+
+    node.visit(_Reads())
+    return found
+
+
+def _body_smalls(loop: Loop) -> list[cst.BaseSmallStatement]:
+    found: list[cst.BaseSmallStatement] = []
+
+    class _Smalls(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            found.extend(node.body)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+    loop.body.visit(_Smalls())
+    return found
