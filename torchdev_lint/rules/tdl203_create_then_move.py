@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.checkpoints import is_test_code
 from torchdev_lint.analysis.devices import CPU, as_move, is_dtype
 from torchdev_lint.analysis.kinds import TENSOR_FACTORIES
-from torchdev_lint.analysis.checkpoints import is_test_code
 from torchdev_lint.analysis.scopes import Scope, resolve
 from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
