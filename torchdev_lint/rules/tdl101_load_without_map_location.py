@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
 
+# Functions that write a file a loader reads back, and the name of the parameter they save.
+SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
+
+
 class LoadWithoutMapLocation(Rule):
     code = "TDL101"
     name = "load-without-map-location"
@@ -45,7 +49,8 @@ class LoadWithoutMapLocation(Rule):
         left alone. So are loads where the premise (tensors restored onto a device this machine
         may not have) cannot hold: a `torch.load` of a path that the same file writes with
         `torch.save` from host memory (`torch.save(feats.cpu(), path)`, the same path expression),
-        or that the same function has just written (the same run on the same machine); a load
+        or that the same function has just written with `torch.save` or `torch.jit.save` (the
+        same run on the same machine); a load
         of an in-memory `io.BytesIO` buffer in a file that serializes into such buffers; loads in
         tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a module that
         imports pytest or unittest); loads in a function that deletes its own `device` or
@@ -362,6 +367,12 @@ class LoadWithoutMapLocation(Rule):
                 buffer = io.BytesIO(data.cpu().numpy())
                 return torch.load(buffer)
 
+            def export(model, example, path):
+                scripted = torch.jit.script(model)
+                torch.jit.save(m=scripted, f=path)
+                reloaded = torch.jit.load(path)
+                assert torch.allclose(reloaded(example), model(example))
+
             def receive(extra):
                 return torch.load(io.BytesIO(extra["metrics_bytes"]))
             """
@@ -414,8 +425,8 @@ class LoadWithoutMapLocation(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualname(node.func)
-        if name == "torch.save":
-            self._note_save(node)
+        if name in SAVED_OBJECT:
+            self._note_save(node, name)
             return
         loader = LOADERS.get(name or "")
         if loader is None or has_star(node, "*") or has_star(node, "**"):
@@ -435,12 +446,14 @@ class LoadWithoutMapLocation(Rule):
             return  # a scheduler or scaler restoring its own state: plain numbers
         self.loads.append((node, loader, owner))
 
-    def _note_save(self, node: cst.Call) -> None:
-        obj, path = argument(node, 0, "obj"), argument(node, 1, "f")
+    def _note_save(self, node: cst.Call, saver: str) -> None:
+        obj, path = argument(node, 0, SAVED_OBJECT[saver]), argument(node, 1, "f")
         if obj is None or path is None:
             return
         key = path_key(path.value)
         self.saved_here[self.ctx.scope.owner].add(key)
+        if saver != "torch.save":
+            return
         if in_memory_buffer(path.value, self.ctx.scope):
             self.saves_to_buffer = True
         on_cpu = saved_on_cpu(obj.value, self.ctx.scope) or (
