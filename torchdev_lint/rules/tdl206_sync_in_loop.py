@@ -32,7 +32,9 @@ class SyncInLoop(Rule):
         ## What it does
         Flags host reads of device tensors on every iteration of a training or inference loop:
         `.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `print(t)` of a tensor the loop computes, and
-        `torch.cuda.synchronize()`. A training or inference loop iterates a data loader, or calls
+        `torch.cuda.synchronize()` (`.cpu()`/`.numpy()` only in loops that call `backward()` or
+        `optimizer.step()`: an inference loop has to bring its outputs to the host). A training or
+        inference loop iterates a data loader, or calls
         `backward()`, `optimizer.step()` or a model in its body. Only files that move data to an
         accelerator are checked. Reads under an `if` (`if step % 100 == 0:`) and after the loop
         are not flagged, nor reads of tensors the device flow knows are on the CPU, results
@@ -194,6 +196,8 @@ class SyncInLoop(Rule):
             return
         if _host_tensor(node, self.ctx) or _kept_on_host(node, self.ctx.ancestors):
             return
+        if _copies_out(node) and not any(_trains(call) for call in calls_in(loop)):
+            return  # inference: the outputs have to reach the host for post-processing
         if not (self._is_training_loop(loop, scope) and self._uses_accelerator(scope)):
             return
         if _steers(loop, scope):
@@ -360,3 +364,16 @@ def _body_smalls(loop: Loop) -> list[cst.BaseSmallStatement]:
 
     loop.body.visit(_Smalls())
     return found
+
+
+def _copies_out(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in ("cpu", "numpy")
+
+
+def _trains(call: cst.Call) -> bool:
+    """`loss.backward()` or `optimizer.step()`."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    owner = (dotted_name(func.value) or "").rsplit(".", 1)[-1].lower()
+    return func.attr.value == "backward" or (func.attr.value == "step" and owner.startswith(_OPTIMIZER_NAME))
