@@ -152,12 +152,12 @@ def test_diff_never_writes(tree: Path, capsys: pytest.CaptureFixture[str]) -> No
         ),
         pytest.param(
             b"import torch\r\n\r\nx = torch.load(\r\n    'a.pt',\r\n)\r\n",
-            b"import torch\r\n\r\nx = torch.load(\r\n    'a.pt',\r\n    map_location=\"cpu\",\r\n)\r\n",
+            b"import torch\r\n\r\nx = torch.load(\r\n    'a.pt',\r\n    map_location='cpu',\r\n)\r\n",
             id="crlf",
         ),
         pytest.param(
             b"import torch\nx = torch.load('a.pt')",
-            b"import torch\nx = torch.load('a.pt', map_location=\"cpu\")",
+            b"import torch\nx = torch.load('a.pt', map_location='cpu')",
             id="no-final-newline",
         ),
     ],
