@@ -1,0 +1,537 @@
+"""TDL208 loss-accumulated-with-graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis import autograd
+from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, names_in
+from torchdev_lint.analysis.scopes import assigned_values, dotted_name
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.syntax import method_call
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+@dataclass(frozen=True)
+class _LoopFacts:
+    """What a training loop's body shows: its losses, and whether it calls `.backward()`."""
+
+    losses: frozenset[str]
+    trains: bool
+
+
+class LossAccumulatedWithGraph(Rule):
+    code = "TDL208"
+    name = "loss-accumulated-with-graph"
+    message = (
+        "A loss is accumulated with its autograd graph: every iteration's graph stays alive through "
+        "the accumulator and memory grows until it runs out; accumulate `loss.detach()` (or `loss.item()`)"
+    )
+    fix_availability = "always"
+    triggers = ("backward",)
+    docs = """
+        ## What it does
+        Flags, inside a training loop (a loop whose body calls `.backward()`), a loss added to an
+        accumulator that outlives the iteration: `total += loss`, `total = total + loss`,
+        `losses.append(loss)`. A loss is a tensor on which the loop calls `.backward()`, the
+        result of a loss function (`F.cross_entropy(...)`, `F.mse_loss(...)`) or of a criterion
+        built from an `nn.*Loss` class. Accumulations of `loss.item()`, `loss.detach()`,
+        `float(loss)` or `loss.data` are fine and not flagged; so are loops that run with
+        gradients off (`torch.no_grad()`/`torch.inference_mode()` around them or as the
+        function's decorator), accumulators reset in the loop, and accumulators on which
+        `.backward()` is called later (gradient accumulation wants the graph).
+
+        ## Why it matters
+        `total += loss` makes `total` a tensor whose autograd history reaches every loss added so
+        far, so no iteration's graph is ever freed. Memory grows step by step until an
+        out-of-memory error many iterations later, far from the line that causes it. This is the
+        first answer of PyTorch's FAQ on running out of memory.
+
+        ## Example
+        ```python
+        total_loss = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss
+        ```
+
+        ## Use instead
+        ```python
+        total_loss += loss.detach()   # stays on the device, no sync, no graph
+        # or, when you only log it: total_loss += loss.item()  (waits for the device each step)
+        ```
+
+        ## Fix safety
+        The fix accumulates `loss.detach()` instead of `loss`: the same values bit for bit, on the
+        same device, without waiting for the device. It is **safe** when the accumulator is a
+        local name of the function (not a parameter, not `global`/`nonlocal`) that the function
+        neither returns nor yields: nothing outside can then depend on its graph. It is
+        **unsafe** when the accumulator is an attribute (`self.total`), a parameter, or is
+        returned or yielded: a caller might differentiate through it.
+        """
+    invalid = (
+        Invalid(
+            """
+            import torch.nn as nn
+
+            def train(model, loader, optimizer):
+                criterion = nn.CrossEntropyLoss()
+                total_loss = 0.0
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    total_loss += loss  # keeps every graph
+                print(total_loss / len(loader))
+            """,
+            lines=(11,),
+            fixed="""
+            import torch.nn as nn
+
+            def train(model, loader, optimizer):
+                criterion = nn.CrossEntropyLoss()
+                total_loss = 0.0
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    total_loss += loss.detach()  # keeps every graph
+                print(total_loss / len(loader))
+            """,
+        ),
+        Invalid(
+            """
+            import torch.nn.functional as F
+
+            def fit(model, batches, opt):
+                losses = []
+                running = 0
+                for x, y in batches:
+                    loss = F.mse_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    losses.append(loss)
+                    running = running + loss * x.shape[0]
+                log(losses, running)
+            """,
+            lines=(11, 12),
+            fixed="""
+            import torch.nn.functional as F
+
+            def fit(model, batches, opt):
+                losses = []
+                running = 0
+                for x, y in batches:
+                    loss = F.mse_loss(model(x), y)
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    losses.append(loss.detach())
+                    running = running + loss.detach() * x.shape[0]
+                log(losses, running)
+            """,
+        ),
+        Invalid(
+            # Stored on self and returned: the fix is unsafe (a caller might use the graph).
+            """
+            class Trainer:
+                def epoch(self, loader):
+                    total = 0
+                    for batch in loader:
+                        out = self.step(batch)
+                        out.loss.backward()
+                        l = out.loss
+                        l.backward()
+                        self.history.append(l)
+                        total += l
+                    return total
+            """,
+            lines=(9, 10),
+            fixed="""
+            class Trainer:
+                def epoch(self, loader):
+                    total = 0
+                    for batch in loader:
+                        out = self.step(batch)
+                        out.loss.backward()
+                        l = out.loss
+                        l.backward()
+                        self.history.append(l.detach())
+                        total += l.detach()
+                    return total
+            """,
+        ),
+        Invalid(
+            # The epoch loop keeps one graph per epoch alive.
+            """
+            import torch
+
+            def run(model, loader, opt, epochs):
+                per_epoch = []
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        loss.backward()
+                        opt.step()
+                    per_epoch.append(loss)
+                plot(per_epoch)
+            """,
+            lines=(10,),
+            fixed="""
+            import torch
+
+            def run(model, loader, opt, epochs):
+                per_epoch = []
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        loss.backward()
+                        opt.step()
+                    per_epoch.append(loss.detach())
+                plot(per_epoch)
+            """,
+        ),
+    )
+    valid = (
+        Valid(
+            # .item(), .detach(), float() and .data carry no graph.
+            """
+            def train(model, loader, opt, criterion):
+                total, seen, history = 0.0, 0, []
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    total += loss.item() * x.size(0)
+                    seen += float(loss)
+                    history.append(loss.detach().cpu())
+                    history.append(loss.data)
+                return total, seen, history
+            """
+        ),
+        Valid(
+            # Gradient accumulation: the accumulated loss is differentiated after the loop.
+            """
+            def accumulate(model, chunks, opt, criterion):
+                total = 0
+                for x, y in chunks:
+                    loss = criterion(model(x), y)
+                    loss.backward(retain_graph=True)
+                    total = total + loss
+                total.backward()
+                opt.step()
+            """
+        ),
+        Valid(
+            # Evaluation under no_grad (decorator or with): there is no graph to keep.
+            """
+            import torch
+
+            @torch.no_grad()
+            def evaluate(model, loader, criterion):
+                total = 0
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    total += loss
+                return total
+
+            def validate(model, loader, criterion):
+                with torch.inference_mode():
+                    total = 0
+                    for x, y in loader:
+                        loss = criterion(model(x), y)
+                        loss.backward()
+                        total += loss
+                return total
+            """
+        ),
+        Valid(
+            # The accumulator is reset every iteration, or the loop never trains.
+            """
+            import torch.nn.functional as F
+
+            def train(model, loader, opt):
+                for x, y in loader:
+                    step_losses = []
+                    loss = F.l1_loss(model(x), y)
+                    step_losses.append(loss)
+                    sum(step_losses).backward()
+
+            def collect(model, loader):
+                outputs = []
+                for x, y in loader:
+                    outputs.append(F.l1_loss(model(x), y))
+                return outputs
+            """
+        ),
+        Valid(
+            # Detached (and moved) before it is accumulated.
+            """
+            def run(model, loader, loss_fn, optimizer):
+                loss = 0
+                for x, y in loader:
+                    loss_batch = loss_fn(model(x), y)
+                    loss_batch.backward()
+                    optimizer.step()
+                    loss_batch = loss_batch.detach().cpu()
+                    loss += loss_batch
+                return loss
+            """
+        ),
+        Valid(
+            # A loss name rebound to a number in the loop is a number when accumulated.
+            """
+            def train(model, loader, opt, criterion):
+                total = 0
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    loss = loss.item()
+                    total += loss
+                return total
+            """
+        ),
+        Valid(
+            # Accumulating something other than the loss: predictions are not losses.
+            """
+            def train(model, loader, opt, criterion):
+                outputs = []
+                for x, y in loader:
+                    out = model(x)
+                    loss = criterion(out, y)
+                    loss.backward()
+                    outputs.append(out.argmax(1))
+                return outputs
+            """
+        ),
+    )
+
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._loops: dict[int, tuple[Loop, _LoopFacts]] = {}
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.AddAssign):
+            self._check(node, node.target, node.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if len(node.targets) != 1 or not isinstance(value, cst.BinaryOperation):
+            return
+        if not isinstance(value.operator, cst.Add):
+            return
+        target = dotted_name(node.targets[0].target)
+        if target is None:
+            return
+        if dotted_name(value.left) == target:
+            self._check(node, node.targets[0].target, value.right)
+        elif dotted_name(value.right) == target:
+            self._check(node, node.targets[0].target, value.left)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "append" and len(node.args) == 1:
+            self._check(node, func.value, node.args[0].value)
+
+    def _check(self, node: cst.CSTNode, accumulator: cst.BaseExpression, added: cst.BaseExpression) -> None:
+        name = dotted_name(accumulator)
+        ancestors = self.ctx.ancestors
+        loop = innermost_loop(ancestors)
+        if name is None or loop is None or autograd.grad_is_off(ancestors, self.ctx.qualname):
+            return
+        facts = self._facts(loop)
+        if not facts.trains:
+            return
+        live = self._live_losses(added, facts.losses)
+        if not live or self._reset_in(loop, name, node) or self._differentiated(name):
+            return
+        safety = "unsafe" if self._escapes(name) else "safe"
+        replacements = {old: method_call(old, "detach") for old in live}
+        self.report(node, fix=Fix(safety, "Accumulate `.detach()`ed losses", replacements))
+
+    def _facts(self, loop: Loop) -> _LoopFacts:
+        cached = self._loops.get(id(loop))
+        if cached is not None and cached[0] is loop:
+            return cached[1]
+        backward = [c for c in calls_in(loop) if _method(c) == "backward"]
+        losses = {dotted_name(c.func.value) for c in backward if isinstance(c.func, cst.Attribute)}
+        numbers: set[str] = set()
+        for target, value in _assignments(loop.body):
+            if self._is_loss(value):
+                losses.add(target)
+            if _detached(value):
+                numbers.add(target)
+        facts = _LoopFacts(frozenset(n for n in losses if n is not None) - numbers, bool(backward))
+        self._loops[id(loop)] = (loop, facts)
+        return facts
+
+    def _is_loss(self, value: cst.BaseExpression) -> bool:
+        """A loss function's result, or a call of a name bound to a criterion."""
+        if not isinstance(value, cst.Call):
+            return False
+        if autograd.is_loss_call(value, self.ctx.qualname):
+            return True
+        found = assigned_values(value.func, self.ctx.scope)
+        return found is not None and all(autograd.is_criterion(v, self.ctx.qualname) for v in found[0])
+
+    def _live_losses(self, added: cst.BaseExpression, losses: frozenset[str]) -> list[cst.BaseExpression]:
+        """The losses in `added` that still carry their graph (not under `.item()`, `float()`, ...)."""
+        live: list[cst.BaseExpression] = []
+        rule = self
+
+        class _Finder(cst.CSTVisitor):
+            def visit_Call(self, node: cst.Call) -> bool:
+                if _method(node) in autograd.DETACHING_METHODS:
+                    return False
+                if isinstance(node.func, cst.Name) and node.func.value in autograd.DETACHING_FUNCTIONS:
+                    return False
+                if rule._is_loss(node):
+                    live.append(node)
+                    return False
+                return True
+
+            def visit_Attribute(self, node: cst.Attribute) -> bool:
+                if node.attr.value in autograd.DETACHING_ATTRIBUTES:
+                    return False
+                if dotted_name(node) in losses:
+                    live.append(node)
+                    return False
+                return True
+
+            def visit_Name(self, node: cst.Name) -> None:
+                if node.value in losses:
+                    live.append(node)
+
+            def visit_Lambda(self, node: cst.Lambda) -> bool:
+                return False
+
+        added.visit(_Finder())
+        return live
+
+    def _reset_in(self, loop: Loop, name: str, accumulation: cst.CSTNode) -> bool:
+        """Is the accumulator assigned afresh in the loop (so it lives one iteration only)?"""
+        for target, value in _assignments(loop.body):
+            if target == name and value is not getattr(accumulation, "value", None):
+                if name not in names_in(value):
+                    return True
+        return False
+
+    def _differentiated(self, name: str) -> bool:
+        """Is `.backward()` (or `autograd.grad`) applied to the accumulator anywhere in the function?"""
+        for call in _calls(self._function_body()):
+            if _method(call) in ("backward", "grad") and name in names_in(call):
+                return True
+        return False
+
+    def _escapes(self, name: str) -> bool:
+        """May code outside the function see the accumulator: attribute, parameter, global, returned?"""
+        if "." in name:
+            return True
+        found = self.ctx.scope.lookup(name)
+        if found is None or found[0] is not self.ctx.scope.owner:
+            return True
+        if any(isinstance(binding.node, cst.Param) for binding in found[1]):
+            return True
+        for node in _returns(self._function_body()):
+            if node.value is not None and name in names_in(node.value):
+                return True
+        return False
+
+    def _function_body(self) -> cst.CSTNode:
+        for node in reversed(self.ctx.ancestors):
+            if isinstance(node, (cst.FunctionDef, cst.Module)):
+                return node
+        return self.ctx.module
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _detached(value: cst.BaseExpression) -> bool:
+    """`x.item()`, `float(x)`, `x.detach().cpu()`, `x.data`...: a value without autograd history."""
+    while True:
+        if isinstance(value, cst.Call):
+            if isinstance(value.func, cst.Name):
+                return value.func.value in autograd.DETACHING_FUNCTIONS
+            if _method(value) in autograd.DETACHING_METHODS:
+                return True
+            value = value.func
+        elif isinstance(value, cst.Attribute):
+            if value.attr.value in autograd.DETACHING_ATTRIBUTES:
+                return True
+            value = value.value
+        else:
+            return False
+
+
+class _Collector(cst.CSTVisitor):
+    """Assignments, calls and returns of one function body, nested functions and classes excluded."""
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        self.root = root
+        self.assignments: list[tuple[str, cst.BaseExpression]] = []
+        self.calls: list[cst.Call] = []
+        self.returns: list[cst.Return | cst.Yield] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            name = dotted_name(target.target)
+            if name is not None:
+                self.assignments.append((name, node.value))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        self.returns.append(node)
+
+    def visit_Yield(self, node: cst.Yield) -> None:
+        self.returns.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node is self.root
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        return node is self.root
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+_collected: dict[int, tuple[cst.CSTNode, _Collector]] = {}
+
+
+def _collect(root: cst.CSTNode) -> _Collector:
+    cached = _collected.get(id(root))
+    if cached is not None and cached[0] is root:
+        return cached[1]
+    collector = _Collector(root)
+    root.visit(collector)
+    if len(_collected) > 1024:
+        _collected.clear()
+    _collected[id(root)] = (root, collector)
+    return collector
+
+
+def _assignments(root: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
+    return _collect(root).assignments
+
+
+def _calls(root: cst.CSTNode) -> list[cst.Call]:
+    return _collect(root).calls
+
+
+def _returns(root: cst.CSTNode) -> list[cst.Return | cst.Yield]:
+    return _collect(root).returns
