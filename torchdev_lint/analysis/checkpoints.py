@@ -9,7 +9,7 @@
 - `saved_on_cpu` / `path_key`: a `torch.save` whose object is evidently on the
   host, and the path expression it writes, so that loads of that very file are
   known not to need a `map_location`.
-- `in_memory_buffer`, `holds_numbers_only`, `discards_device`, `is_test_code`:
+- `in_memory_buffer`, `package_data`, `holds_numbers_only`, `discards_device`, `is_test_code`:
   other signs that a load restores no tensor onto a device this machine lacks.
 """
 
@@ -289,8 +289,27 @@ def in_memory_buffer(path: cst.BaseExpression, scope: Scope) -> bool:
     return all(isinstance(value, cst.Call) and resolve(value.func, scope) == "io.BytesIO" for value in values)
 
 
-# State that holds Python numbers only, named by its owner: LR schedulers, gradient scalers.
-_NUMBERS_ONLY_OWNERS = ("scheduler", "scaler")
+def package_data(path: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """A path built from `__file__` (directly or through names bound to one): a file shipped
+    next to the code, which its authors load on every machine the package supports.
+    """
+    stack: list[cst.CSTNode] = [path]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            if node.value == "__file__":
+                return True
+            assigned = assigned_values(node, scope) if depth < 3 else None
+            if assigned is not None and any(package_data(v, assigned[1], depth + 1) for v in assigned[0]):
+                return True
+            continue
+        stack.extend(children(node))
+    return False
+
+
+# State that holds Python numbers only, named by its owner: LR schedulers (and their
+# `ReduceLROnPlateau`), gradient scalers.
+_NUMBERS_ONLY_OWNERS = ("schedul", "plateau", "scaler")
 
 
 def holds_numbers_only(owner: cst.BaseExpression | str) -> bool:

@@ -15,6 +15,7 @@ from torchdev_lint.analysis.checkpoints import (
     holds_numbers_only,
     in_memory_buffer,
     is_test_code,
+    package_data,
     path_key,
     saved_on_cpu,
 )
@@ -53,7 +54,8 @@ class LoadWithoutMapLocation(Rule):
         same run on the same machine); a load
         of an in-memory `io.BytesIO` buffer in a file that serializes into such buffers; loads in
         tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a module that
-        imports pytest or unittest); loads in a function that deletes its own `device` or
+        imports pytest or unittest); a `torch.load` of a file shipped with the code (a path built
+        from `__file__`); loads in a function that deletes its own `device` or
         `map_location` parameter (`del device`); and loads whose every use is a
         `load_state_dict` of a scheduler or a scaler (`lr_scheduler`, `self.scaler`), or that
         a scheduler or scaler class makes of its own state (`class WarmupScheduler`): those
@@ -377,6 +379,26 @@ class LoadWithoutMapLocation(Rule):
                 return torch.load(io.BytesIO(extra["metrics_bytes"]))
             """
         ),
+        # Weights shipped inside the package, next to the code.
+        Valid(
+            """
+            import os
+            from pathlib import Path
+
+            import torch
+
+            WEIGHTS = Path(__file__).resolve().parent / "weights" / "dists.pt"
+
+            class PNet(torch.nn.Module):
+                def __init__(self, pretrained=True):
+                    super().__init__()
+                    if pretrained:
+                        path = os.path.join(os.path.dirname(__file__), "../data/pnet.pt")
+                        self.load_state_dict(torch.load(path))
+                        weights = torch.load(str(WEIGHTS))
+                        self.alpha = weights["alpha"]
+            """
+        ),
         # Unit tests load what they have just written; a loader that deletes its `device`
         # parameter says the data has none; schedulers and scalers restore plain numbers.
         Valid(
@@ -399,6 +421,10 @@ class LoadWithoutMapLocation(Rule):
                 def load(self, path):
                     data = torch.load(path)
                     self.lr0 = data["initial_value"]
+
+            class ReduceLROnPlateau:
+                def load(self, path):
+                    self.__dict__.update(torch.load(path))
 
             def restore(trainer, checkpoint):
                 trainer.lr_scheduler.load_state_dict(torch.load(checkpoint + "/scheduler.pt"))
@@ -483,7 +509,7 @@ class LoadWithoutMapLocation(Rule):
         path = argument(call, 0, "f")
         if loader.qualname != "torch.load" or path is None:
             return False
-        if path_key(path.value) in self.paths_saved_on_cpu:
+        if path_key(path.value) in self.paths_saved_on_cpu or package_data(path.value, owner):
             return True
         return self.saves_to_buffer and in_memory_buffer(path.value, owner)
 
