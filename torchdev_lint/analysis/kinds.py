@@ -140,6 +140,20 @@ def local_module_classes(module_scope: Scope) -> frozenset[str]:
     return result
 
 
+def is_module_subclass(node: cst.ClassDef, scope: Scope) -> bool:
+    """Does the class derive from an nn.Module class, through imports or the file's own module classes?
+
+    `scope` is where the class statement is (its bases are resolved there). A base
+    imported from elsewhere (`from mylib import Base`) is no evidence.
+    """
+    return any(
+        is_module_class(resolve(base.value, scope), scope)
+        or dotted_name(base.value) in local_module_classes(scope.module)
+        for base in node.bases
+        if base.keyword is None
+    )
+
+
 def constructs_module(node: cst.BaseExpression, scope: Scope) -> bool:
     """`nn.Linear(...)`, `Net()`, `resnet18()`, possibly chained with `.to()`/`.eval()`."""
     while isinstance(node, cst.Call):
