@@ -351,8 +351,8 @@ def fix_edits(
 ) -> tuple[Edit, ...]:
     """The text edits a fix makes.
 
-    An expression replaced by another expression is an edit of the old one's
-    span, generated from the new node alone. A fix that adds, removes or
+    An expression replaced by another one-line expression is an edit of the
+    old one's span, generated from the new node alone. A fix that adds, removes or
     replaces statements (whose text depends on indentation and the lines
     around them) is found by diffing the code before and after applying it.
     """
@@ -372,7 +372,10 @@ def _expression_text(module: cst.Module, old: cst.CSTNode, new: object) -> str |
         return None
     if new.lpar != old.lpar or new.rpar != old.rpar:
         return None  # parentheses changed: they lie outside the span
-    return module.code_for_node(new.with_changes(lpar=(), rpar=()))
+    text = module.code_for_node(new.with_changes(lpar=(), rpar=()))
+    if "\n" in text or "\r" in text:
+        return None  # continuation lines are indented by the block around them: generate in place
+    return text
 
 
 def _diffed_edits(module: cst.Module, fix: Fix, lines: LineIndex) -> tuple[Edit, ...]:

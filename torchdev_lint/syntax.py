@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import libcst as cst
 
 _NO_SPACE = cst.SimpleWhitespace("")
@@ -82,3 +84,16 @@ def method_call(
 
 def string(value: str) -> cst.SimpleString:
     return cst.SimpleString(f'"{value}"')
+
+
+def comments(node: cst.CSTNode) -> Counter[str]:
+    """The comments inside a node, counted: a fix whose replacement has fewer would drop one."""
+    found: Counter[str] = Counter()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Comment):
+            found[current.value] += 1
+        else:
+            stack.extend(current.children)
+    return found

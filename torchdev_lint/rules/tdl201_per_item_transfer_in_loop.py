@@ -19,7 +19,7 @@ from torchdev_lint.analysis.loops import (
 )
 from torchdev_lint.analysis.scopes import Scope, module_reference, resolve
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import keyword, method_call
+from torchdev_lint.syntax import comments, keyword, method_call
 
 _JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate"})
 # Factories whose positional arguments are the shape: equal arguments, equal shapes.
@@ -94,6 +94,38 @@ class PerItemTransferInLoop(Rule):
         batched kernel may round differently. Otherwise no fix is offered.
         """
     invalid = (
+        Invalid(
+            # A comment inside the move goes with it.
+            """
+            import torch
+
+            def gather(n, device):
+                xs = [torch.zeros(3) for _ in range(n)]
+                return torch.cat([x.to(  # the GPU
+                    device) for x in xs])
+            """,
+            lines=(5,),
+            fixed="""
+            import torch
+
+            def gather(n, device):
+                xs = [torch.zeros(3) for _ in range(n)]
+                return torch.cat(xs).to(  # the GPU
+                    device)
+            """,
+        ),
+        Invalid(
+            # A comment elsewhere in the comprehension would have nowhere to go: no fix.
+            """
+            import torch
+
+            def gather(n, device):
+                xs = [torch.zeros(3) for _ in range(n)]
+                return torch.cat([x.to(device)  # each
+                                  for x in xs])
+            """,
+            lines=(5,),
+        ),
         Invalid(
             """
             import torch
@@ -656,7 +688,11 @@ def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move,
     first = join.args[0].with_changes(value=items)
     joined = join.with_changes(args=[first, *join.args[1:]])
     method = move.call.func.attr.value  # type: ignore[attr-defined]
-    fixed = method_call(joined, method, move.call.args)
+    fixed = method_call(joined, method, move.call.args).with_changes(
+        whitespace_before_args=move.call.whitespace_before_args
+    )
+    if comments(fixed) != comments(join):
+        return None  # a comment in the comprehension would have nowhere to go
     safe = _host_items_of_one_dtype(comp.for_in.iter, scope) and _moves_only(move)
     return Fix("safe" if safe else "unsafe", "Join the items first, then move the batch once", {join: fixed})
 
