@@ -33,9 +33,11 @@ _FROM_DATA = frozenset({"tensor", "as_tensor"})
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 # Factory arguments that make `device=` wrong or change semantics beyond placement.
 _NO_FIX_FACTORY_KEYWORDS = frozenset({"pin_memory", "out"})
+# torch builds a tensor from a list or number on the host whatever `device=` says, and
+# copies an array or tensor source straight to `device=` (torch/csrc/utils/tensor_new.cpp).
 _FROM_DATA_MESSAGE = (
-    "tensor built from host data on the CPU and then copied to the device; `device=` on the factory "
-    "saves the intermediate CPU tensor (the data still crosses from the host)"
+    "tensor built from host data and then copied to the device; `device=` on the factory does it in one "
+    "call and saves the intermediate CPU tensor (the data still crosses from the host)"
 )
 
 
