@@ -89,17 +89,17 @@ def test_large_generated_file_is_memory_bounded(tmp_path: Path, capsys: pytest.C
     [
         pytest.param(
             b"import torch\r\nx = 1\ny = torch.load('a.pt')\r\nz = 2\n",
-            b"import torch\r\nx = 1\ny = torch.load('a.pt', map_location=\"cpu\")\r\nz = 2\n",
+            b"import torch\r\nx = 1\ny = torch.load('a.pt', map_location='cpu')\r\nz = 2\n",
             id="mixed-line-endings",
         ),
         pytest.param(
             b"import torch\nif True:\n\tfor i in range(2):\n\t\tx = torch.load(\n\t\t\t'a.pt')\n",
-            b"import torch\nif True:\n\tfor i in range(2):\n\t\tx = torch.load(\n\t\t\t'a.pt', map_location=\"cpu\")\n",
+            b"import torch\nif True:\n\tfor i in range(2):\n\t\tx = torch.load(\n\t\t\t'a.pt', map_location='cpu')\n",
             id="tabs",
         ),
         pytest.param(
             b"# vim: set fileencoding=latin-1 :\nimport torch\n# \xe9t\xe9\nx = torch.load('\xe0.pt')\n",
-            b"# vim: set fileencoding=latin-1 :\nimport torch\n# \xe9t\xe9\nx = torch.load('\xe0.pt', map_location=\"cpu\")\n",
+            b"# vim: set fileencoding=latin-1 :\nimport torch\n# \xe9t\xe9\nx = torch.load('\xe0.pt', map_location='cpu')\n",
             id="latin-1-vim-cookie",
         ),
     ],
