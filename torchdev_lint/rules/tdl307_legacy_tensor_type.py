@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.kinds import probably_module
 from torchdev_lint.analysis.scopes import module_reference
 from torchdev_lint.analysis.tensor_types import LegacyType, legacy_type, legacy_type_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import positional, string, with_keyword
+from torchdev_lint.syntax import positional, with_keyword
 
 _DATA = (cst.List, cst.Tuple, cst.ListComp)
+# `torch.set_default_device` first shipped in torch 2.0.
+SET_DEFAULT_DEVICE_SINCE = (2, 0)
 
 
 class LegacyTensorType(Rule):
@@ -52,22 +55,34 @@ class LegacyTensorType(Rule):
         buf = torch.empty(4, 16, dtype=torch.float32, device=device)
         ids = torch.tensor([1, 2, 3], dtype=torch.int64, device=device)
         x = x.to(device, torch.float16)
+        torch.set_default_dtype(torch.float32)
         torch.set_default_device(device)
         ```
 
         ## Fix safety
         Safe, where shape or data is explicit: `T(2, 3)` or `T(n, m)` (sizes) becomes
         `torch.empty(...)`, `T([1, 2])` (a literal list or tuple of data) becomes
-        `torch.tensor(...)`, with the class's `dtype=` and, for `torch.cuda.*` classes,
-        `device="cuda"`; `x.type(T)` becomes `x.to(device, dtype)`; and
-        `torch.set_default_tensor_type` of a float32 class becomes `torch.set_default_device`.
-        These keep values, dtype and device. One caveat: `x.type(torch.cuda.T)` leaves a
-        tensor on the GPU it is on, while `.to("cuda", ...)` moves it to the current GPU; the
-        two differ only for a tensor on a GPU other than the current one.
-        No fix is offered where the argument could be either a size or data (`T(x)`), where
-        an alias is chosen at run time (its device or dtype is not known), for `.type(T)` on
-        what looks like a module (`Module.type` also casts integer buffers), and where the
-        name `torch` is not bound.
+        `torch.tensor(...)`, with the class's `dtype=` and `device=` (`"cuda"` for `torch.cuda.*`
+        classes, the current GPU either way; `"cpu"` for the others, which build on the CPU
+        even where a default device sends factories elsewhere). Same values, dtype and device.
+        No fix where the argument could be either a size or data (`T(x)`), where an alias is
+        chosen at run time (its device or dtype is not known), or where `torch` is not bound.
+
+        `x.type(T)` becomes `x.to(device, dtype)`: safe for a CPU class on what the analysis
+        knows is a tensor. Unsafe for a `torch.cuda.*` class (`.type` leaves a tensor on the GPU
+        it is on, `.to("cuda")` moves it to the current GPU) and where the receiver may be a
+        module (`Module.type` also casts integer buffers, `Module.to` does not); no fix on what
+        looks like a module.
+
+        `torch.set_default_tensor_type(T)` becomes two statements,
+        `torch.set_default_dtype(<T's dtype>)` and `torch.set_default_device(<T's device>)`
+        (both kept: the old call set the dtype too), offered only for a call that is a whole
+        statement of its own and a target torch of 2.0 or later (`set_default_device` appeared
+        in 2.0). Always unsafe: the two are not the same switch. The default device is per
+        thread (the old tensor type is process-wide), is applied through a mode that costs a
+        little on every torch call, and neither clears nor is cleared by a tensor type an
+        earlier `set_default_tensor_type` set elsewhere in the program (after
+        `set_default_tensor_type(torch.cuda.FloatTensor)`, `set_default_dtype` keeps CUDA).
         """
     invalid = (
         Invalid(
@@ -80,18 +95,22 @@ class LegacyTensorType(Rule):
             x = x.type(torch.cuda.HalfTensor)
             y = y.type(torch.FloatTensor, non_blocking=True)
             torch.set_default_tensor_type(torch.cuda.FloatTensor)
-            torch.set_default_tensor_type("torch.FloatTensor")
+            # back to float32 on the CPU
+            torch.set_default_tensor_type("torch.FloatTensor")  # keeps the dtype
             """,
-            lines=(2, 3, 4, 5, 6, 7, 8, 9),
+            lines=(2, 3, 4, 5, 6, 7, 8, 10),
             fixed="""
             import torch
             buf = torch.empty(4, 16, dtype=torch.float32, device="cuda")
             ids = torch.tensor([1, 2, 3], dtype=torch.int64, device="cuda")
-            empty = torch.empty(0, dtype=torch.float64)
-            grid = torch.empty(rows, cols, dtype=torch.uint8)
+            empty = torch.empty(0, dtype=torch.float64, device="cpu")
+            grid = torch.empty(rows, cols, dtype=torch.uint8, device="cpu")
             x = x.to("cuda", torch.float16)
             y = y.to("cpu", torch.float32, non_blocking=True)
+            torch.set_default_dtype(torch.float32)
             torch.set_default_device("cuda")
+            # back to float32 on the CPU
+            torch.set_default_dtype(torch.float32)  # keeps the dtype
             torch.set_default_device("cpu")
             """,
         ),
@@ -132,6 +151,34 @@ class LegacyTensorType(Rule):
             """,
             lines=(6, 7),
         ),
+        Invalid(
+            # A CPU class on a known tensor: safe; inside an f-string the literal takes the other quote.
+            """
+            import torch
+
+            def to_host(n):
+                mask = torch.zeros(n) > 0
+                return mask.type(torch.FloatTensor), f"{torch.LongTensor([n])}"
+            """,
+            lines=(5, 5),
+            fixed="""
+            import torch
+
+            def to_host(n):
+                mask = torch.zeros(n) > 0
+                return mask.to("cpu", torch.float32), f"{torch.tensor([n], dtype=torch.int64, device='cpu')}"
+            """,
+        ),
+        Invalid(
+            # No fix: target torch without `set_default_device`; a call that is not a statement of its own.
+            """
+            import torch
+            torch.set_default_tensor_type(torch.DoubleTensor)
+            setup = lambda: torch.set_default_tensor_type(torch.FloatTensor)
+            """,
+            lines=(2, 3),
+            settings={"target_torch_version": "1.13"},
+        ),
     )
     valid = (
         Valid(
@@ -159,6 +206,14 @@ class LegacyTensorType(Rule):
             t = FloatTensor(3)
             """
         ),
+        Valid(
+            # Type names compared or looked up, not constructed.
+            """
+            import torch
+            on_gpu = type(x) is torch.cuda.FloatTensor or x.type() == torch.cuda.HalfTensor.__name__
+            KINDS = {torch.FloatTensor: "float", torch.cuda.FloatTensor: "float"}
+            """
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -182,6 +237,9 @@ class LegacyTensorType(Rule):
     def _torch(self) -> cst.Name | None:
         return module_reference(self.ctx.scope, "torch")
 
+    def _device(self, kind: LegacyType, at: cst.CSTNode) -> cst.SimpleString | None:
+        return self.ctx.string("cuda" if kind.cuda else "cpu", at=at)
+
     def _construct_fix(self, node: cst.Call, kind: LegacyType) -> Fix | None:
         torch = self._torch()
         if torch is None or kind.dtype is None or kind.cuda is None:
@@ -195,13 +253,16 @@ class LegacyTensorType(Rule):
             factory = "empty"
         else:
             return None
+        # `device="cpu"` too: a legacy CPU class builds on the CPU even where a default
+        # device (`torch.set_default_device`, `with torch.device(...)`) sends factories elsewhere.
+        device = self._device(kind, node)
+        if device is None:
+            return None
         call = cst.Call(func=cst.Attribute(value=torch, attr=cst.Name(factory)), args=node.args)
         if not args:
             call = call.with_changes(args=[cst.Arg(cst.Integer("0"))])
-        call = with_keyword(call, "dtype", _dtype(torch, kind.dtype))
-        if kind.cuda:
-            call = with_keyword(call, "device", string("cuda"))
-        return Fix("safe", f"Use `torch.{factory}(..., dtype=...)`", {node: call})
+        call = with_keyword(with_keyword(call, "dtype", _dtype(torch, kind.dtype)), "device", device)
+        return Fix("safe", f"Use `torch.{factory}(..., dtype=..., device=...)`", {node: call})
 
     def _cast_fix(self, node: cst.Call, kind: LegacyType) -> Fix | None:
         torch = self._torch()
@@ -213,31 +274,61 @@ class LegacyTensorType(Rule):
         rest = list(node.args[1:])
         if any(arg.keyword is None or arg.keyword.value != "non_blocking" for arg in rest):
             return None
+        device = self._device(kind, node)
+        if device is None:
+            return None
         comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        device = cst.Arg(string("cuda" if kind.cuda else "cpu"), comma=comma)
         dtype = cst.Arg(_dtype(torch, kind.dtype), comma=comma if rest else cst.MaybeSentinel.DEFAULT)
         fixed = node.with_changes(
-            func=node.func.with_changes(attr=cst.Name("to")), args=[device, dtype, *rest]
+            func=node.func.with_changes(attr=cst.Name("to")),
+            args=[cst.Arg(device, comma=comma), dtype, *rest],
         )
-        return Fix("safe", "Use `.to(device, dtype)`", {node: fixed})
+        # `.type(torch.cuda.T)` keeps a tensor on the GPU it is on, `.to("cuda")` moves it to the
+        # current one; `Module.type` also casts integer buffers, `Module.to` does not.
+        exact = not kind.cuda and flow.is_tensor(node.func.value, self.ctx)
+        return Fix("safe" if exact else "unsafe", "Use `.to(device, dtype)`", {node: fixed})
 
     def _default_fix(self, node: cst.Call) -> Fix | None:
+        """`torch.set_default_dtype(...)` and `torch.set_default_device(...)` in place of the call's statement."""
         torch = self._torch()
-        if torch is None or len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+        if torch is None or self.ctx.settings.target_torch_version < SET_DEFAULT_DEVICE_SINCE:
+            return None
+        if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+            return None
+        line = self.ctx.parent(2)
+        expression = self.ctx.parent(1)
+        if not (
+            isinstance(expression, cst.Expr)
+            and isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1
+            and expression.value is node
+        ):
             return None
         value = node.args[0].value
         if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
             kind = legacy_type_name(value.evaluated_value)
         else:
             kind = legacy_type(value, self.ctx.scope)
-        # Only float32 classes: others also change the default dtype, which needs a second call.
-        if kind is None or kind.dtype != "float32" or kind.cuda is None:
+        device = None if kind is None else self._device(kind, node)
+        if kind is None or kind.dtype is None or kind.cuda is None or device is None:
             return None
-        fixed = cst.Call(
-            func=cst.Attribute(value=torch, attr=cst.Name("set_default_device")),
-            args=[cst.Arg(string("cuda" if kind.cuda else "cpu"))],
+        set_dtype = cst.Call(
+            func=cst.Attribute(value=torch, attr=cst.Name("set_default_dtype")),
+            args=[cst.Arg(_dtype(torch, kind.dtype))],
         )
-        return Fix("safe", "Use `torch.set_default_device(...)`", {node: fixed})
+        set_device = cst.Call(
+            func=cst.Attribute(value=torch, attr=cst.Name("set_default_device")), args=[cst.Arg(device)]
+        )
+        first = line.with_changes(body=[cst.Expr(set_dtype)])
+        second = cst.SimpleStatementLine(body=[cst.Expr(set_device)])
+        # Not the same switch: the default device is per thread and set through a mode that
+        # `set_default_tensor_type` neither sets nor clears, and `set_default_dtype` keeps the
+        # tensor type's device where an earlier `set_default_tensor_type` put it.
+        return Fix(
+            "unsafe",
+            "Use `torch.set_default_dtype(...)` and `torch.set_default_device(...)`",
+            {line: cst.FlattenSentinel([first, second])},
+        )
 
 
 def _dtype(torch: cst.Name, dtype: str) -> cst.Attribute:
