@@ -466,13 +466,13 @@ class LoaderWithoutPinMemory(Rule):
         found = [loader.direct] if loader.direct is not None else []
         dataset = dataset_argument(loader.call)
         for leaf in [] if dataset is None else built_from(dataset, loader.scope):
-            dataset_class = _local_code(leaf, loader.scope, via_call=True)
+            dataset_class = _dataset_class(leaf, loader.scope)
             if leaf in self.tensor_datasets:
                 found.append(self.tensor_datasets[leaf])  # type: ignore[index]
             elif dataset_class is not None and moves_to_accelerator(dataset_class, loader.scope):
                 found.append(Residency.DEVICE)
         collate = keyword(loader.call, "collate_fn")
-        code = None if collate is None else _local_code(collate.value, loader.scope, via_call=False)
+        code = None if collate is None else _collate_code(collate.value, loader.scope)
         if code is not None and moves_to_accelerator(code, loader.scope):
             found.append(Residency.DEVICE)
         return max(found, default=Residency.HOST)
@@ -494,20 +494,26 @@ class _Loader:
     scope: Scope
 
 
-def _local_code(node: cst.BaseExpression, scope: Scope, via_call: bool) -> cst.CSTNode | None:
-    """The class a dataset is built from (`MyDataset(...)`), or the function or lambda a
-    `collate_fn=` names (`collate`, `partial(collate, ...)`), when this file defines it."""
-    if isinstance(node, cst.Lambda) and not via_call:
-        return node
-    if via_call:
-        if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
-            return None
-        name: str | None = node.func.value
-    else:
-        name = collate_reference(node)
-    found = None if name is None else scope.lookup(name)
-    if found is None:
+def _dataset_class(node: cst.BaseExpression, scope: Scope) -> cst.ClassDef | None:
+    """The class of this file a dataset is built from (`MyDataset(...)`)."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
         return None
-    kinds = (cst.ClassDef,) if via_call else (cst.FunctionDef,)
-    defined = [binding.node for binding in found[1] if isinstance(binding.node, kinds)]
-    return defined[0] if len(defined) == 1 else None
+    found = _defined(node.func.value, scope, cst.ClassDef)
+    return found if isinstance(found, cst.ClassDef) else None
+
+
+def _collate_code(node: cst.BaseExpression, scope: Scope) -> cst.CSTNode | None:
+    """The lambda, or the function of this file, a `collate_fn=` names (`f`, `partial(f, ...)`)."""
+    if isinstance(node, cst.Lambda):
+        return node
+    name = collate_reference(node)
+    return None if name is None else _defined(name, scope, cst.FunctionDef)
+
+
+def _defined(name: str, scope: Scope, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
+    """The one `def`/`class` statement that binds `name`, when that is its only binding."""
+    found = scope.lookup(name)
+    if found is None or len(found[1]) != 1:
+        return None
+    node = found[1][0].node
+    return node if isinstance(node, kind) else None
