@@ -6,9 +6,8 @@
   a `load_state_dict(...)` call (directly, through items, `.get`/`.pop`, names
   it is assigned to, key-renaming dict comprehensions)? Only then does loading
   it onto the CPU change nothing the program sees.
-- `saved_on_cpu` / `path_key`: a `torch.save` whose object is evidently on the
-  host, and the path expression it writes, so that loads of that very file are
-  known not to need a `map_location`.
+- `SavedFiles`: what the file writes (`saved_on_cpu`, `path_key`), so that loads
+  of what it has just written, or wrote from host memory, are known for what they are.
 - `in_memory_buffer`, `package_data`, `holds_numbers_only`, `discards_device`, `is_test_code`:
   other signs that a load restores no tensor onto a device this machine lacks.
 """
@@ -17,9 +16,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis.flow import device_of
+from torchdev_lint.analysis.flow_values import CPU
 from torchdev_lint.analysis.scopes import (
     Scope,
     assigned_values,
@@ -29,7 +31,56 @@ from torchdev_lint.analysis.scopes import (
     small_statements,
 )
 from torchdev_lint.analysis.walk import children
-from torchdev_lint.syntax import keyword, positional
+from torchdev_lint.syntax import argument, keyword, positional
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+# Functions that write a file a loader may read back, and the name of the parameter they save.
+SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
+
+
+class SavedFiles:
+    """What a file writes with `torch.save`/`torch.jit.save`, noted as the traversal passes.
+
+    A load of what the file itself wrote, on this machine, cannot meet a device or a
+    pickle it does not know: read back in the function that has just written it, read
+    from an in-memory buffer in a file that serializes into such buffers, or (for
+    `torch.load`) read from a path the file writes from host memory.
+    """
+
+    def __init__(self) -> None:
+        self._by_function: dict[Scope, set[str]] = defaultdict(set)
+        self._on_cpu: set[str] = set()
+        self._into_buffers = False
+
+    def note(self, call: cst.Call, saver: str, ctx: FileContext) -> None:
+        obj, path = argument(call, 0, SAVED_OBJECT[saver]), argument(call, 1, "f")
+        if obj is None or path is None:
+            return
+        key = path_key(path.value)
+        self._by_function[ctx.scope.owner].add(key)
+        if in_memory_buffer(path.value, ctx.scope):
+            self._into_buffers = True
+        if saver == "torch.save" and (
+            saved_on_cpu(obj.value, ctx.scope)
+            or (isinstance(obj.value, cst.Name) and device_of(obj.value, ctx) == CPU)
+        ):
+            self._on_cpu.add(key)
+
+    def written_here(self, path: cst.BaseExpression, scope: Scope) -> bool:
+        """Has the function of `scope` already saved to this path expression?"""
+        return path_key(path) in self._by_function[scope.owner]
+
+    def read_back(self, loader: str, path: cst.BaseExpression, scope: Scope) -> bool:
+        """Is this an in-memory round trip, or a `torch.load` of a path saved from host memory?
+
+        Complete only once the whole file has been traversed.
+        """
+        if self._into_buffers and in_memory_buffer(path, scope):
+            return True
+        return loader == "torch.load" and path_key(path) in self._on_cpu
 
 
 @dataclass(frozen=True)

@@ -2,35 +2,27 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoints import (
     LOADERS,
+    SAVED_OBJECT,
     Loader,
+    SavedFiles,
     UseIndex,
     discards_device,
     holds_numbers_only,
-    in_memory_buffer,
     is_test_code,
     package_data,
-    path_key,
-    saved_on_cpu,
 )
-from torchdev_lint.analysis.flow import device_of
-from torchdev_lint.analysis.flow_values import CPU
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, with_keyword
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
-
-
-# Functions that write a file a loader reads back, and the name of the parameter they save.
-SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
 
 
 class LoadWithoutMapLocation(Rule):
@@ -51,8 +43,8 @@ class LoadWithoutMapLocation(Rule):
         may not have) cannot hold: a `torch.load` of a path that the same file writes with
         `torch.save` from host memory (`torch.save(feats.cpu(), path)`, the same path expression),
         or that the same function has just written with `torch.save` or `torch.jit.save` (the
-        same run on the same machine); a load
-        of an in-memory `io.BytesIO` buffer in a file that serializes into such buffers; loads in
+        same run on the same machine); a load (`torch.load` or `torch.jit.load`) of an in-memory
+        `io.BytesIO` buffer in a file that serializes into such buffers; loads in
         tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a module that
         imports pytest or unittest); a `torch.load` of a file shipped with the code (a path built
         from `__file__`); loads in a function that deletes its own `device` or
@@ -377,6 +369,14 @@ class LoadWithoutMapLocation(Rule):
 
             def receive(extra):
                 return torch.load(io.BytesIO(extra["metrics_bytes"]))
+
+            def reduce_script_module(module):
+                f = io.BytesIO()
+                torch.jit.save(module, f)
+                return f.getvalue()
+
+            def rebuild_script_module(serialized):
+                return torch.jit.load(io.BytesIO(serialized))
             """
         ),
         # Weights shipped inside the package, next to the code.
@@ -438,10 +438,7 @@ class LoadWithoutMapLocation(Rule):
         # Judged once the whole file is known: a load may come before the save of its file,
         # and the fix's safety depends on every later use of the loaded value.
         self.loads: list[tuple[cst.Call, Loader, Scope]] = []
-        self.paths_saved_on_cpu: set[str] = set()
-        # Path expressions each function has saved to so far: a later load there reads it back.
-        self.saved_here: dict[Scope, set[str]] = defaultdict(set)
-        self.saves_to_buffer = False
+        self.saved = SavedFiles()
         # A `load_state_dict` of this file may keep the tensors it is given as they are.
         self.defines_load_state_dict = False
 
@@ -452,7 +449,7 @@ class LoadWithoutMapLocation(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualname(node.func)
         if name in SAVED_OBJECT:
-            self._note_save(node, name)
+            self.saved.note(node, name, self.ctx)
             return
         loader = LOADERS.get(name or "")
         if loader is None or has_star(node, "*") or has_star(node, "**"):
@@ -461,7 +458,7 @@ class LoadWithoutMapLocation(Rule):
             return
         owner = self.ctx.scope.owner
         path = argument(node, 0, "f")
-        if path is not None and path_key(path.value) in self.saved_here[owner]:
+        if path is not None and self.saved.written_here(path.value, owner):
             return  # read back what this function has just written, on this machine
         if is_test_code(self.ctx.path, self.ctx.ancestors, owner) or discards_device(owner.node):
             return
@@ -472,29 +469,17 @@ class LoadWithoutMapLocation(Rule):
             return  # a scheduler or scaler restoring its own state: plain numbers
         self.loads.append((node, loader, owner))
 
-    def _note_save(self, node: cst.Call, saver: str) -> None:
-        obj, path = argument(node, 0, SAVED_OBJECT[saver]), argument(node, 1, "f")
-        if obj is None or path is None:
-            return
-        key = path_key(path.value)
-        self.saved_here[self.ctx.scope.owner].add(key)
-        if saver != "torch.save":
-            return
-        if in_memory_buffer(path.value, self.ctx.scope):
-            self.saves_to_buffer = True
-        on_cpu = saved_on_cpu(obj.value, self.ctx.scope) or (
-            isinstance(obj.value, cst.Name) and device_of(obj.value, self.ctx) == CPU
-        )
-        if on_cpu:
-            self.paths_saved_on_cpu.add(key)
-
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
         indexes: dict[int, UseIndex] = {}
         for call, loader, owner in self.loads:
-            if self._premise_fails(call, loader, owner):
-                continue
+            path = argument(call, 0, "f")
+            if path is not None and (
+                self.saved.read_back(loader.qualname, path.value, owner)
+                or (loader.qualname == "torch.load" and package_data(path.value, owner))
+            ):
+                continue  # the file wrote it itself, or it ships with the code
             index = indexes.get(id(owner.node))
             if index is None:
                 index = indexes[id(owner.node)] = UseIndex(owner.node)
@@ -503,15 +488,6 @@ class LoadWithoutMapLocation(Rule):
                 continue  # scheduler and scaler states are plain numbers
             fix = self._fix(call, loader, safe=receivers is not None and not self.defines_load_state_dict)
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
-
-    def _premise_fails(self, call: cst.Call, loader: Loader, owner: Scope) -> bool:
-        """The file itself wrote this checkpoint, from host memory or into an in-memory buffer."""
-        path = argument(call, 0, "f")
-        if loader.qualname != "torch.load" or path is None:
-            return False
-        if path_key(path.value) in self.paths_saved_on_cpu or package_data(path.value, owner):
-            return True
-        return self.saves_to_buffer and in_memory_buffer(path.value, owner)
 
     def _fix(self, call: cst.Call, loader: Loader, *, safe: bool) -> Fix | None:
         cpu = self.ctx.string("cpu", at=call)

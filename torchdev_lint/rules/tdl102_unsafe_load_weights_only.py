@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import is_test_code
+from torchdev_lint.analysis.checkpoints import SAVED_OBJECT, SavedFiles, is_test_code
+from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
 
 # The release in which `torch.load` started defaulting to `weights_only=True`.
 SAFE_DEFAULT_SINCE = (2, 6)
@@ -27,7 +33,10 @@ class UnsafeLoadWeightsOnly(Rule):
         is below 2.6 it also flags `torch.load` calls that pass no `weights_only` at all, since
         before 2.6 the default was `False`. (Calls passing `**kwargs` are left alone, and so are
         loads in tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a
-        module that imports pytest or unittest), which read back files they have just written.)
+        module that imports pytest or unittest), which read back files they have just written,
+        and loads of what the program itself has just serialized: a path the same function
+        has saved to, or an in-memory `io.BytesIO` buffer in a file that saves into such
+        buffers.)
 
         ## Why it matters
         `torch.load` reads a pickle. With `weights_only=False` the unpickler may import any
@@ -126,6 +135,22 @@ class UnsafeLoadWeightsOnly(Rule):
             """,
             settings={"target_torch_version": "2.4"},
         ),
+        # The program reads back bytes it has just serialized itself: nothing untrusted.
+        Valid(
+            """
+            import io
+            import torch
+
+            def roundtrip(model):
+                b = io.BytesIO()
+                torch.save(model, b)
+                b.seek(0)
+                return torch.load(b, weights_only=False)
+
+            def _load_from_bytes(data):
+                return torch.load(io.BytesIO(data), weights_only=False)
+            """
+        ),
         # A unit test reads back the file it has just written: nothing untrusted is unpickled.
         Valid(
             """
@@ -140,11 +165,36 @@ class UnsafeLoadWeightsOnly(Rule):
         ),
     )
 
-    def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.qualname(node.func) != "torch.load":
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self.saved = SavedFiles()
+        # Findings judged once the file is known: it may serialize into buffers after the load.
+        self.pending: list[tuple[cst.Call, Scope, str | None, Fix | None]] = []
+
+    def _pend(self, node: cst.Call, message: str | None = None, fix: Fix | None = None) -> None:
+        self.pending.append((node, self.ctx.scope, message, fix))
+
+    def leave_scope(self, scope: Scope) -> None:
+        if scope.kind != "module":
             return
-        if is_test_code(self.ctx.path, self.ctx.ancestors, self.ctx.scope):
-            return  # tests load the files they have just written: nothing untrusted
+        for call, load_scope, message, fix in self.pending:
+            path = argument(call, 0, "f")
+            if path is None or not self.saved.read_back("torch.load", path.value, load_scope):
+                self.report(call, message, fix)
+        self.pending = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.ctx.qualname(node.func)
+        if name in SAVED_OBJECT:
+            self.saved.note(node, name, self.ctx)
+            return
+        if name != "torch.load":
+            return
+        path = argument(node, 0, "f")
+        if is_test_code(self.ctx.path, self.ctx.ancestors, self.ctx.scope) or (
+            path is not None and self.saved.written_here(path.value, self.ctx.scope)
+        ):
+            return  # the file just written by this test or function: nothing untrusted
         given = keyword(node, "weights_only")
         # `weights_only=True` refuses an explicit `pickle_module`: no fix there.
         custom_pickle = argument(node, 2, "pickle_module") is not None
@@ -156,7 +206,7 @@ class UnsafeLoadWeightsOnly(Rule):
                     ]
                 )
                 fix = None if custom_pickle else Fix("unsafe", "Set `weights_only=True`", {node: fixed})
-                self.report(node, fix=fix)
+                self._pend(node, fix=fix)
             return
         if self.ctx.settings.target_torch_version >= SAFE_DEFAULT_SINCE or has_star(node, "**"):
             return
@@ -165,7 +215,7 @@ class UnsafeLoadWeightsOnly(Rule):
             "code from the file; pass `weights_only=True`"
         )
         if custom_pickle:
-            self.report(node, message=message)
+            self._pend(node, message=message)
             return
         fixed = with_keyword(node, "weights_only", cst.Name("True"))
-        self.report(node, message=message, fix=Fix("unsafe", "Add `weights_only=True`", {node: fixed}))
+        self._pend(node, message=message, fix=Fix("unsafe", "Add `weights_only=True`", {node: fixed}))
