@@ -44,16 +44,19 @@ SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
 class SavedFiles:
     """What a file writes with `torch.save`/`torch.jit.save`, noted as the traversal passes.
 
-    A load of what the file itself wrote, on this machine, cannot meet a device or a
+    A load of what the program itself wrote, on this machine, cannot meet a device or a
     pickle it does not know: read back in the function that has just written it, read
-    from an in-memory buffer in a file that serializes into such buffers, or (for
-    `torch.load`) read from a path the file writes from host memory.
+    from an in-memory buffer by the class (or function) that serializes into such
+    buffers (a pickler, a broadcast, a launcher passing results back), or (for
+    `torch.load`) read from a path the file writes from host memory. A module that
+    writes and reads a file format with module-level functions is not such a round
+    trip: what it reads may come from elsewhere.
     """
 
     def __init__(self) -> None:
         self._by_function: dict[Scope, set[str]] = defaultdict(set)
         self._on_cpu: set[str] = set()
-        self._into_buffers = False
+        self._buffer_users: set[int] = set()
 
     def note(self, call: cst.Call, saver: str, ctx: FileContext) -> None:
         obj, path = argument(call, 0, SAVED_OBJECT[saver]), argument(call, 1, "f")
@@ -62,7 +65,7 @@ class SavedFiles:
         key = path_key(path.value)
         self._by_function[ctx.scope.owner].add(key)
         if in_memory_buffer(path.value, ctx.scope):
-            self._into_buffers = True
+            self._buffer_users.add(id(_serializer(ctx.scope)))
         if saver == "torch.save" and (
             saved_on_cpu(obj.value, ctx.scope)
             or (isinstance(obj.value, cst.Name) and device_of(obj.value, ctx) == CPU)
@@ -78,9 +81,19 @@ class SavedFiles:
 
         Complete only once the whole file has been traversed.
         """
-        if self._into_buffers and in_memory_buffer(path, scope):
+        if id(_serializer(scope)) in self._buffer_users and in_memory_buffer(path, scope):
             return True
         return loader == "torch.load" and path_key(path) in self._on_cpu
+
+
+def _serializer(scope: Scope) -> cst.CSTNode:
+    """The innermost class around `scope`, else its function (or module)."""
+    current: Scope | None = scope
+    while current is not None:
+        if current.kind == "class":
+            return current.node
+        current = current.parent
+    return scope.owner.node
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,8 @@ class LoadWithoutMapLocation(Rule):
         `torch.save` from host memory (`torch.save(feats.cpu(), path)`, the same path expression),
         or that the same function has just written with `torch.save` or `torch.jit.save` (the
         same run on the same machine); a load (`torch.load` or `torch.jit.load`) of an in-memory
-        `io.BytesIO` buffer in a file that serializes into such buffers; loads in
+        `io.BytesIO` buffer by the class (or function) that serializes into such buffers (a
+        pickler, a broadcast, a launcher passing results back); loads in
         tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a module that
         imports pytest or unittest); a `torch.load` of a file shipped with the code (a path built
         from `__file__`); loads in a function that deletes its own `device` or
@@ -226,6 +227,35 @@ class LoadWithoutMapLocation(Rule):
             """,
             lines=(2,),
         ),
+        # A file format written and read by module-level functions: the bytes may come from a
+        # file saved on another machine.
+        Invalid(
+            """
+            import io
+            import torch
+
+            def serialize_weights(state):
+                buffer = io.BytesIO()
+                torch.save(state, buffer)
+                return buffer.getvalue()
+
+            def deserialize_weights(model, data):
+                model.load_state_dict(torch.load(io.BytesIO(data)))
+            """,
+            lines=(10,),
+            fixed="""
+            import io
+            import torch
+
+            def serialize_weights(state):
+                buffer = io.BytesIO()
+                torch.save(state, buffer)
+                return buffer.getvalue()
+
+            def deserialize_weights(model, data):
+                model.load_state_dict(torch.load(io.BytesIO(data), map_location="cpu"))
+            """,
+        ),
         # A script's evaluation function named `test` is no unit test; a cache read before it is
         # written may come from another run; a scheduler's state next to a model's is still a load
         # of tensors.
@@ -367,16 +397,23 @@ class LoadWithoutMapLocation(Rule):
                 reloaded = torch.jit.load(path)
                 assert torch.allclose(reloaded(example), model(example))
 
-            def receive(extra):
-                return torch.load(io.BytesIO(extra["metrics_bytes"]))
+            class Launcher:
+                def send(self, metrics, extra):
+                    buffer = io.BytesIO()
+                    torch.save(metrics, buffer)
+                    extra["metrics_bytes"] = buffer.getvalue()
 
-            def reduce_script_module(module):
-                f = io.BytesIO()
-                torch.jit.save(module, f)
-                return f.getvalue()
+                def receive(self, extra):
+                    return torch.load(io.BytesIO(extra["metrics_bytes"]))
 
-            def rebuild_script_module(serialized):
-                return torch.jit.load(io.BytesIO(serialized))
+            class ScriptModulePickler:
+                def reduce(self, module):
+                    f = io.BytesIO()
+                    torch.jit.save(module, f)
+                    return f.getvalue()
+
+                def rebuild(self, serialized):
+                    return torch.jit.load(io.BytesIO(serialized))
             """
         ),
         # Weights shipped inside the package, next to the code.

@@ -35,8 +35,8 @@ class UnsafeLoadWeightsOnly(Rule):
         loads in tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a
         module that imports pytest or unittest), which read back files they have just written,
         and loads of what the program itself has just serialized: a path the same function
-        has saved to, or an in-memory `io.BytesIO` buffer in a file that saves into such
-        buffers.)
+        has saved to, or an in-memory `io.BytesIO` buffer read by the class (or function) that
+        saves into such buffers.)
 
         ## Why it matters
         `torch.load` reads a pickle. With `weights_only=False` the unpickler may import any
@@ -76,6 +76,35 @@ class UnsafeLoadWeightsOnly(Rule):
             fixed="""
             import torch
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
+            """,
+        ),
+        # A file format written and read by module-level functions: the bytes read may come
+        # from anyone's file.
+        Invalid(
+            """
+            import io
+            import torch
+
+            def serialize_artifact(obj):
+                buffer = io.BytesIO()
+                torch.save(obj, buffer)
+                return buffer.getvalue()
+
+            def deserialize_artifact(data):
+                return torch.load(io.BytesIO(data), weights_only=False)
+            """,
+            lines=(10,),
+            fixed="""
+            import io
+            import torch
+
+            def serialize_artifact(obj):
+                buffer = io.BytesIO()
+                torch.save(obj, buffer)
+                return buffer.getvalue()
+
+            def deserialize_artifact(data):
+                return torch.load(io.BytesIO(data), weights_only=True)
             """,
         ),
         Invalid(
@@ -147,8 +176,14 @@ class UnsafeLoadWeightsOnly(Rule):
                 b.seek(0)
                 return torch.load(b, weights_only=False)
 
-            def _load_from_bytes(data):
-                return torch.load(io.BytesIO(data), weights_only=False)
+            class Pickler:
+                def reduce(self, obj):
+                    buffer = io.BytesIO()
+                    torch.save(obj, buffer)
+                    return buffer.getvalue()
+
+                def rebuild(self, data):
+                    return torch.load(io.BytesIO(data), weights_only=False)
             """
         ),
         # A unit test reads back the file it has just written: nothing untrusted is unpickled.
