@@ -161,7 +161,7 @@ def test_fix_never_trusts_the_cache_and_caches_the_fixed_file(
 ) -> None:
     options = _options(cache)
     # A stale entry claiming the file is clean must not stop the fix.
-    key = cache.key(str(bad), bad.read_bytes(), options.rules, options.settings, False)
+    key = cache.key(str(bad), bad.read_bytes(), [r.code for r in options.rules], options.settings, False)
     cache.store(key, torchdev_lint.cache.CachedResult([], {}))
     fixed = process_file(str(bad), _options(cache, fix=True))
     assert fixed.fixed == 1 and bad.read_text() == FIXED

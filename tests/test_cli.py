@@ -245,29 +245,68 @@ def test_torchdev_fix_clean_exits_0(bad: Path, capsys: pytest.CaptureFixture[str
     assert "Fixed 1 finding in 1 file; 0 remain" in capsys.readouterr().err
 
 
-def test_rules_lists_every_rule(opt_in_rule: type[Rule], capsys: pytest.CaptureFixture[str]) -> None:
+def test_rules_lists_every_rule(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "rules")
     assert code == 0
     lines = out.splitlines()
-    assert len(lines) == len(torchdev_lint.rule.all_rules())
+    assert [line.split()[0] for line in lines] == [rule.code for rule in all_rules()]
     assert any(line.split()[:3] == ["TDL101", "load-without-map-location", "on"] for line in lines)
-    assert any(line.split()[:3] == ["TDL998", "test-eval-call", "opt-in"] for line in lines)
+    assert any(line.split()[:3] == ["TDL206", "sync-in-loop", "opt-in"] for line in lines)
     assert "fix: sometimes" in next(line for line in lines if line.startswith("TDL101"))
 
 
-@pytest.mark.parametrize("fmt", [(), ("--format", "markdown"), ("--format", "text")])
-def test_rule_prints_documentation(capsys: pytest.CaptureFixture[str], fmt: tuple[str, ...]) -> None:
-    code, out, _ = run(capsys, "rule", "tdl101", *fmt)
+@pytest.mark.parametrize(
+    "word", ["TDL101", "tdl101", "load-without-map-location", " Load-Without-Map-Location"]
+)
+def test_rule_accepts_code_or_name(capsys: pytest.CaptureFixture[str], word: str) -> None:
+    code, out, _ = run(capsys, "rule", word, "--format", "markdown")
     assert code == 0
-    assert out.startswith("# TDL101 load-without-map-location")
+    assert out.startswith("# TDL101 load-without-map-location\n")
+
+
+def test_rule_markdown_is_the_page(capsys: pytest.CaptureFixture[str]) -> None:
+    for rule in all_rules():
+        assert run(capsys, "rule", rule.code, "--format", "markdown")[1] == rule.documentation()
+
+
+@pytest.mark.parametrize("fmt", [(), ("--format", "text")])
+def test_rule_text_is_plain(capsys: pytest.CaptureFixture[str], fmt: tuple[str, ...]) -> None:
+    code, out, _ = run(capsys, "rule", "TDL101", *fmt)
+    assert code == 0
+    assert out.startswith("TDL101 load-without-map-location\n================================\n")
     for section in ("What it does", "Why it matters", "Example", "Use instead", "Fix safety"):
-        assert f"## {section}" in out
+        assert f"\n{section}\n{'-' * len(section)}\n" in out
+    assert "`" not in out
+    assert not any(line.startswith("#") for line in out.splitlines())
+    assert '\n    state = torch.load("checkpoint.pt")\n' in out  # code blocks indented
+
+
+def test_rule_newer_than_the_catalog_is_found(
+    opt_in_rule: type[Rule], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "rule", "test-eval-call", "--format", "markdown")
+    assert code == 0 and out.startswith("# TDL998 test-eval-call")
+
+
+def test_rule_and_rules_do_not_import_libcst() -> None:
+    script = (
+        "import sys\n"
+        "from torchdev_lint.cli import main\n"
+        "assert main(['rules']) == 0\n"
+        "assert main(['rule', 'load-without-map-location']) == 0\n"
+        "assert main(['rule', 'TDL313', '--format', 'markdown']) == 0\n"
+        "assert 'libcst' not in sys.modules, 'libcst was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
 
 
 def test_unknown_rule(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "rule", "TDL1O1")
     assert code == 2 and out == ""
     assert "TDL1O1" in err and "did you mean 'TDL101'" in err
+    code, out, err = run(capsys, "rule", "load-without-map-locaton")
+    assert code == 2 and "did you mean 'load-without-map-location'" in err
 
 
 def test_usage_error_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

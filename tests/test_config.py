@@ -129,8 +129,9 @@ def test_target_version_and_unsafe_fixes(project: Path, capsys: pytest.CaptureFi
     config = write_config(project, 'target-torch-version = "2.4"\nunsafe-fixes = true\n')
     loaded = load_config(str(config))
     assert loaded.target_torch_version == (2, 4) and loaded.unsafe_fixes is True
-    write_config(project, "target-torch-version = 2.4\n")
-    assert load_config(str(config)).target_torch_version == (2, 4)
+    write_config(project, "target-torch-version = 2.10\n")  # a TOML number: 2.10 reads as 2.1
+    with pytest.raises(ConfigError, match='target-torch-version = 2.1: expected a quoted "MAJOR.MINOR"'):
+        load_config(str(config))
 
 
 HARDCODED = "import torch\n\ndef predict(model, batch):\n    return model.cuda()(batch.cuda())\n"
@@ -157,9 +158,9 @@ def test_device_policy_cuda_only_silences_cuda_rules(
         ('extend_select = ["TDL1"]\n', "unknown key 'extend_select' (did you mean 'extend-select'?)"),
         ('select = ["TDL1O1"]\n', "select: unknown rule selector 'TDL1O1'"),
         ('ignore = ["XYZ"]\n', "ignore: unknown rule selector 'XYZ'"),
-        ('select = "TDL1"\n', "'select' must be a list of strings"),
+        ('select = "TDL1"\n', 'select = "TDL1": expected a list of strings'),
         ('target-torch-version = "two"\n', "invalid torch version 'two'"),
-        ('unsafe-fixes = "yes"\n', "'unsafe-fixes' must be true or false"),
+        ('unsafe-fixes = "yes"\n', 'unsafe-fixes = "yes": expected true or false'),
         ('device-policy = "cuda_only"\n', "device-policy: invalid device policy 'cuda_only'"),
         ("device-policy = true\n", "expected one of 'portable', 'cuda-only'"),
         ('[tool.torchdev-lint.per-file-ignores]\n"a.py" = ["TDL9X"]\n', "per-file-ignores 'a.py'"),

@@ -21,12 +21,11 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from torchdev_lint import __version__
 from torchdev_lint.config import Settings
-from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo
-from torchdev_lint.rule import Rule
+from torchdev_lint.diagnostics import Diagnostic, Edit, FileReport, FixInfo, SourceError
+from torchdev_lint.files import read_source
 
 FOLDER = ".torchdev_lint_cache"
 # Bump when the entry layout changes.
@@ -35,13 +34,17 @@ FORMAT = 1
 
 @cache
 def tool_fingerprint() -> str:
-    """The version plus a digest of the package's own sources."""
+    """The version plus a digest of the package's own sources (their paths and bytes)."""
     digest = hashlib.sha256(f"{__version__}/{FORMAT}".encode())
-    package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        digest.update(path.relative_to(package).as_posix().encode())
-        with contextlib.suppress(OSError):
-            digest.update(path.read_bytes())
+    package = os.path.dirname(os.path.abspath(__file__))
+    sources = []
+    for folder, subfolders, names in os.walk(package):
+        subfolders[:] = [name for name in subfolders if name != "__pycache__"]
+        sources += [os.path.join(folder, name) for name in names if name.endswith(".py")]
+    for path in sorted(sources):
+        digest.update(os.path.relpath(path, package).replace(os.sep, "/").encode())
+        with contextlib.suppress(OSError), open(path, "rb") as handle:
+            digest.update(handle.read())
     return digest.hexdigest()
 
 
@@ -74,17 +77,24 @@ class ResultCache:
         return cls(directory)
 
     def key(
-        self,
-        path: str,
-        source: bytes,
-        rules: Sequence[type[Rule]],
-        settings: Settings,
-        with_edits: bool,
+        self, path: str, source: bytes, codes: Sequence[str], settings: Settings, with_edits: bool
     ) -> str:
-        header = json.dumps(
-            [tool_fingerprint(), path, [r.code for r in rules], repr(settings), with_edits]
-        ).encode()
+        """The entry of `path` holding `source`, checked with the rules `codes` and these settings."""
+        header = json.dumps([tool_fingerprint(), path, list(codes), repr(settings), with_edits]).encode()
         return hashlib.sha256(header + b"\0" + source).hexdigest()
+
+    def report(
+        self, path: str, codes: Sequence[str], settings: Settings, with_edits: bool
+    ) -> FileReport | None:
+        """The cached report of `path` as it is now, or None (also when it cannot be read)."""
+        try:
+            source = read_source(path)
+        except SourceError:
+            return None
+        cached = self.load(self.key(path, source, codes, settings, with_edits))
+        if cached is None:
+            return None
+        return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
 
     def _entry(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], key + ".json")

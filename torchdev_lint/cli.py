@@ -10,31 +10,47 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from torchdev_lint import __version__
+from torchdev_lint import __version__, catalog
 from torchdev_lint.cache import FOLDER, ResultCache
 from torchdev_lint.config import (
     ConfigError,
     FileConfig,
     Settings,
     _load_toml,
+    codes_for,
     did_you_mean,
     find_config,
     load_config,
     parse_version,
+    select_codes,
     select_rules,
     validate_selectors,
 )
+from torchdev_lint.diagnostics import FileReport
 from torchdev_lint.files import discover
-from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion, requires_python_floor
-from torchdev_lint.parallel import default_jobs
 from torchdev_lint.report import FORMATS, plural, render, statistics, summary
 from torchdev_lint.report.text import concise as render_concise
-from torchdev_lint.rule import all_rules, rules_by_code
-from torchdev_lint.runner import FileReport, Options, process_files
+from torchdev_lint.report.text import plain_text
+from torchdev_lint.rule import all_rules
+
+if TYPE_CHECKING:
+    from torchdev_lint.grammar import PythonVersion
+    from torchdev_lint.runner import Options
+
+# A run that the cache answers whole imports neither LibCST nor the rules: the runner,
+# the engine and the rules are imported only when a file has to be checked or fixed.
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (`torchdev-lint check: error: ...`), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
 
 
 def _codes(text: str) -> list[str]:
@@ -45,9 +61,9 @@ def _jobs(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of processes, got {text!r}") from None
+        value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
+        raise argparse.ArgumentTypeError(f"expected a number of processes (1 or more), got {text!r}")
     return value
 
 
@@ -114,17 +130,20 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="torchdev-lint", description="Find and fix PyTorch device anti-patterns."
-    )
+    parser = _Parser(prog="torchdev-lint", description="Find and fix PyTorch device anti-patterns.")
     parser.add_argument("--version", action="version", version=f"torchdev-lint {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_check_options(commands.add_parser("check", help="check files for device anti-patterns"))
     commands.add_parser("rules", help="list all rules")
     rule = commands.add_parser("rule", help="print a rule's documentation")
-    rule.add_argument("code", help="rule code, e.g. TDL101")
     rule.add_argument(
-        "--format", choices=("text", "markdown"), default="text", help="output format (both are markdown)"
+        "code", metavar="RULE", help="rule code or name, e.g. TDL101 or load-without-map-location"
+    )
+    rule.add_argument(
+        "--format",
+        choices=("text", "markdown"),
+        default="text",
+        help="text: plain text for the terminal (default); markdown: the page as in docs/rules",
     )
     verify = commands.add_parser("verify", help="run fixtures before and after their fixes and compare")
     from torchdev_lint.verify.command import configure_parser
@@ -137,6 +156,10 @@ def _error(message: str) -> None:
     print(f"torchdev-lint: error: {message}", file=sys.stderr)
 
 
+def _warn(message: str) -> None:
+    print(f"torchdev-lint: warning: {message}", file=sys.stderr)
+
+
 def _file_config(args: argparse.Namespace) -> FileConfig:
     if args.isolated:
         return FileConfig()
@@ -146,7 +169,22 @@ def _file_config(args: argparse.Namespace) -> FileConfig:
     return load_config(found) if found else FileConfig()
 
 
-def _options(args: argparse.Namespace, config: FileConfig, fix: bool) -> Options:
+@dataclass(frozen=True)
+class _Plan:
+    """What the command line and the file ask for, settled without importing the rules."""
+
+    select: list[str] | None
+    ignore: list[str]
+    extend_select: list[str]
+    codes: tuple[str, ...]  # the selected rules, as the catalog knows them
+    settings: Settings
+    unsafe_fixes: bool
+    fix: bool
+    with_edits: bool
+    cache: ResultCache | None
+
+
+def _plan(args: argparse.Namespace, config: FileConfig, fix: bool) -> _Plan:
     """Command-line flags over the file's settings, as in ruff: a CLI --select replaces the file's."""
     if args.select is not None:
         select: list[str] | None = validate_selectors(args.select)
@@ -160,20 +198,39 @@ def _options(args: argparse.Namespace, config: FileConfig, fix: bool) -> Options
     cache = None
     if not args.no_cache:
         cache = ResultCache.open(args.cache_dir or os.path.join(config.root, FOLDER))
-    return Options(
-        rules=tuple(select_rules(select, ignore, extend)),
+        if cache is None and args.cache_dir:
+            _warn(f"cannot create or write the cache folder {args.cache_dir!r}; checking without a cache")
+    return _Plan(
+        select=select,
+        ignore=ignore,
+        extend_select=extend,
+        codes=tuple(select_codes(select, ignore, extend)),
         settings=Settings(
             target_torch_version=version or Settings.target_torch_version,
             device_policy=config.device_policy or Settings.device_policy,
         ),
-        fix=fix,
         unsafe_fixes=unsafe,
-        diff=args.diff,
-        per_file_ignores=config.per_file_ignores,
-        root=config.root,
+        fix=fix,
         # Only JSON, SARIF and fix previews show a fix's edits; the rest need to know a fix exists.
         with_edits=args.format in ("json", "sarif") or args.show_fixes,
         cache=cache,
+    )
+
+
+def _options(args: argparse.Namespace, config: FileConfig, plan: _Plan) -> Options:
+    """The runner's options: this imports the rules (and LibCST)."""
+    from torchdev_lint.runner import Options
+
+    return Options(
+        rules=tuple(select_rules(plan.select, plan.ignore, plan.extend_select)),
+        settings=plan.settings,
+        fix=plan.fix,
+        unsafe_fixes=plan.unsafe_fixes,
+        diff=args.diff,
+        per_file_ignores=config.per_file_ignores,
+        root=config.root,
+        with_edits=plan.with_edits,
+        cache=plan.cache,
         oldest_python=_oldest_python(config),
     )
 
@@ -183,6 +240,8 @@ def _oldest_python(config: FileConfig) -> PythonVersion:
 
     Fixed files must parse on it; without one, on the oldest Python the tool supports.
     """
+    from torchdev_lint.grammar import OLDEST_PYTHON, requires_python_floor
+
     if config.path is None:
         return OLDEST_PYTHON
     project = _load_toml(config.path).get("project")
@@ -191,22 +250,59 @@ def _oldest_python(config: FileConfig) -> PythonVersion:
     return floor or OLDEST_PYTHON
 
 
+def _from_cache(paths: Sequence[str], plan: _Plan, config: FileConfig) -> list[FileReport] | None:
+    """Every file's report from the cache, or None as soon as one file is not there."""
+    if plan.cache is None:
+        return None
+    reports = []
+    for path in paths:
+        codes = codes_for(path, plan.codes, config.per_file_ignores, config.root)
+        report = plan.cache.report(path, codes, plan.settings, plan.with_edits)
+        if report is None:
+            return None
+        reports.append(report)
+    return reports
+
+
 def _use_color(stream: TextIO) -> bool:
     """Colour only on a terminal, never when NO_COLOR is set (https://no-color.org)."""
     return bool(os.environ.get("NO_COLOR", "") == "" and stream.isatty())
 
 
+def _check_output_file(path: str) -> str | None:
+    """Why the report cannot be written to `path`, found before checking anything; or None."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"--output-file {path!r}: folder {folder!r} does not exist"
+    if os.path.isdir(path):
+        return f"--output-file {path!r}: is a directory"
+    return None
+
+
 def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
     try:
         config = _file_config(args)
-        options = _options(args, config, fix=args.fix or fixer_summary)
+        plan = _plan(args, config, fix=args.fix or fixer_summary)
     except ConfigError as error:
         _error(str(error))
         return EXIT_ERROR
+    problem = _check_output_file(args.output_file) if args.output_file else None
+    if problem is not None:
+        _error(problem)
+        return EXIT_ERROR
+    for warning in config.warnings:
+        _warn(warning)
     exclude = args.exclude if args.exclude is not None else list(config.exclude or ())
     exclude = [*exclude, *config.extend_exclude, *args.extend_exclude]
     paths, errors = discover(args.paths, exclude, root=config.root, respect_gitignore=args.respect_gitignore)
-    reports = process_files(paths, options, jobs=args.jobs or default_jobs())
+    if not paths and not errors:
+        _warn(f"no Python files found under {', '.join(args.paths)}")
+    reports = None if plan.fix or args.diff else _from_cache(paths, plan, config)
+    if reports is None:
+        from torchdev_lint.parallel import default_jobs
+        from torchdev_lint.runner import process_files
+
+        reports = process_files(paths, _options(args, config, plan), jobs=args.jobs or default_jobs())
     messages = [str(e) for e in errors] + [r.error for r in reports if r.error]
     for message in messages:
         _error(message)
@@ -217,16 +313,16 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
         for diagnostic in refused:  # the diff leaves them out: say so
             print(render_concise(diagnostic), file=sys.stderr)
     elif args.statistics and args.format in ("text", "concise"):
-        output = statistics(diagnostics, options.unsafe_fixes)
+        output = statistics(diagnostics, plan.unsafe_fixes)
     else:
         color = args.output_file is None and _use_color(sys.stdout)
         output = render(
             reports,
             args.format,
-            rules=options.rules,
+            selected=plan.codes,
             color=color,
             show_fixes=args.show_fixes,
-            unsafe_fixes=options.unsafe_fixes,
+            unsafe_fixes=plan.unsafe_fixes,
         )
     if args.output_file:
         try:
@@ -239,9 +335,9 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
         sys.stdout.write(output)
     if fixer_summary:
         print(_fixed_summary(reports, args.diff, in_files=True), file=sys.stderr)
-    elif args.format == "text" and not args.quiet and not args.diff:
-        prefix = _fixed_summary(reports, False, in_files=False) + ".\n" if options.fix else ""
-        text = summary(diagnostics, options.unsafe_fixes)
+    elif args.format == "text" and not args.quiet and not args.diff and (paths or errors):
+        prefix = _fixed_summary(reports, False, in_files=False) + ".\n" if plan.fix else ""
+        text = summary(diagnostics, plan.unsafe_fixes)
         if messages:
             failed = f"{len(messages)} path{'' if len(messages) == 1 else 's'} could not be checked."
             text = failed if not diagnostics else f"{text}\n{failed}"
@@ -276,19 +372,37 @@ def _fixed_summary(reports: Sequence[FileReport], diff: bool, *, in_files: bool)
 
 
 def run_rules() -> int:
-    for rule in all_rules():
+    for rule in catalog.RULES:
         status = "on" if rule.default_enabled else "opt-in"
         print(f"{rule.code}  {rule.name:<32} {status:<7} fix: {rule.fix_availability}")
     return EXIT_CLEAN
 
 
-def run_rule(code: str) -> int:
-    codes = rules_by_code()
-    rule = codes.get(code.strip().upper())
-    if rule is None:
-        _error(f"unknown rule {code!r}{did_you_mean(code.upper(), codes)}; `torchdev-lint rules` lists them")
+def _rule_page(word: str) -> str | None:
+    """The markdown page of the rule with this code or name; None when no rule has it.
+
+    The catalog and the rule's source answer without importing the rules; a rule
+    the catalog does not know yet is looked up among the rules themselves.
+    """
+    info = catalog.find(word)
+    page = catalog.page_from_source(info) if info is not None else None
+    if page is not None:
+        return page
+    wanted = word.strip()
+    for rule in all_rules():
+        if wanted.upper() == rule.code or wanted.lower() == rule.name:
+            return rule.documentation()
+    return None
+
+
+def run_rule(word: str, fmt: str = "text") -> int:
+    page = _rule_page(word)
+    if page is None:
+        known = [name for rule in all_rules() for name in (rule.code, rule.name)]
+        hint = did_you_mean(word.upper() if word.upper().startswith("TDL") else word.lower(), known)
+        _error(f"unknown rule {word!r}{hint}: expected a rule code or name; `torchdev-lint rules` lists them")
         return EXIT_ERROR
-    sys.stdout.write(rule.documentation())
+    sys.stdout.write(page if fmt == "markdown" else plain_text(page))
     return EXIT_CLEAN
 
 
@@ -302,12 +416,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from torchdev_lint.verify.command import run
 
         return run(args)
-    return run_rule(args.code)
+    return run_rule(args.code, args.format)
 
 
 def fix_main(argv: Sequence[str] | None = None) -> int:
     """`torchdev-fix PATHS`: `check --fix` with a one-line summary."""
-    parser = argparse.ArgumentParser(prog="torchdev-fix", description="Apply torchdev-lint fixes.")
+    parser = _Parser(prog="torchdev-fix", description="Apply torchdev-lint fixes.")
     _add_check_options(parser)
     return run_check(parser.parse_args(argv), fixer_summary=True)
 

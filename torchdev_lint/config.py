@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import fnmatch
+import json
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from torchdev_lint.catalog import RULES, RuleFacts
 from torchdev_lint.rule import Rule, all_rules
 
 
@@ -49,17 +51,21 @@ def parse_device_policy(value: object) -> str:
     return str(value)
 
 
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.\d+)?")
+
+
 def parse_version(text: str) -> tuple[int, int]:
-    parts = text.strip().split(".")
-    try:
-        major, minor = int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except ValueError:
-        raise ConfigError(f"invalid torch version {text!r}: expected MAJOR.MINOR, e.g. 2.6") from None
-    return major, minor
+    """`MAJOR.MINOR` (a patch number is allowed and ignored) as a tuple."""
+    match = _VERSION.fullmatch(text.strip())
+    if match is None:
+        raise ConfigError(f"invalid torch version {text!r}: expected MAJOR.MINOR, e.g. 2.6")
+    return int(match[1]), int(match[2])
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A ` (did you mean X?)` hint for a misspelt key or code, or nothing."""
+    import difflib  # only on the way to an error
+
     close = difflib.get_close_matches(word, list(choices), n=5, cutoff=0.6)
     if not close:
         return ""
@@ -75,35 +81,42 @@ def _matches(code: str, selector: str) -> bool:
 
 
 def validate_selectors(selectors: Iterable[str]) -> list[str]:
-    """Upper-cased selectors; a selector matching no rule is an error."""
-    codes = [rule.code for rule in all_rules()]
+    """Upper-cased selectors; a selector matching no rule is an error.
+
+    The catalog answers without importing the rules; only a selector it does not
+    know is looked up in the rules themselves (a rule newer than the catalog).
+    """
     result = []
     for raw in selectors:
         selector = raw.strip().upper()
         if not selector:
             continue
-        if not any(_matches(code, selector) for code in codes):
-            hint = did_you_mean(selector, codes)
-            raise ConfigError(f"unknown rule selector {raw!r}: no rule code starts with it{hint}")
+        if not any(_matches(info.code, selector) for info in RULES):
+            codes = [rule.code for rule in all_rules()]
+            if not any(_matches(code, selector) for code in codes):
+                hint = did_you_mean(selector, codes)
+                raise ConfigError(f"unknown rule selector {raw!r}: no rule code starts with it{hint}")
         result.append(selector)
     return result
 
 
-def select_rules(
+def select_codes(
     select: Sequence[str] | None = None,
     ignore: Sequence[str] = (),
     extend_select: Sequence[str] = (),
-) -> list[type[Rule]]:
-    """Rules to run: like ruff, opt-in rules run only when named or chosen by ALL.
+    rules: Sequence[RuleFacts] = RULES,
+) -> list[str]:
+    """Codes of the rules to run: like ruff, opt-in rules run only when named or chosen by ALL.
 
     A prefix such as `TDL2` enables the default rules it covers; an opt-in rule
     needs its full code (or `ALL`), so that `--select TDL2` does not turn on
-    noisy rules nobody asked for.
+    noisy rules nobody asked for. `rules` defaults to the catalog, which knows
+    the rules without importing them.
     """
     chosen = list(select) if select is not None else ["TDL"]
     chosen += list(extend_select)
     selected = []
-    for rule in all_rules():
+    for rule in rules:
         picked = [s for s in chosen if _matches(rule.code, s)]
         if not picked:
             continue
@@ -111,13 +124,27 @@ def select_rules(
             continue
         if any(_matches(rule.code, s) for s in ignore):
             continue
-        selected.append(rule)
+        selected.append(rule.code)
     return selected
+
+
+def select_rules(
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] = (),
+    extend_select: Sequence[str] = (),
+) -> list[type[Rule]]:
+    """The rule classes `select_codes` picks, decided on the rules themselves."""
+    rules = all_rules()
+    codes = set(select_codes(select, ignore, extend_select, rules))
+    return [rule for rule in rules if rule.code in codes]
 
 
 # `[tool.torchdev-lint]` in pyproject.toml ---------------------------------
 
 SECTION = "torchdev-lint"
+# The spelling with an underscore is a common slip: warned about, never read, so that one
+# spelling is the project's everywhere (as ruff reads only [tool.ruff]).
+MISSPELT_SECTION = "torchdev_lint"
 LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
 KEYS = (*LIST_KEYS, "per-file-ignores", "target-torch-version", "unsafe-fixes", "device-policy")
 
@@ -137,6 +164,8 @@ class FileConfig:
     target_torch_version: tuple[int, int] | None = None
     unsafe_fixes: bool | None = None
     device_policy: str | None = None
+    # Problems that do not stop the run (a misspelt table), for the CLI to print.
+    warnings: tuple[str, ...] = ()
 
 
 def _load_toml(path: str) -> dict[str, object]:
@@ -153,10 +182,10 @@ def _load_toml(path: str) -> dict[str, object]:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
 
 
-def _section(data: dict[str, object]) -> dict[str, object] | None:
+def _section(data: dict[str, object], name: str = SECTION) -> dict[str, object] | None:
     tool = data.get("tool")
     if isinstance(tool, dict):
-        table = tool.get(SECTION)
+        table = tool.get(name)
         if isinstance(table, dict):
             return table
     return None
@@ -180,7 +209,8 @@ def find_config(paths: Sequence[str]) -> str | None:
         candidate = os.path.join(directory, "pyproject.toml")
         if os.path.isfile(candidate):
             try:
-                found = _section(_load_toml(candidate)) is not None
+                data = _load_toml(candidate)
+                found = _section(data) is not None or _section(data, MISSPELT_SECTION) is not None
             except ConfigError:
                 found = True  # report the broken file rather than skip it silently
             if found:
@@ -192,11 +222,17 @@ def find_config(paths: Sequence[str]) -> str | None:
 
 
 def load_config(path: str, *, required: bool = False) -> FileConfig:
-    """Read and validate the table; unknown keys and codes are errors with a did-you-mean."""
-    table = _section(_load_toml(path))
+    """Read and validate the table; unknown keys and codes, and values of the wrong form, are errors."""
+    data = _load_toml(path)
+    table = _section(data)
+    misspelt = _section(data, MISSPELT_SECTION) is not None
+    warnings: tuple[str, ...] = ()
+    if misspelt:
+        warnings = (f"{path}: [tool.{MISSPELT_SECTION}] is ignored: the table is spelt [tool.{SECTION}]",)
     if table is None:
         if required:
-            raise ConfigError(f"{path}: no [tool.{SECTION}] table")
+            hint = f" ([tool.{MISSPELT_SECTION}] is misspelt)" if misspelt else ""
+            raise ConfigError(f"{path}: no [tool.{SECTION}] table{hint}")
         table = {}
     where = f"{path}: [tool.{SECTION}]"
     for key in table:
@@ -204,16 +240,16 @@ def load_config(path: str, *, required: bool = False) -> FileConfig:
             hint = did_you_mean(key, KEYS) or did_you_mean(key.replace("_", "-"), KEYS)
             raise ConfigError(f"{where}: unknown key {key!r}{hint}")
 
-    def strings(key: str) -> tuple[str, ...] | None:
+    def strings(key: str, example: str) -> tuple[str, ...] | None:
         value = table.get(key)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where}: {key!r} must be a list of strings")
+            raise ConfigError(f"{where}: {key} = {_toml(value)}: expected a list of strings, e.g. {example}")
         return tuple(value)
 
     def codes(key: str) -> tuple[str, ...] | None:
-        value = strings(key)
+        value = strings(key, '["TDL1", "TDL201"]')
         try:
             return None if value is None else tuple(validate_selectors(value))
         except ConfigError as error:
@@ -222,22 +258,33 @@ def load_config(path: str, *, required: bool = False) -> FileConfig:
     per_file: list[tuple[str, tuple[str, ...]]] = []
     raw_per_file = table.get("per-file-ignores", {})
     if not isinstance(raw_per_file, dict):
-        raise ConfigError(f"{where}: 'per-file-ignores' must be a table of glob = [codes]")
+        raise ConfigError(
+            f"{where}: per-file-ignores = {_toml(raw_per_file)}: expected a table of glob = [codes], "
+            'e.g. per-file-ignores = { "tests/*" = ["TDL301"] }'
+        )
     for glob, value in raw_per_file.items():
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where}: per-file-ignores {glob!r} must be a list of codes")
+            raise ConfigError(
+                f"{where}: per-file-ignores {glob!r} = {_toml(value)}: expected a list of codes, e.g. "
+                '["TDL301"]'
+            )
         try:
             per_file.append((glob, tuple(validate_selectors(value))))
         except ConfigError as error:
             raise ConfigError(f"{where}: per-file-ignores {glob!r}: {error}") from None
     version = table.get("target-torch-version")
-    unsafe = table.get("unsafe-fixes")
-    if unsafe is not None and not isinstance(unsafe, bool):
-        raise ConfigError(f"{where}: 'unsafe-fixes' must be true or false")
+    if version is not None and not isinstance(version, str):
+        # A TOML number loses what matters: 2.10 reads as 2.1.
+        raise ConfigError(
+            f'{where}: target-torch-version = {_toml(version)}: expected a quoted "MAJOR.MINOR", e.g. "2.6"'
+        )
     try:
-        parsed_version = None if version is None else parse_version(str(version))
+        parsed_version = None if version is None else parse_version(version)
     except ConfigError as error:
         raise ConfigError(f"{where}: target-torch-version: {error}") from None
+    unsafe = table.get("unsafe-fixes")
+    if unsafe is not None and not isinstance(unsafe, bool):
+        raise ConfigError(f"{where}: unsafe-fixes = {_toml(unsafe)}: expected true or false")
     policy = table.get("device-policy")
     try:
         parsed_policy = None if policy is None else parse_device_policy(policy)
@@ -249,13 +296,19 @@ def load_config(path: str, *, required: bool = False) -> FileConfig:
         select=codes("select"),
         ignore=codes("ignore") or (),
         extend_select=codes("extend-select") or (),
-        exclude=strings("exclude"),
-        extend_exclude=strings("extend-exclude") or (),
+        exclude=strings("exclude", '["build/*", "*_pb2.py"]'),
+        extend_exclude=strings("extend-exclude", '["build/*", "*_pb2.py"]') or (),
         per_file_ignores=tuple(per_file),
         target_torch_version=parsed_version,
         unsafe_fixes=unsafe,
         device_policy=parsed_policy,
+        warnings=warnings,
     )
+
+
+def _toml(value: object) -> str:
+    """A value as the file reads, near enough (JSON: strings quoted, true/false, lists)."""
+    return json.dumps(value, default=str)
 
 
 def relative_posix(path: str, root: str) -> str:
@@ -278,3 +331,13 @@ def glob_matches(path: str, pattern: str, root: str = ".") -> bool:
 def ignored_for(path: str, per_file_ignores: Sequence[tuple[str, Sequence[str]]], root: str) -> set[str]:
     """The selectors that `per-file-ignores` turns off for this file."""
     return {code for glob, codes in per_file_ignores if glob_matches(path, glob, root) for code in codes}
+
+
+def codes_for(
+    path: str, codes: Sequence[str], per_file_ignores: Sequence[tuple[str, Sequence[str]]], root: str
+) -> list[str]:
+    """The selected codes minus those `per-file-ignores` turns off for this file."""
+    if not per_file_ignores:
+        return list(codes)
+    off = ignored_for(path, per_file_ignores, root)
+    return [code for code in codes if not any(_matches(code, selector) for selector in off)]

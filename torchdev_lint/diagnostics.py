@@ -86,6 +86,22 @@ class Diagnostic:
         }
 
 
+@dataclass
+class FileReport:
+    """The outcome for one file: remaining findings, fixes, or the error that stopped it.
+
+    `source_lines` holds the lines that text output shows (code frames, fix previews).
+    """
+
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    source_lines: dict[int, str] = field(default_factory=dict)
+    fixed: int = 0  # fixes applied (or, with --diff, that would be), follow-ups included
+    follow_ups: int = 0  # of them, fixes of findings that other fixes gave rise to
+    diff: str = ""
+    error: str | None = None
+
+
 class SourceError(Exception):
     """A file that cannot be read, decoded or parsed; the message names the reason."""
 

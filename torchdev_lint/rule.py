@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, ClassVar
 
-import libcst as cst
-
+from torchdev_lint.catalog import rule_page
 from torchdev_lint.diagnostics import FixAvailability, FixSafety
 
 if TYPE_CHECKING:
+    # Only for annotations: importing this module must not import LibCST (see catalog.py).
+    import libcst as cst
+
     from torchdev_lint.analysis.scopes import Scope
     from torchdev_lint.engine import FileContext
 
-Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
+    Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
 
 DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Use instead", "Fix safety")
 
@@ -105,12 +107,7 @@ class Rule:
     @classmethod
     def documentation(cls) -> str:
         """The rule's page: a title line, then its documentation sections."""
-        status = "on by default" if cls.default_enabled else "opt-in"
-        fix = {"never": "no fix", "sometimes": "fix sometimes available", "always": "fix always available"}[
-            cls.fix_availability
-        ]
-        header = f"# {cls.code} {cls.name}\n\n{status}; {fix}\n\nMessage: {cls.message}\n\n"
-        return header + dedent(cls.docs).strip() + "\n"
+        return rule_page(cls, cls.message, cls.docs)
 
 
 @cache

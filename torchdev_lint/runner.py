@@ -12,15 +12,16 @@ import io
 import re
 import tokenize
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torchdev_lint.cache import CachedResult, ResultCache
-from torchdev_lint.config import Settings, ignored_for
-from torchdev_lint.diagnostics import Diagnostic, SourceError
+from torchdev_lint.config import Settings, codes_for
+from torchdev_lint.diagnostics import FileReport, SourceError
 from torchdev_lint.engine import check_source
 from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
 from torchdev_lint.fixes import fix_source, with_follow_ups
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion
+from torchdev_lint.report.text import frame_lines
 from torchdev_lint.rule import Rule
 
 
@@ -47,21 +48,8 @@ def rules_for(path: str, options: Options) -> tuple[type[Rule], ...]:
     """The selected rules minus those `per-file-ignores` turns off for this file."""
     if not options.per_file_ignores:
         return options.rules
-    off = ignored_for(path, options.per_file_ignores, options.root)
-    return tuple(r for r in options.rules if not any(r.code.startswith(s) or s == "ALL" for s in off))
-
-
-@dataclass
-class FileReport:
-    """The outcome for one file: remaining findings, fixes, or the error that stopped it."""
-
-    path: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    source_lines: dict[int, str] = field(default_factory=dict)
-    fixed: int = 0  # fixes applied (or, with --diff, that would be), follow-ups included
-    follow_ups: int = 0  # of them, fixes of findings that other fixes gave rise to
-    diff: str = ""
-    error: str | None = None
+    codes = set(codes_for(path, [r.code for r in options.rules], options.per_file_ignores, options.root))
+    return tuple(r for r in options.rules if r.code in codes)
 
 
 def process_file(path: str, options: Options, *, use_cached: bool = True) -> FileReport:
@@ -82,7 +70,7 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
     checking = not (options.fix or options.diff)
     key = None
     if cache is not None and checking:
-        key = cache.key(path, source, rules, options.settings, options.with_edits)
+        key = cache.key(path, source, [r.code for r in rules], options.settings, options.with_edits)
         cached = cache.load(key) if use_cached else None
         if cached is not None:
             return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
@@ -121,7 +109,7 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
                     report.follow_ups = outcome.follow_ups
             if cache is not None and not options.diff and report.error is None:
                 # The fixer's last check (without edits) is the check of what the file now holds.
-                key = cache.key(path, outcome.source, rules, options.settings, False)
+                key = cache.key(path, outcome.source, [r.code for r in rules], options.settings, False)
     except SourceError as error:
         report.error = str(error)
         if key is not None and cache is not None:
@@ -131,8 +119,9 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
     lines = result.lines
     if lines is not None and report.diagnostics:
         for diagnostic in report.diagnostics:
-            wanted = {diagnostic.line}
-            if diagnostic.fix is not None:  # for the fix preview of `--show-fixes`
+            # for the code frame, and then for the fix preview of `--show-fixes`
+            wanted = {n for n in frame_lines(diagnostic.line, diagnostic.end_line) if n is not None}
+            if diagnostic.fix is not None:
                 wanted.update(n for e in diagnostic.fix.edits for n in range(e.line, e.end_line + 1))
             for number in wanted:
                 if number <= len(lines.starts):
@@ -146,15 +135,8 @@ def cached_report(path: str, options: Options) -> FileReport | None:
     """The cached report of an unchanged file, or None (also when it cannot be read)."""
     if options.cache is None or options.fix or options.diff:
         return None
-    try:
-        source = read_source(path)
-    except SourceError:
-        return None
-    key = options.cache.key(path, source, rules_for(path, options), options.settings, options.with_edits)
-    cached = options.cache.load(key)
-    if cached is None:
-        return None
-    return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
+    codes = [r.code for r in rules_for(path, options)]
+    return options.cache.report(path, codes, options.settings, options.with_edits)
 
 
 def unified_diff(path: str, before: bytes, after: bytes) -> str:

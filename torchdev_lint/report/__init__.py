@@ -6,12 +6,9 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 
-from torchdev_lint.diagnostics import Diagnostic
+from torchdev_lint.diagnostics import Diagnostic, FileReport
 from torchdev_lint.report.github import github
-from torchdev_lint.report.sarif import sarif
 from torchdev_lint.report.text import concise, fixable, text
-from torchdev_lint.rule import Rule, rules_by_code
-from torchdev_lint.runner import FileReport
 
 FORMATS = ("text", "concise", "json", "sarif", "github")
 
@@ -20,17 +17,22 @@ def render(
     reports: Sequence[FileReport],
     fmt: str,
     *,
-    rules: Sequence[type[Rule]] = (),
+    selected: Sequence[str] = (),
     color: bool = False,
     show_fixes: bool = False,
     unsafe_fixes: bool = False,
 ) -> str:
-    """All diagnostics of a run in one format, ordered by path, line, column."""
+    """All diagnostics of a run in one format, ordered by path, line, column.
+
+    `selected` are the codes of the rules run (SARIF lists them all, findings or not).
+    """
     diagnostics = sorted((d for r in reports for d in r.diagnostics), key=Diagnostic.sort_key)
     if fmt == "json":
         return json.dumps([d.to_json() for d in diagnostics], indent=2) + "\n"
     if fmt == "sarif":
-        return json.dumps(sarif(diagnostics, rules), indent=2) + "\n"
+        from torchdev_lint.report.sarif import sarif  # imports the rules, for their documentation
+
+        return json.dumps(sarif(diagnostics, selected), indent=2) + "\n"
     if fmt == "github":
         return "".join(github(d) + "\n" for d in diagnostics)
     if fmt == "concise":
@@ -50,14 +52,14 @@ def statistics(diagnostics: Sequence[Diagnostic], unsafe_fixes: bool = False) ->
     """
     counts = Counter(d.code for d in diagnostics)
     fixed = Counter(d.code for d in diagnostics if fixable(d, unsafe_fixes))
-    rules = rules_by_code()
+    names = {d.code: d.name for d in diagnostics}
     width = max((len(str(n)) for n in counts.values()), default=1)
 
     def column(code: str) -> str:
         return "[*]" if fixed[code] == counts[code] else "[-]" if fixed[code] else "[ ]"
 
     return "".join(
-        f"{count:>{width}}\t{code}\t{column(code)} {rules[code].name}\n"
+        f"{count:>{width}}\t{code}\t{column(code)} {names[code]}\n"
         for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     )
 

@@ -88,9 +88,12 @@ def _result(diagnostic: Diagnostic, index: int) -> dict[str, object]:
     return result
 
 
-def sarif(diagnostics: Sequence[Diagnostic], rules: Sequence[type[Rule]]) -> dict[str, object]:
+def sarif(diagnostics: Sequence[Diagnostic], selected: Sequence[str]) -> dict[str, object]:
+    """The run as a SARIF log; `selected` are the codes of the rules run (this imports the rules,
+    whose documentation the log carries)."""
     known = rules_by_code()
-    listed = list(rules) + [known[c] for c in sorted({d.code for d in diagnostics} - {r.code for r in rules})]
+    codes = [*selected, *sorted({d.code for d in diagnostics} - set(selected))]
+    listed = [known[code] for code in codes]
     index = {rule.code: i for i, rule in enumerate(listed)}
     return {
         "$schema": SCHEMA,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo
@@ -32,6 +33,24 @@ def concise(diagnostic: Diagnostic, color: bool = False) -> str:
     return f"{location} {_paint(diagnostic.code, RED, color)} {_message(diagnostic)}"
 
 
+# A code frame shows at most this many lines of a multi-line finding (and `...` for the rest).
+MAX_FRAME_LINES = 10
+
+
+def frame_lines(line: int, end_line: int) -> list[int | None]:
+    """The line numbers the code frame of a finding from `line` to `end_line` shows.
+
+    All of them up to MAX_FRAME_LINES; beyond, the first and the last few (the
+    reported part often ends the span, as in `.cuda()` after a long call), with
+    None where lines are left out.
+    """
+    if end_line - line < MAX_FRAME_LINES:
+        return list(range(line, max(line, end_line) + 1))
+    head = MAX_FRAME_LINES // 2 - 1
+    tail = MAX_FRAME_LINES - head - 1
+    return [*range(line, line + head), None, *range(end_line - tail + 1, end_line + 1)]
+
+
 def text(
     diagnostic: Diagnostic,
     source_lines: Mapping[tuple[str, int], str],
@@ -40,22 +59,41 @@ def text(
     show_fixes: bool = False,
     unsafe_fixes: bool = False,
 ) -> str:
-    """The concise line with a fix marker, the source line with a caret, and optionally the fix.
+    """The concise line with a fix marker, the source lines with carets, and optionally the fix.
 
-    `[*]` marks the findings that `--fix` fixes with the current settings.
+    `[*]` marks the findings that `--fix` fixes with the current settings. A
+    finding over several lines shows them all (capped, see `frame_lines`), with
+    carets under the start of the first and the end of the last.
     """
     marker = _paint("[*] ", CYAN, color) if fixable(diagnostic, unsafe_fixes) else ""
     location = _paint(f"{diagnostic.path}:{diagnostic.line}:{diagnostic.column}:", BOLD, color)
     head = f"{location} {_paint(diagnostic.code, RED, color)} {marker}{_message(diagnostic)}"
-    source_line = source_lines.get((diagnostic.path, diagnostic.line))
-    if source_line is None:
+    shown: list[tuple[int, str] | None] = []
+    for number in frame_lines(diagnostic.line, diagnostic.end_line):
+        if number is None:
+            shown.append(None)
+            continue
+        source_line = source_lines.get((diagnostic.path, number))
+        if source_line is None:  # not stored: end the frame at the last line there is
+            break
+        shown.append((number, source_line.expandtabs(1).rstrip("\r\n")))
+    if not shown:
         return head
-    line = source_line.expandtabs(1).rstrip("\r\n")
-    end = diagnostic.end_column if diagnostic.end_line == diagnostic.line else len(line) + 1
-    width = max(1, min(end, len(line) + 1) - diagnostic.column)
-    gutter = " " * len(str(diagnostic.line))
-    caret = " " * (diagnostic.column - 1) + _paint("^" * width, RED, color)
-    frame = f"{head}\n{gutter} |\n{diagnostic.line} | {line}\n{gutter} | {caret}\n"
+    last = max(item[0] for item in shown if item is not None)
+    gutter = " " * len(str(last))
+    rows = [f"{gutter} |"]
+    for item in shown:
+        if item is None:
+            rows.append("...")
+            continue
+        number, line = item
+        rows.append(f"{number:>{len(gutter)}} | {line}")
+        start = diagnostic.column if number == diagnostic.line else len(line) - len(line.lstrip()) + 1
+        end = diagnostic.end_column if number == diagnostic.end_line else len(line) + 1
+        if number in (diagnostic.line, last):
+            width = max(1, min(end, len(line) + 1) - start)
+            rows.append(f"{gutter} | " + " " * (start - 1) + _paint("^" * width, RED, color))
+    frame = f"{head}\n" + "\n".join(rows) + "\n"
     if show_fixes and diagnostic.fix is not None and diagnostic.fix.edits:
         frame += _preview(diagnostic, source_lines, color)
     return frame
@@ -103,3 +141,37 @@ def _apply(text_: str, first_line: int, edits: tuple[Edit, ...]) -> str:
         start, end = offset(edit.line, edit.column), offset(edit.end_line, edit.end_column)
         text_ = text_[:start] + edit.content.replace("\r\n", "\n") + text_[end:]
     return text_
+
+
+_INLINE_CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")
+
+
+def plain_text(markdown: str) -> str:
+    """A rule page for the terminal: headings underlined, code blocks indented, no markdown marks."""
+    out: list[str] = []
+    prose: list[str] = []
+
+    def flush() -> None:
+        # Inline marks may span lines (a `code span` broken by the wrap), so whole paragraphs at once.
+        text_ = _LINK.sub(r"\1 (\2)", _BOLD.sub(r"\1", _INLINE_CODE.sub(r"\1", "\n".join(prose))))
+        for line in text_.split("\n") if prose else ():
+            heading = re.fullmatch(r"(#+) (.*)", line)
+            if heading:
+                out.extend((heading[2], ("=" if len(heading[1]) == 1 else "-") * len(heading[2])))
+            else:
+                out.append(line)
+        prose.clear()
+
+    in_code = False
+    for line in markdown.split("\n"):
+        if line.startswith("```"):
+            flush()
+            in_code = not in_code
+        elif in_code:
+            out.append(f"    {line}" if line else "")
+        else:
+            prose.append(line)
+    flush()
+    return "\n".join(out)

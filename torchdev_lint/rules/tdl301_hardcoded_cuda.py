@@ -14,11 +14,12 @@ from torchdev_lint.analysis.guards import availability_guarded, flag_condition, 
 from torchdev_lint.analysis.requirements import benchmark_path, cuda_requirements
 from torchdev_lint.analysis.scopes import Scope, dotted_name, module_reference, resolve
 from torchdev_lint.analysis.walk import walk
-from torchdev_lint.rule import Fix, Invalid, Replacement, Rule, Valid
+from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, positional
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
+    from torchdev_lint.rule import Replacement
 
 # Names that hold a device: `device`, `DEVICE`, `dev`, `train_device`, `device0` (not `device_type`).
 _DEVICE_NAME = re.compile(r"^(\w*_)?(device|dev)\d*$", re.IGNORECASE)
