@@ -209,3 +209,141 @@ def test_bad_target_torch_version_is_a_usage_error(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert f"invalid torch version {version!r}: expected MAJOR.MINOR" in err
+
+
+# Usage errors: one line naming the value and the form expected, exit 2, nothing checked ------------
+
+OPTION_ERRORS = [
+    (["--select", "TDL9"], "unknown rule selector 'TDL9': expected a rule code or prefix"),
+    (["--select", "TDL1O1"], "did you mean 'TDL101'?"),
+    (["--ignore", "XYZ"], "unknown rule selector 'XYZ'"),
+    (["--extend-select", "TDL99"], "unknown rule selector 'TDL99'"),
+    (["--jobs", "0"], "argument -j/--jobs: expected a number of processes (1 or more), got '0'"),
+    (["-j", "many"], "argument -j/--jobs: expected a number of processes (1 or more), got 'many'"),
+    (["--format", "xml"], "argument --format: invalid choice: 'xml' (choose from"),
+    (["--target-torch-version", "2.x"], "invalid torch version '2.x': expected MAJOR.MINOR, e.g. 2.6"),
+    (["--target-torch-version", "2"], "invalid torch version '2': expected MAJOR.MINOR"),
+    (["--output-file", "{tmp}/missing/report.txt"], "--output-file '{tmp}/missing/report.txt': folder"),
+    (["--output-file", "{tmp}"], "is a directory"),
+    (["--config", "{tmp}/nowhere.toml"], "nowhere.toml: cannot read: No such file or directory"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+]
+
+
+def _one_error_line(err: str, expected: str) -> None:
+    assert "Traceback" not in err and "usage:" not in err
+    assert err.count("\n") == 1, err
+    assert expected in err and "error:" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"), OPTION_ERRORS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
+)
+def test_bad_option_is_a_one_line_usage_error(
+    tree: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    argv = [arg.replace("{tmp}", str(tree)) for arg in argv]
+    try:
+        code = main(["check", *argv, str(tree)])
+    except SystemExit as stopped:  # argparse's own errors
+        code = stopped.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    _one_error_line(err, expected.replace("{tmp}", str(tree)))
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["rule", "TDL101", "--format", "html"],
+            "torchdev-lint rule: error: argument --format: invalid choice",
+        ),
+        (["rule"], "torchdev-lint rule: error: the following arguments are required: RULE"),
+        (["lint"], "torchdev-lint: error: argument command: invalid choice: 'lint'"),
+    ],
+)
+def test_bad_command_line_is_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    _one_error_line(capsys.readouterr().err, expected)
+
+
+CONFIG_ERRORS = [
+    ('select = ["TDL9X"]', "select: unknown rule selector 'TDL9X': expected a rule code or prefix"),
+    ('select = "TDL1"', 'select = "TDL1": expected a list of strings, e.g. ["TDL1", "TDL201"]'),
+    ("ignore = [1]", "ignore = [1]: expected a list of strings"),
+    ('extend-select = ["TDL1O1"]', "did you mean 'TDL101'?"),
+    ('exclude = "build"', 'exclude = "build": expected a list of strings'),
+    ("extend-exclude = true", "extend-exclude = true: expected a list of strings"),
+    ('per-file-ignores = ["tests/*"]', 'per-file-ignores = ["tests/*"]: expected a table of glob = [codes]'),
+    (
+        'per-file-ignores = { "t/*" = "TDL301" }',
+        "per-file-ignores 't/*' = \"TDL301\": expected a list of codes",
+    ),
+    ('per-file-ignores = { "t/*" = ["TDL3O1"] }', "per-file-ignores 't/*': unknown rule selector 'TDL3O1'"),
+    ('target-torch-version = "banana"', "invalid torch version 'banana': expected MAJOR.MINOR"),
+    (
+        "target-torch-version = 2.10",
+        'target-torch-version = 2.1: expected a quoted "MAJOR.MINOR", e.g. "2.6"',
+    ),
+    ('unsafe-fixes = "yes"', 'unsafe-fixes = "yes": expected true or false'),
+    ("unsafe-fixes = 1", "unsafe-fixes = 1: expected true or false"),
+    ('device-policy = "gpu"', "invalid device policy 'gpu': expected one of 'portable', 'cuda-only'"),
+    ('selectt = ["TDL1"]', "unknown key 'selectt' (did you mean 'select'?)"),
+    ("select = [", "invalid TOML"),
+]
+
+
+@pytest.mark.parametrize(("body", "expected"), CONFIG_ERRORS, ids=[body for body, _ in CONFIG_ERRORS])
+def test_bad_config_value_is_a_one_line_usage_error(
+    tree: Path, capsys: pytest.CaptureFixture[str], body: str, expected: str
+) -> None:
+    (tree / "pyproject.toml").write_text(f"[tool.torchdev-lint]\n{body}\n")
+    code, out, err = run(capsys, "check", str(tree))
+    assert code == 2 and out == ""
+    _one_error_line(err, expected)
+    assert str(tree / "pyproject.toml") in err
+
+
+def test_unusable_cache_dir_is_a_warning(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tree / "not_a_folder"
+    blocker.write_text("")
+    code, out, err = run(
+        capsys, "check", "--format", "concise", "--cache-dir", str(blocker / "cache"), str(tree)
+    )
+    assert code == 1
+    _check_other_files_processed(tree, out)
+    assert f"torchdev-lint: warning: cannot create or write the cache folder '{blocker / 'cache'}'" in err
+
+
+# Nothing to check; a misspelt table -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", [{}, {"README.md": "# x\n", "data.json": "{}"}])
+def test_no_python_files_is_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: dict[str, str]
+) -> None:
+    for name, text in content.items():
+        (tmp_path / name).write_text(text)
+    code, out, err = run(capsys, "check", str(tmp_path))
+    assert (code, out) == (0, "")
+    assert err == f"torchdev-lint: warning: no Python files found under {tmp_path}\n"
+
+
+def test_misspelt_table_is_warned_about(tree: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pyproject = tree / "pyproject.toml"
+    pyproject.write_text('[tool.torchdev_lint]\nselect = ["TDL9X"]\n')
+    code, out, err = run(capsys, "check", "--format", "concise", str(tree))
+    assert code == 1  # the table is not read: its bad code is no error, the defaults apply
+    _check_other_files_processed(tree, out)
+    assert err.splitlines()[0] == (
+        f"torchdev-lint: warning: {pyproject}: [tool.torchdev_lint] is ignored: "
+        "the table is spelt [tool.torchdev-lint]"
+    )
+    code, _, err = run(capsys, "check", "--config", str(pyproject), str(tree))
+    assert code == 2
+    _one_error_line(err, "no [tool.torchdev-lint] table ([tool.torchdev_lint] is misspelt)")

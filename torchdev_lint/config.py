@@ -95,7 +95,9 @@ def validate_selectors(selectors: Iterable[str]) -> list[str]:
             codes = [rule.code for rule in all_rules()]
             if not any(_matches(code, selector) for code in codes):
                 hint = did_you_mean(selector, codes)
-                raise ConfigError(f"unknown rule selector {raw!r}: no rule code starts with it{hint}")
+                raise ConfigError(
+                    f"unknown rule selector {raw!r}: expected a rule code or prefix (TDL101, TDL1, ALL){hint}"
+                )
         result.append(selector)
     return result
 
