@@ -237,7 +237,7 @@ def _one_error_line(err: str, expected: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "expected"), OPTION_ERRORS, ids=lambda v: " ".join(v) if isinstance(v, list) else ""
+    ("argv", "expected"), OPTION_ERRORS, ids=[" ".join(argv) for argv, _ in OPTION_ERRORS]
 )
 def test_bad_option_is_a_one_line_usage_error(
     tree: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
