@@ -146,6 +146,53 @@ def test_show_fixes_multiline(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "  - )\n" in out and "  + )\n" in out
 
 
+MULTILINE = "import torch\nx = torch.tensor(\n    [1, 2],\n    dtype=torch.float32,\n).cuda()\n"
+
+
+@pytest.mark.parametrize("cached", [False, True])  # the frame's lines come back from the cache too
+def test_code_frame_shows_every_line_of_a_multiline_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cached: bool
+) -> None:
+    cache = ("--cache-dir", str(tmp_path / "cache")) if cached else ("--no-cache",)
+    path = tmp_path / "m.py"
+    path.write_text(MULTILINE)
+    for _ in range(2):
+        _, out, _ = run(capsys, "check", "--isolated", "--select", "TDL301", *cache, str(path))
+        assert out.split("\n", 1)[1] == (
+            "  |\n"
+            "2 | x = torch.tensor(\n"
+            "  |     ^^^^^^^^^^^^^\n"
+            "3 |     [1, 2],\n"
+            "4 |     dtype=torch.float32,\n"
+            "5 | ).cuda()\n"
+            "  | ^^^^^^^^\n"
+            "\n"
+        )
+
+
+def test_code_frame_of_a_long_finding_is_capped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    items = "".join(f"        {i},\n" for i in range(14))
+    path = tmp_path / "m.py"
+    path.write_text(f"import torch\nx = torch.tensor(\n    [\n{items}    ]\n).cuda()\n")
+    _, out, _ = run(capsys, "check", "--isolated", "--select", "TDL301", str(path))
+    frame = out.split("\n")[1:-2]
+    assert frame == [
+        "   |",
+        " 2 | x = torch.tensor(",
+        "   |     ^^^^^^^^^^^^^",
+        " 3 |     [",
+        " 4 |         0,",
+        " 5 |         1,",
+        "...",
+        "15 |         11,",
+        "16 |         12,",
+        "17 |         13,",
+        "18 |     ]",
+        "19 | ).cuda()",
+        "   | ^^^^^^^^",
+    ]
+
+
 def test_statistics_with_concise(bad: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run(capsys, "check", "--isolated", "--statistics", "--format", "concise", "src")
     assert "1\tTDL101\t[*] load-without-map-location" in out
