@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import torchdev_lint.cache
+import torchdev_lint.config
 import torchdev_lint.runner
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.cli import main
@@ -209,3 +210,55 @@ def test_cli_warm_output_equals_cold_in_every_format(
             )
             outputs.append(capsys.readouterr().out)
         assert outputs[0] == outputs[1] == outputs[2], fmt
+
+
+WARM_RUN = """
+import sys
+from torchdev_lint.cli import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in sys.modules if m == "libcst" or m.startswith("torchdev_lint.rules."))
+print("HEAVY", heavy, file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("fmt", ["text", "concise", "json", "github"])
+def test_warm_run_imports_neither_libcst_nor_the_rules(tmp_path: Path, fmt: str) -> None:
+    """A run the cache answers whole looks nothing up that needs LibCST: same output, no import."""
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.torchdev-lint]\nextend-select = ["TDL206"]\n\n'
+        '[tool.torchdev-lint.per-file-ignores]\n"other.py" = ["TDL1"]\n'
+    )
+    (tmp_path / "bad.py").write_text(BAD)
+    (tmp_path / "other.py").write_text(BAD + "x = torch.zeros(3).cuda()\n")
+    (tmp_path / "clean.py").write_text("print('no torch here')\n")
+    argv = [sys.executable, "-c", WARM_RUN, "check", "--format", fmt, str(tmp_path)]
+    runs = [subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path) for _ in range(2)]
+    (cold, warm) = runs
+    assert cold.returncode == warm.returncode == 1, cold.stderr
+    assert cold.stdout == warm.stdout and "TDL101" in cold.stdout and "TDL301" in cold.stdout
+    assert "HEAVY []" not in cold.stderr  # the cold run did import them
+    assert "HEAVY []" in warm.stderr, warm.stderr
+
+
+def test_stale_catalog_costs_speed_not_results(
+    tmp_path: Path, bad: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A catalog without a rule (one added since it was generated) makes the cache miss, never
+    answer with results of another selection."""
+    argv = ["check", "--format", "concise", "--cache-dir", str(tmp_path / "c"), str(bad)]
+    assert main(argv) == 1
+    expected = capsys.readouterr().out
+    assert "TDL101" in expected
+    stale = tuple(info for info in torchdev_lint.config.RULES if info.code != "TDL101")
+    monkeypatch.setattr(torchdev_lint.config, "RULES", stale)
+    asked: list[object] = []
+    real = torchdev_lint.runner.process_files
+    monkeypatch.setattr(
+        torchdev_lint.runner, "process_files", lambda *a, **k: asked.append(a) or real(*a, **k)
+    )
+    assert main(argv) == 1
+    assert capsys.readouterr().out == expected and asked  # answered by checking, not from the cache

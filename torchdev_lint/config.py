@@ -106,7 +106,7 @@ def select_codes(
     select: Sequence[str] | None = None,
     ignore: Sequence[str] = (),
     extend_select: Sequence[str] = (),
-    rules: Sequence[RuleFacts] = RULES,
+    rules: Sequence[RuleFacts] | None = None,
 ) -> list[str]:
     """Codes of the rules to run: like ruff, opt-in rules run only when named or chosen by ALL.
 
@@ -118,7 +118,7 @@ def select_codes(
     chosen = list(select) if select is not None else ["TDL"]
     chosen += list(extend_select)
     selected = []
-    for rule in rules:
+    for rule in RULES if rules is None else rules:
         picked = [s for s in chosen if _matches(rule.code, s)]
         if not picked:
             continue
