@@ -1235,7 +1235,9 @@ def factory_expressions(draw: Any) -> str:
     case = _factory_case(0, factory, source, move, target, device)
     expression = case.split("return ", 1)[1].split("  #")[0].strip()
     if draw(st.booleans()) and not expression.startswith("meta("):
-        expression = draw(st.sampled_from(QUOTES)).format(expression)
+        wrapped = draw(st.sampled_from(QUOTES)).format(expression)
+        if oldest_grammar_error(wrapped) is None:  # the quotes inside may clash with the f-string's
+            expression = wrapped
     return expression
 
 
@@ -1252,6 +1254,7 @@ def test_random_factory_mixes_keep_behaviour(expressions: list[str]) -> None:
     header = 'import torch\n\ndevice = "cuda"\ncpu = torch.device("cpu")\nBASE = torch.ones(2, 3)\n\n\n'
     body = "\n\n".join(f"def case_{n}():\n    return {text}\n" for n, text in enumerate(expressions))
     mixed = fix(Program("TDL203", "mix", header + body))
+    assert mixed.error is None, mixed.error
     for text in (mixed.safe, mixed.everything):
         assert oldest_grammar_error(text) is None, text
     results = run_programs({"before": mixed.program.source, "after": mixed.safe})
