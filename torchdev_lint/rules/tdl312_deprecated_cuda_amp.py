@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from torchdev_lint.analysis.scopes import dotted_name, module_reference
@@ -23,6 +25,9 @@ _DEPRECATED = {
 # class lived only in torch/cuda/amp/grad_scaler.py (torch 2.4 deprecated that one).
 # Below these versions the old spelling is the only one there is: not flagged.
 REPLACEMENT_SINCE = {"autocast": (1, 12), "GradScaler": (2, 3)}
+# A condition that picks by torch version or feature (`TORCH_2_4`, `_TORCH_GREATER_EQUAL_2_4`,
+# `version.parse(torch.__version__) < ...`, `hasattr(torch, "amp")`), not by device.
+_VERSION_TEST = re.compile(r"(?i)version|torch_\d|greater|less|hasattr")
 # Names under which code spells each replacement (its `try` or `if` branch for new torch).
 _NEW_SPELLINGS = {
     "autocast": frozenset({"torch.amp.autocast", "torch.amp.autocast_mode.autocast", "torch.autocast"}),
@@ -53,8 +58,8 @@ class DeprecatedCudaAmp(Rule):
         `torch.amp.autocast` since torch 1.12, `torch.amp.GradScaler` since torch 2.3 (below
         those, the old spelling is the only one). Not flagged either: the old spelling kept as
         the fallback for old torch, in the `except` branch of a `try` whose body uses the new
-        spelling, or in one branch of an `if`/`else` (or `... if ... else ...`) whose other
-        branch uses it (`torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScaler()`).
+        spelling, or in one branch of an `if`/`else` (or `... if ... else ...`) on the torch
+        version whose other branch uses it (`torch.amp.GradScaler("cuda") if TORCH_2_4 else torch.cuda.amp.GradScaler()`).
 
         ## Why it matters
         Both spellings are deprecated since PyTorch 2.4 and emit a `FutureWarning` on every use.
@@ -187,25 +192,29 @@ class DeprecatedCudaAmp(Rule):
             settings={"target_torch_version": "2.1"},
         ),
         Invalid(
-            # Branches that do not spell the replacement: a device switch, a `try` without it.
+            # Not a fallback for old torch: a switch on the device, a `try` without the new spelling.
             """
             import torch
             if is_npu_available():
                 scaler = torch.npu.amp.GradScaler()
             elif device_type == "cuda":
                 scaler = torch.cuda.amp.GradScaler()
+            else:
+                scaler = torch.amp.GradScaler(device_type)
             try:
                 scaler = torch.cuda.amp.GradScaler()
             except AttributeError:
                 scaler = None
             """,
-            lines=(5, 7),
+            lines=(5, 9),
             fixed="""
             import torch
             if is_npu_available():
                 scaler = torch.npu.amp.GradScaler()
             elif device_type == "cuda":
                 scaler = torch.amp.GradScaler("cuda")
+            else:
+                scaler = torch.amp.GradScaler(device_type)
             try:
                 scaler = torch.amp.GradScaler("cuda")
             except AttributeError:
@@ -348,7 +357,8 @@ class DeprecatedCudaAmp(Rule):
                 grandparent = ancestors[index - 2]
                 other = grandparent.body if isinstance(grandparent, cst.Try) else None
             elif isinstance(parent, (cst.If, cst.IfExp)) and child is not parent.test:
-                other = parent.orelse if child is parent.body else parent.body
+                if _VERSION_TEST.search(self.ctx.code_for(parent.test)):
+                    other = parent.orelse if child is parent.body else parent.body
             if other is not None and self._spells(other, new_name):
                 return True
         return False
