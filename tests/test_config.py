@@ -28,7 +28,7 @@ def project(tmp_path: Path) -> Path:
     (tmp_path / "src" / "pkg").mkdir(parents=True)
     (tmp_path / "tests").mkdir()
     (tmp_path / "src" / "pkg" / "model.py").write_text(BAD + DP)
-    (tmp_path / "tests" / "test_model.py").write_text(BAD)
+    (tmp_path / "tests" / "train_model.py").write_text(BAD)
     return tmp_path
 
 
@@ -81,7 +81,7 @@ def test_cli_select_replaces_file_ignore(project: Path, capsys: pytest.CaptureFi
     write_config(project, 'ignore = ["TDL101"]\n')
     target = str(project / "tests")
     assert codes(capsys, target) == (0, [])
-    assert codes(capsys, "--select", "TDL", target)[1] == [("test_model.py", "TDL101")]
+    assert codes(capsys, "--select", "TDL", target)[1] == [("train_model.py", "TDL101")]
 
 
 def test_explicit_config(project: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -111,7 +111,7 @@ def test_per_file_ignores_skip_fixes(project: Path, capsys: pytest.CaptureFixtur
     write_config(project, '[tool.torchdev-lint.per-file-ignores]\n"tests/*" = ["TDL101"]\n')
     main(["check", "--fix", str(project)])
     capsys.readouterr()
-    assert (project / "tests" / "test_model.py").read_text() == BAD
+    assert (project / "tests" / "train_model.py").read_text() == BAD
     assert 'map_location="cpu"' in (project / "src" / "pkg" / "model.py").read_text()
 
 
@@ -211,10 +211,10 @@ def test_gitignore_is_respected(project: Path, capsys: pytest.CaptureFixture[str
         "model.py",
         "model.py",
         "model_gen.py",
-        "test_model.py",
+        "train_model.py",
     ]
     # A file named explicitly is checked even when ignored.
-    assert codes(capsys, str(project / "tests" / "test_model.py"))[1] == [("test_model.py", "TDL101")]
+    assert codes(capsys, str(project / "tests" / "train_model.py"))[1] == [("train_model.py", "TDL101")]
 
 
 def test_gitignore_outside_a_repository_is_harmless(
@@ -231,5 +231,5 @@ def test_ignored_folder_named_explicitly_is_checked(
 ) -> None:
     _git(project, "init", "-q")
     (project / ".gitignore").write_text("src/\n")
-    assert codes(capsys, str(project))[1] == [("test_model.py", "TDL101")]
+    assert codes(capsys, str(project))[1] == [("train_model.py", "TDL101")]
     assert codes(capsys, str(project / "src" / "pkg"))[1] == [("model.py", "TDL101"), ("model.py", "TDL308")]
