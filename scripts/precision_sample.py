@@ -156,6 +156,11 @@ def read_findings(path: Path) -> list[Finding]:
     return findings
 
 
+def preamble(path: str | None) -> list[str]:
+    """The labelling criteria to print above the tables, from a file kept next to the labels."""
+    return [*Path(path).read_text(encoding="utf-8").rstrip().splitlines(), ""] if path else []
+
+
 def default_on_codes() -> set[str]:
     from torchdev_lint.rule import all_rules
 
@@ -181,6 +186,7 @@ def command_sample(args: argparse.Namespace) -> None:
     out = [
         "# Precision sample",
         "",
+        *preamble(args.preamble),
         f"Checker: `{checker_origin()}`  ",
         f"Projects: {', '.join(p.label for p in projects)}  ",
         f"Sample: every finding of a code with {SAMPLE_SIZE} or fewer, otherwise {SAMPLE_SIZE} drawn with "
@@ -252,20 +258,34 @@ class Candidate:
     pattern: str
 
 
+def docstring_lines(tree: ast.AST) -> set[int]:
+    """Lines of string statements (docstrings, doctest examples): text, not code."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
 def candidate_sites(project: Project) -> list[Candidate]:
     found: list[Candidate] = []
     for file in sorted(project.root.rglob("*.py")):
         text = file.read_text(encoding="utf-8", errors="replace")
-        relative = str(file.relative_to(project.root))
-        for number, line in enumerate(text.splitlines(), 1):
-            code = line.split("#", 1)[0]
-            for name, pattern in CANDIDATE_PATTERNS.items():
-                if pattern.search(code):
-                    found.append(Candidate(project.label, relative, number, name))
         try:
             tree = ast.parse(text)
         except SyntaxError:
             continue
+        relative = str(file.relative_to(project.root))
+        text_only = docstring_lines(tree)
+        for number, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            for name, pattern in CANDIDATE_PATTERNS.items():
+                if number not in text_only and pattern.search(code):
+                    found.append(Candidate(project.label, relative, number, name))
         found += [Candidate(project.label, relative, n, "move in loop") for n in sorted(moves_in_loops(tree))]
     return found
 
@@ -285,8 +305,9 @@ def command_candidates(args: argparse.Namespace) -> None:
     out = [
         "# Recall sample: candidate sites",
         "",
+        *preamble(args.preamble),
         f"Per pattern, {args.per_pattern} sites drawn with `random.Random('{SEED}:<pattern>')` from all "
-        "matching lines of the projects (comments excluded). `covered`: the rule code whose pattern (per "
+        "matching lines of the projects (comments and docstrings excluded). `covered`: the rule code whose pattern (per "
         "RULES.md) the site really is, or `-`. The finding columns list the codes reported on a statement "
         "spanning that line.",
         "",
@@ -386,12 +407,14 @@ def main() -> None:
     sample.add_argument("--findings", help="also write every finding here (TSV)")
     sample.add_argument("--reuse", action="append", default=[], help="label file whose labels to keep")
     sample.add_argument("-j", "--jobs", type=int, default=2)
+    sample.add_argument("--preamble", help="markdown (labelling criteria) to put above the tables")
     candidates = sub.add_parser("candidates")
     candidates.add_argument("projects", nargs="+")
     candidates.add_argument("--out", required=True)
     candidates.add_argument("--findings", action="append", default=[], help="findings TSV, one column each")
     candidates.add_argument("--reuse", action="append", default=[], help="recall file whose labels to keep")
     candidates.add_argument("--per-pattern", type=int, default=12)
+    candidates.add_argument("--preamble", help="markdown (labelling criteria) to put above the tables")
     table = sub.add_parser("table")
     table.add_argument("labels", nargs="*")
     table.add_argument("--recall", action="append", default=[])
