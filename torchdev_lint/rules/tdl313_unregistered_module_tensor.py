@@ -449,7 +449,8 @@ class UnregisteredModuleTensor(Rule):
             if any(with_inputs for with_inputs, _ in attribute.uses) or any(
                 others & on_device for _, others in attribute.uses
             ):
-                self.report(attribute.assignment, fix=self._fix(name, attribute, self_name, facts))
+                message = self.message.replace('"name"', f'"{name}"').replace("this tensor", f"`self.{name}`")
+                self.report(attribute.assignment, message, self._fix(name, attribute, self_name, facts))
 
     def _tensor_attributes(
         self, init: cst.FunctionDef, self_name: str, facts: _ClassFacts
@@ -632,6 +633,7 @@ class _Uses(cst.CSTVisitor):
         self.method.body.visit(self)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        self.stack.append(node)  # popped by on_leave, which LibCST calls even for skipped children
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             return False
         if isinstance(node, cst.Call):
@@ -647,7 +649,6 @@ class _Uses(cst.CSTVisitor):
             attribute = self.attributes.get(name or "")
             if attribute is not None:
                 self._judge(node, attribute)
-        self.stack.append(node)
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
@@ -674,7 +675,7 @@ class _Uses(cst.CSTVisitor):
     def _judge(self, use: cst.Attribute, attribute: _Attribute) -> None:
         """Climb from `self.name` through what keeps it a tensor; decide what the use needs."""
         current: cst.CSTNode = use
-        for parent in reversed(self.stack):
+        for parent in reversed(self.stack[:-1]):
             if isinstance(parent, cst.Attribute) and parent.value is current:
                 if parent.attr.value in _MOVES_AT_USE:
                     attribute.moved_or_recreated = True

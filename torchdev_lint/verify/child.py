@@ -4,8 +4,12 @@ Reads `RUN_DIR/spec.json`, imports the fixture (its `__main__` block does not
 run), calls `main(device, n)` once with counting on and saves what it returned
 to `result.pt`, then times it: warm-up runs, then repeated runs until the
 minimum time has passed. Every call starts from the same seed. Writes
-`report.json` with counts, timings and any error. Runs under the sandbox
-installed by the `sitecustomize` the parent put on `PYTHONPATH`.
+`report.json` with counts, timings, the figures the fixture recorded in its
+`FIGURES` dict during the counting run, the peak device memory (on a real GPU),
+and any error: `raised` names the exception when the fixture's own `main`
+raised it (the bug a fix may remove), as opposed to a failure of the harness.
+Runs under the sandbox installed by the `sitecustomize` the parent put on
+`PYTHONPATH`.
 """
 
 from __future__ import annotations
@@ -94,11 +98,18 @@ def run(run_dir: str) -> dict[str, Any]:
         return fixture.main(device, n)
 
     # The counting run doubles as the run whose result is compared.
+    if really_cuda:
+        torch.cuda.reset_peak_memory_stats(device)
     mode.counting = True
-    with mode:
-        result = call()
-        sync()
+    try:
+        with mode:
+            result = call()
+            sync()
+    except Exception as error:  # the fixture's own failure: reported as what the run raised
+        return {"raised": type(error).__name__, "error": f"{type(error).__name__}: {error}"}
     mode.counting = False
+    memory = torch.cuda.max_memory_allocated(device) if really_cuda else None
+    figures = _figures(fixture)
     torch.save(to_host(result), os.path.join(run_dir, "result.pt"))
     counts = mode.counts.as_dict()
     if spec["emulate"]:
@@ -106,7 +117,17 @@ def run(run_dir: str) -> dict[str, Any]:
             times = _timings(call, sync, spec)
     else:
         times = _timings(call, sync, spec)
-    return {"counts": counts, "times": times}
+    return {"counts": counts, "times": times, "device_peak_bytes": memory, "figures": figures}
+
+
+def _figures(fixture: Any) -> dict[str, float]:
+    """The numbers the fixture put in its module-level `FIGURES` dict (name -> number)."""
+    found = getattr(fixture, "FIGURES", None)
+    if not isinstance(found, dict):
+        return {}
+    return {
+        str(k): float(v) for k, v in found.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def main() -> int:

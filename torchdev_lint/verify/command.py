@@ -1,8 +1,8 @@
-"""`torchdev-lint verify`: options, progress on stderr, report, exit status.
+"""`torchdev-lint verify`: options, progress on stderr (a terminal only), report, exit status.
 
 Exit status: 0 every fixture reports its codes and keeps its results after the
-fix; 1 a declared code is not reported, results differ, or a run failed or was
-blocked; 2 a usage error.
+fix (or, raising before the fix, runs after it); 1 a declared code is not
+reported, results differ, or a run failed or was blocked; 2 a usage error.
 """
 
 from __future__ import annotations
@@ -62,6 +62,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="CPU threads per run (default: 1, steady timings on a shared machine; 0: torch's default)",
     )
+    parser.add_argument(
+        "-k",
+        dest="patterns",
+        metavar="PATTERN",
+        action="append",
+        default=[],
+        help="run only fixtures whose file name contains PATTERN or matches it as a glob (repeatable)",
+    )
     parser.add_argument("--json", metavar="PATH", help="write every figure and the environment as JSON")
     parser.add_argument(
         "--plot", metavar="PATH.png", help="plot speedups and transfer counts (needs matplotlib)"
@@ -98,10 +106,13 @@ def run(args: argparse.Namespace, fixer: Fixer | None = None) -> int:
         n=args.n,
         timeout=args.timeout or 300.0,
         threads=max(0, args.threads),
+        patterns=tuple(args.patterns),
     )
+    show_progress = sys.stderr.isatty()
 
     def progress(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+        if show_progress:
+            print(message, file=sys.stderr, flush=True)
 
     try:
         environment, results = verify(args.paths, options, fixer or project_fixer, progress)
@@ -109,7 +120,10 @@ def run(args: argparse.Namespace, fixer: Fixer | None = None) -> int:
         print(f"torchdev-lint: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     if not results:
-        print(f"torchdev-lint: error: no fixtures found in {', '.join(args.paths)}", file=sys.stderr)
+        matching = f" matching {' or '.join(args.patterns)}" if args.patterns else ""
+        print(
+            f"torchdev-lint: error: no fixtures{matching} found in {', '.join(args.paths)}", file=sys.stderr
+        )
         return EXIT_USAGE
     sys.stdout.write(table(environment, results))
     if args.json:

@@ -14,8 +14,13 @@ tagged, and `.device`/`.is_cuda` answer as CUDA would. A copy is counted
 whenever data crosses between the (virtual) host and device, so the counts are
 the ones a GPU run would show, while the timings are of the CPU.
 
-Not emulated: device-mismatch errors (mixing CPU and CUDA tensors in one op runs
-here), CUDA's separate random number generator (random factories given
+Device mismatches are emulated too: an operation mixing a (virtual) CUDA tensor
+with a CPU tensor of one or more dimensions raises the error CUDA raises
+("Expected all tensors to be on the same device"), except where CUDA accepts the
+mix (copies and moves, `*_as` shape helpers, assigning into a CUDA tensor, a CUDA
+tensor indexed by CPU indices, CPU scalars).
+
+Not emulated: CUDA's separate random number generator (random factories given
 `device="cuda"` draw from the CPU generator here), streams and events;
 `torch.cuda.is_available()` keeps answering False.
 """
@@ -52,6 +57,22 @@ _HOST_READS = {
 }
 # Calls whose output size depends on device data, so CUDA waits for the device (no copy counted).
 _SHAPE_SYNCS = {torch.nonzero, _Base.nonzero, torch.masked_select, _Base.masked_select, torch.unique}
+# Calls CUDA accepts with tensors on different devices: they copy, or read only shapes or dtypes.
+_MIXED_DEVICES_ALLOWED = {
+    _Base.__setitem__,
+    _Base.view_as,
+    _Base.expand_as,
+    _Base.reshape_as,
+    _Base.type_as,
+    _Base.new_tensor,
+    _Base.new_zeros,
+    _Base.new_ones,
+    _Base.new_empty,
+    _Base.new_full,
+    torch.tensor,
+    torch.as_tensor,
+    torch.asarray,
+}
 
 
 @dataclass
@@ -234,6 +255,8 @@ class DeviceMode(TorchFunctionMode):
         if self.emulate and kwargs.get("pin_memory"):
             kwargs["pin_memory"] = False
         inputs = _tensors(args) + _tensors(kwargs)
+        if self.emulate and func not in _MIXED_DEVICES_ALLOWED:
+            self._refuse_mixed_devices(func, args, inputs)
         if func in _SHAPE_SYNCS or (func is _Base.__getitem__ and self._bool_mask(args)):
             if any(self._on_device(t) for t in inputs):
                 self._count(syncs=1)
@@ -257,6 +280,24 @@ class DeviceMode(TorchFunctionMode):
                 fresh = [t for t in _tensors(result) if id(t) not in ids]
                 self._tag(fresh, target)
         return result
+
+    def _refuse_mixed_devices(self, func: Callable[..., Any], args: tuple, inputs: list[Tensor]) -> None:
+        """Raise CUDA's error for an operation mixing CUDA and CPU tensors (CPU scalars are allowed)."""
+        devices = {self.device_of(t) for t in inputs if TAG in t.__dict__}
+        name = getattr(func, "__name__", "")
+        if not devices or (name.startswith("_") and not name.startswith("__")):
+            return  # private helpers (`_has_compatible_shallow_copy_type`) compare metadata only
+        if func is _Base.__getitem__:
+            inputs = inputs[:1]  # a CUDA tensor may be indexed by CPU indices, not the reverse
+            if TAG in inputs[0].__dict__:
+                return
+        host = [t for t in inputs if TAG not in t.__dict__ and _Base.dim(t) > 0]
+        if host:
+            cuda = min(devices, key=str)
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{cuda} and cpu! (emulated CUDA: the same error a GPU raises)"
+            )
 
     def _bool_mask(self, args: tuple) -> bool:
         index = args[1] if len(args) > 1 else None

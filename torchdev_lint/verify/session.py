@@ -7,8 +7,10 @@ this process: every run happens in a fresh child process (see `child.py`).
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -51,6 +53,12 @@ class Options:
     n: int | None = None
     timeout: float = 300.0
     threads: int = 1  # CPU threads per run; 0 keeps torch's default
+    patterns: tuple[str, ...] = ()  # -k: run only fixtures whose file name matches one
+
+
+# A speedup is called only when its 95% bootstrap interval excludes 1 and each side has this many runs.
+MIN_RUNS_FOR_VERDICT = 5
+_BOOTSTRAP_RESAMPLES = 2000
 
 
 @dataclass(frozen=True)
@@ -74,16 +82,30 @@ class Fixture:
 class RunResult:
     items_per_s: float | None = None
     median_s: float | None = None
-    spread: float | None = None  # (p75 - p25) / median of the timed runs
+    spread: float | None = None  # (p75 - p25) / median of the timed runs; the table's ± is half of it
     runs: int = 0
     h2d: int | None = None
     d2h: int | None = None
     syncs: int | None = None
+    device_peak_bytes: int | None = None  # torch.cuda.max_memory_allocated of the counting run (real GPU)
+    figures: dict[str, float] = field(default_factory=dict)  # what the fixture put in FIGURES
     error: str | None = None
+    raised: str | None = None  # the exception the fixture's main raised (error says what it said)
     blocked: list[str] = field(default_factory=list)
+    times: list[float] = field(default_factory=list, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "times"}
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """After/before throughput, with the 95% bootstrap interval over the repeated runs."""
+
+    ratio: float | None
+    low: float | None = None
+    high: float | None = None
+    verdict: str = "-"
 
 
 @dataclass
@@ -98,17 +120,34 @@ class FixtureResult:
     match: bool | None = None
     mismatch: str | None = None
     before: RunResult = field(default_factory=RunResult)
-    after: RunResult = field(default_factory=RunResult)
+    after: RunResult | None = field(default_factory=RunResult)  # None: the fix changed nothing
+    timing: Speedup = field(default_factory=lambda: Speedup(None))
+
+    @property
+    def changed(self) -> bool:
+        return self.after is not None
 
     @property
     def speedup(self) -> float | None:
-        before, after = self.before.items_per_s, self.after.items_per_s
-        return after / before if before and after else None
+        return self.timing.ratio
+
+    @property
+    def fixed_failure(self) -> bool:
+        """The original raised and the fixed version ran: the fix removed the failure."""
+        after = self.after
+        return bool(self.before.raised) and after is not None and not (after.error or after.blocked)
 
     @property
     def ok(self) -> bool:
-        runs_ok = not (self.before.error or self.after.error or self.before.blocked or self.after.blocked)
-        return self.match is True and not self.missing and runs_ok
+        runs = [self.before] if self.after is None else [self.before, self.after]
+        if self.missing or any(run.blocked for run in runs):
+            return False
+        if self.fixed_failure:
+            return True
+        if self.after is None:
+            # Nothing was fixed: the original raising is the bug left in place, not verify failing.
+            return not self.before.error or bool(self.before.raised)
+        return self.match is True and not any(run.error for run in runs)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,9 +160,13 @@ class FixtureResult:
             "n": self.n,
             "match": self.match,
             "mismatch": self.mismatch,
+            "changed": self.changed,
+            "before_raised_expected": self.fixed_failure,
             "before": self.before.to_json(),
-            "after": self.after.to_json(),
-            "speedup": self.speedup,
+            "after": None if self.after is None else self.after.to_json(),
+            "speedup": self.timing.ratio,
+            "speedup_interval": None if self.timing.low is None else [self.timing.low, self.timing.high],
+            "speedup_verdict": self.timing.verdict,
         }
 
 
@@ -159,6 +202,7 @@ def environment(target: Target, options: Options) -> dict[str, Any]:
         "cpu_threads": options.threads or torch.get_num_threads(),
         "seed": options.seed,
         "unsafe_fixes": options.unsafe_fixes,
+        "timings_meaningful": not target.emulated,
         "note": "CUDA emulated on CPU; timings not meaningful" if target.emulated else None,
     }
 
@@ -172,6 +216,12 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return f"CPU ({os.cpu_count()} cores)"
+
+
+def selected(path: str, patterns: Sequence[str]) -> bool:
+    """`-k`: a pattern matches a fixture's file name as a substring, or as a glob (`tdl2*`)."""
+    name = os.path.basename(path)
+    return not patterns or any(p in name or fnmatch.fnmatch(name, p) for p in patterns)
 
 
 def find_fixtures(paths: Iterable[str]) -> list[str]:
@@ -253,7 +303,7 @@ def _child_environment(run_dir: str, shim: str, threads: int) -> dict[str, str]:
 
 
 def _run_child(
-    fixture_path: str, run_dir: str, shim: str, target: Target, n: int, options: Options
+    fixture_path: str, run_dir: str, shim: str, target: Target, n: int, options: Options, timed: bool = True
 ) -> tuple[RunResult, str | None]:
     """Run one version in a fresh process; the result and the path of its saved output."""
     os.makedirs(run_dir, exist_ok=True)
@@ -263,9 +313,9 @@ def _run_child(
         "emulate": target.emulated,
         "n": n,
         "seed": options.seed,
-        "min_time": options.min_time,
-        "warmup": options.warmup,
-        "min_runs": options.min_runs,
+        "min_time": options.min_time if timed else 0.0,
+        "warmup": options.warmup if timed else 0,
+        "min_runs": options.min_runs if timed else 0,
         "max_runs": options.max_runs,
         "threads": options.threads,
     }
@@ -298,16 +348,46 @@ def _run_child(
         report = json.load(file)
     if "error" in report:
         run.error = report["error"]
+        run.raised = report.get("raised")
         return run, None
     counts, times = report["counts"], sorted(report["times"])
     run.h2d, run.d2h, run.syncs = counts["h2d"], counts["d2h"], counts["syncs"]
+    run.device_peak_bytes = report.get("device_peak_bytes")
+    run.figures = report.get("figures") or {}
+    run.times = times
     run.runs = len(times)
-    run.median_s = statistics.median(times)
-    if len(times) >= 2 and run.median_s > 0:
-        quartiles = statistics.quantiles(times, n=4)
-        run.spread = (quartiles[2] - quartiles[0]) / run.median_s
-    run.items_per_s = n / run.median_s if run.median_s > 0 else None
+    if times:
+        run.median_s = statistics.median(times)
+        if len(times) >= 2 and run.median_s > 0:
+            quartiles = statistics.quantiles(times, n=4)
+            run.spread = (quartiles[2] - quartiles[0]) / run.median_s
+        run.items_per_s = n / run.median_s if run.median_s > 0 else None
     return run, os.path.join(run_dir, "result.pt")
+
+
+def speedup(before: RunResult, after: RunResult, emulated: bool, seed: int = 0) -> Speedup:
+    """After/before throughput, called faster or slower only beyond the run-to-run noise.
+
+    The interval is a percentile bootstrap (95%) of the ratio of median times,
+    resampling each version's timed runs; with fewer than `MIN_RUNS_FOR_VERDICT`
+    runs a side, or an interval that contains 1, the verdict is "no measurable change".
+    """
+    if emulated:
+        return Speedup(None, verdict="n/a (emulated)")
+    if not (before.median_s and after.median_s):
+        return Speedup(None)
+    ratio = before.median_s / after.median_s
+    if min(len(before.times), len(after.times)) < MIN_RUNS_FOR_VERDICT:
+        return Speedup(ratio, verdict="no measurable change")
+    rng = random.Random(seed)
+    ratios = sorted(
+        statistics.median(rng.choices(before.times, k=len(before.times)))
+        / statistics.median(rng.choices(after.times, k=len(after.times)))
+        for _ in range(_BOOTSTRAP_RESAMPLES)
+    )
+    low, high = ratios[int(0.025 * len(ratios))], ratios[int(0.975 * len(ratios)) - 1]
+    verdict = "faster" if low > 1 else "slower" if high < 1 else "no measurable change"
+    return Speedup(ratio, low, high, verdict)
 
 
 def compare(before_path: str, after_path: str, rtol: float, atol: float) -> str | None:
@@ -351,24 +431,30 @@ def verify_fixture(
     result.reported = sorted({d.code for d in checked.reported})
     result.missing = [code for code in fixture.codes if code not in result.reported]
     fixed, result.fixes_applied = fixer(path, source, fixture.codes, options.unsafe_fixes)
+    versions = [("before", source), ("after", fixed)]
     if result.fixes_applied == 0 or fixed == source:
-        result.note = "no fix applied: both runs are of the same code"
+        # Nothing to compare or time: run the original once, for its counts and to see it runs.
+        result.note = "no change: no fix applied, so nothing was timed"
         if not options.unsafe_fixes and _unsafe_only(path, source, fixture.codes):
             result.note = "no change: the fix is unsafe; run with --unsafe-fixes"
-    outputs = {}
-    for version, text in (("before", source), ("after", fixed)):
+        result.after = None
+        versions = versions[:1]
+    outputs: dict[str, str | None] = {"after": None}
+    for version, text in versions:
         # A fresh folder per run: fixtures of the same name in different folders,
         # or a child that dies before writing its report, can never read another's report.json.
         run_dir = tempfile.mkdtemp(prefix=f"{name}-{version}-", dir=work)
         copy = os.path.join(run_dir, f"{name}.py")
         with open(copy, "wb") as file:
             file.write(text)
-        run, output = _run_child(copy, run_dir, shim, target, result.n, options)
+        run, output = _run_child(copy, run_dir, shim, target, result.n, options, timed=len(versions) == 2)
         setattr(result, version, run)
         outputs[version] = output
     if outputs["before"] and outputs["after"]:
         result.mismatch = compare(outputs["before"], outputs["after"], options.rtol, options.atol)
         result.match = result.mismatch is None
+    if result.after is not None and result.match:
+        result.timing = speedup(result.before, result.after, target.emulated, options.seed)
     return result
 
 
@@ -380,21 +466,20 @@ def verify(
 ) -> tuple[dict[str, Any], list[FixtureResult]]:
     """Verify every fixture under `paths`; the environment and one result per fixture."""
     target = choose_target(options.device)
-    files = find_fixtures(paths)
+    files = [path for path in find_fixtures(paths) if selected(path, options.patterns)]
     results: list[FixtureResult] = []
     with tempfile.TemporaryDirectory(prefix="torchdev-verify-") as work:
         shim = os.path.join(work, "shim")
         write_shim(shim)
         for index, path in enumerate(files, 1):
-            progress(f"[{index}/{len(files)}] {path}")
             try:
                 result = verify_fixture(path, work, shim, target, options, fixer)
             except SourceError as error:
                 result = FixtureResult(fixture=path, codes=())
                 result.before.error = str(error)
             if result is None:
-                progress(f"  skipped: {path} has no main(device, n)")
+                progress(f"[{index}/{len(files)}] {path}: skipped (no main(device, n))")
                 continue
             results.append(result)
-            progress("  " + ("ok" if result.ok else "FAILED"))
+            progress(f"[{index}/{len(files)}] {path}: {'ok' if result.ok else 'FAILED'}")
     return environment(target, options), results
