@@ -264,6 +264,12 @@ def _says(test: cst.BaseExpression, scope: Scope, present: bool) -> bool:
                 named = _name_says(test.left)
                 if named is not None:
                     verdict = named == isinstance(target.operator, (cst.IsNot, cst.NotEqual))
+            elif _name_says(test.left) or _name_says(target.comparator):
+                # `ProfilerActivity.CUDA in activities`, `kind == DeviceType.CUDA`.
+                if isinstance(target.operator, (cst.In, cst.Equal, cst.Is)):
+                    verdict = True
+                elif isinstance(target.operator, (cst.NotIn, cst.NotEqual, cst.IsNot)):
+                    verdict = False
         return verdict is not None and verdict == present
     if is_availability_call(test, scope):
         return present

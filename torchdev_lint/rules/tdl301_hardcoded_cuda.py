@@ -298,6 +298,8 @@ class HardcodedCuda(Rule):
                     y = y.to("cuda")
                 if not args.cpu:
                     model.cuda()
+                if ProfilerActivity.CUDA in args.activities:
+                    model.device = "cuda"
                 if args.cpu:
                     pass
                 else:
