@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,12 +22,22 @@ torch = pytest.importorskip("torch")
 from torchdev_lint.cli import build_parser  # noqa: E402
 from torchdev_lint.verify import command  # noqa: E402
 from torchdev_lint.verify.emulation import DeviceMode  # noqa: E402
-from torchdev_lint.verify.session import UsageError, choose_target, project_fixer  # noqa: E402
+from torchdev_lint.verify.session import (  # noqa: E402
+    FixtureResult,
+    RunResult,
+    UsageError,
+    choose_target,
+    project_fixer,
+    speedup,
+)
 
 HERE = Path(__file__).parent / "verify_fixtures"
 PER_ITEM = str(HERE / "per_item_transfer.py")
 LITERAL_CUDA = str(HERE / "literal_cuda.py")
 ESCAPES = str(HERE / "escapes_sandbox.py")
+UNREGISTERED = str(HERE / "unregistered_mean.py")
+ACCUMULATED = str(HERE / "accumulated_loss.py")
+NO_FIX = str(HERE / "no_fix.py")
 FAST = ["--min-time", "0", "--warmup", "0"]
 
 
@@ -118,6 +129,62 @@ def test_without_emulation_cpu_tensors_never_cross() -> None:
     assert counted(program, emulate=False) == {"h2d": 0, "d2h": 0, "syncs": 0}
 
 
+def test_emulation_raises_cudas_device_mismatch_where_cuda_would() -> None:
+    def program() -> None:
+        model = torch.nn.Linear(3, 2).to("cuda")
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            model(torch.ones(4, 3))  # input left on the CPU
+        on_device = torch.arange(5.0, device="cuda")
+        with pytest.raises(RuntimeError, match="same device"):
+            on_device + torch.ones(5)
+        with pytest.raises(RuntimeError, match="same device"):
+            torch.ones(5)[torch.tensor([0, 1], device="cuda")]  # CPU tensor, CUDA indices
+        # What CUDA accepts: CPU scalars, CPU indices into a CUDA tensor, copies and shape helpers.
+        on_device * torch.tensor(2.0)
+        on_device[torch.tensor([0, 1])]
+        on_device[:2] = torch.ones(2)
+        on_device.view_as(torch.ones(5))
+        model(torch.ones(4, 3).to("cuda")).sum().backward()
+
+    counted(program)
+
+
+def test_speedup_is_called_only_beyond_the_noise() -> None:
+    def run(times: list[float]) -> RunResult:
+        return RunResult(median_s=sorted(times)[len(times) // 2], times=sorted(times))
+
+    noisy_before = run([1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.0])
+    noisy_after = run([0.95, 1.25, 0.85, 1.05, 0.9, 1.15, 1.0])
+    assert speedup(noisy_before, noisy_after, emulated=False).verdict == "no measurable change"
+    fast = speedup(run([1.0, 1.02, 0.98, 1.01, 0.99]), run([0.5, 0.51, 0.49, 0.5, 0.52]), emulated=False)
+    assert fast.verdict == "faster" and fast.ratio == pytest.approx(2.0)
+    assert fast.low is not None and fast.high is not None and 1 < fast.low <= 2.0 <= fast.high
+    slow = speedup(run([0.5, 0.51, 0.49, 0.5, 0.52]), run([1.0, 1.02, 0.98, 1.01, 0.99]), emulated=False)
+    assert slow.verdict == "slower"
+    assert (
+        speedup(run([1.0, 1.0, 1.0]), run([0.5, 0.5, 0.5]), emulated=False).verdict == "no measurable change"
+    )
+    emulated = speedup(fast_before := run([1.0] * 5), run([0.5] * 5), emulated=True)
+    assert emulated.ratio is None and emulated.verdict == "n/a (emulated)" and fast_before.items_per_s is None
+
+
+def test_progress_is_one_line_per_fixture_on_a_terminal_only(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchdev_lint.verify import session
+
+    def fake_verify(paths, options, fixer, progress):  # type: ignore[no-untyped-def]
+        progress("[1/1] fixtures/a.py: ok")
+        result = FixtureResult(fixture="fixtures/a.py", codes=("TDL201",), match=True)
+        return {"device_name": "cpu", "device": "cpu", "torch": "x", "timings_meaningful": True}, [result]
+
+    monkeypatch.setattr(session, "verify", fake_verify)
+    for tty in (False, True):
+        monkeypatch.setattr(sys.stderr, "isatty", lambda tty=tty: tty)
+        assert command.run(build_parser().parse_args(["verify", "fixtures"])) == 0
+        assert capsys.readouterr().err == ("[1/1] fixtures/a.py: ok\n" if tty else "")
+
+
 def test_device_choice() -> None:
     if not torch.cuda.is_available():
         assert choose_target("auto").emulated and choose_target("cuda:1").device == "cuda:1"
@@ -133,7 +200,20 @@ def test_device_choice() -> None:
 def fixed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict]:
     out = tmp_path_factory.mktemp("verify")
     args = build_parser().parse_args(
-        ["verify", PER_ITEM, LITERAL_CUDA, *FAST, "--json", str(out / "v.json"), "--plot", str(out / "v.png")]
+        [
+            "verify",
+            PER_ITEM,
+            LITERAL_CUDA,
+            NO_FIX,
+            UNREGISTERED,
+            ACCUMULATED,
+            "--unsafe-fixes",  # TDL201's and TDL313's fixes are unsafe
+            *FAST,
+            "--json",
+            str(out / "v.json"),
+            "--plot",
+            str(out / "v.png"),
+        ]
     )
     stdout = io.StringIO()  # capsys is function scoped
     with contextlib.redirect_stdout(stdout):
@@ -149,22 +229,57 @@ def test_correct_fix_matches_and_removes_the_per_item_copies(fixed_run: tuple[in
     assert per_item["fixture"].endswith("per_item_transfer.py")
     assert per_item["codes"] == ["TDL201"] and per_item["match"] is True
     assert (per_item["before"]["h2d"], per_item["after"]["h2d"]) == (100, 1)
-    assert per_item["before"]["items_per_s"] > 0 and per_item["speedup"] > 0
+    assert per_item["before"]["items_per_s"] > 0 and per_item["changed"] is True
     assert "100 → 1" in table
 
 
-def test_cuda_emulation_runs_literal_cuda_on_a_cpu_machine(fixed_run: tuple[int, str, dict]) -> None:
+def test_emulated_timings_give_no_speedup_verdict(fixed_run: tuple[int, str, dict]) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a real GPU is present")
+    _, table, document = fixed_run
+    assert document["environment"]["timings_meaningful"] is False
+    for fixture in document["fixtures"][:2]:
+        assert fixture["speedup"] is None and fixture["speedup_verdict"] == "n/a (emulated)"
+    assert re.search(r"per_item_transfer\.py .* n/a \(emulated\)", table)
+    assert "± half the interquartile range" in table and "JSON spread: the whole interquartile range" in table
+
+
+def test_unchanged_fixture_is_no_change_and_not_timed(fixed_run: tuple[int, str, dict]) -> None:
+    status, table, document = fixed_run
+    unchanged = document["fixtures"][2]
+    assert unchanged["fixture"].endswith("no_fix.py")
+    assert unchanged["changed"] is False and unchanged["after"] is None and unchanged["speedup"] is None
+    assert unchanged["before"]["runs"] == 0 and unchanged["before"]["items_per_s"] is None
+    assert re.search(r"no_fix\.py\s+TDL308\s+no change\s+-\s+-\s+no change\s", table)
+    assert status == 0
+
+
+def test_a_before_run_that_raises_is_the_bug_the_fix_removes(fixed_run: tuple[int, str, dict]) -> None:
+    """TDL313's unfixed module fails with CUDA's mismatch error (emulated here); the fixed one runs."""
     if torch.cuda.is_available():
         pytest.skip("a real GPU is present")
     status, table, document = fixed_run
-    environment = document["environment"]
-    assert environment["emulated"] is True and environment["device"] == "cuda:0"
-    assert "CUDA emulated on CPU; timings not meaningful" in table
-    literal = document["fixtures"][1]
-    assert literal["match"] is True and literal["before"]["error"] is None
-    # 50 per-row .cuda() + one .to("cuda") before; one batched .cuda() + the same .to after.
-    assert (literal["before"]["h2d"], literal["after"]["h2d"]) == (51, 2)
-    assert literal["before"]["d2h"] == literal["after"]["d2h"] == 2  # .cpu() and .item()
+    assert status == 0, table
+    unregistered = document["fixtures"][3]
+    assert unregistered["before"]["raised"] == "RuntimeError" and unregistered["before_raised_expected"]
+    assert re.search(r"unregistered_mean\.py\s+TDL313\s+fixed \(before raised\)", table)
+    assert "unregistered_mean.py: before: raised RuntimeError (expected: the bug this fix removes)" in table
+    assert "Expected all tensors to be on the same device" in table
+
+
+def test_figures_a_fixture_records_are_reported_before_and_after(fixed_run: tuple[int, str, dict]) -> None:
+    _, table, document = fixed_run
+    accumulated = document["fixtures"][4]
+    assert accumulated["before"]["figures"] == {"graph nodes": 31.0}  # 10 x (mul, sum, add) + the weight
+    assert accumulated["after"]["figures"] == {"graph nodes": 0.0}
+    assert "accumulated_loss.py: graph nodes: 31 → 0" in table
+
+
+def test_k_selects_fixtures_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    status, table = verify([str(HERE), "-k", "no_f*", *FAST], capsys)
+    assert status == 0 and "no_fix.py" in table
+    assert "escapes_sandbox" not in table and "per_item" not in table
+    assert verify([str(HERE), "-k", "nothing-matches"], capsys)[0] == 2
 
 
 def test_wrong_fix_is_a_mismatch_with_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
