@@ -48,9 +48,13 @@ class LossAccumulatedWithGraph(Rule):
 
         ## Why it matters
         `total += loss` makes `total` a tensor whose autograd history reaches every loss added so
-        far, so no iteration's graph is ever freed. Memory grows step by step until an
-        out-of-memory error many iterations later, far from the line that causes it. This is the
-        first answer of PyTorch's FAQ on running out of memory.
+        far, so no iteration's graph is ever freed. `backward()` releases the tensors a graph
+        saved, but not the graph itself: its nodes stay in host memory as long as `total` lives,
+        a few per operation of the model, every step (the `tdl208` fixture counts them: 1,605
+        nodes after 200 steps of a two-layer MLP, 0 after the fix). A loss that is accumulated
+        but not backpropagated also keeps its saved activations on the device. Memory grows
+        step by step until an out-of-memory error many iterations later, far from the line that
+        causes it. This is the first answer of PyTorch's FAQ on running out of memory.
 
         ## Example
         ```python
