@@ -225,13 +225,18 @@ TDL201 = [
 
 
         def case_stack_list():
-            xs = _items()
+            xs = [torch.randn(2, 3) for _ in range(4)]
             return torch.stack([x.to(device) for x in xs])  # safe-fix
 
 
         def case_cat_list_cuda():
+            xs = [torch.zeros(2, 3, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64)]
+            return torch.cat([x.cuda(non_blocking=True) for x in xs], dim=1)  # safe-fix
+
+
+        def case_stack_helper_list():
             xs = _items()
-            return torch.cat([x.cuda() for x in xs], dim=1)  # safe-fix
+            return torch.stack([x.to(device) for x in xs])
 
 
         def case_stack_dtype():
@@ -637,7 +642,9 @@ def _factory_case(index: int, factory: str, source: str, move: str, target: str,
     dtype = "" if source == "None" else f", dtype={source}"
     expression = call.format(dtype=dtype) + move.format(dev=device, dt=target)
     on_gpu = ".cuda" in move or "cuda" in device or device == "device"
-    mark = "  # not-safe" if gpu_dependent and on_gpu else ""
+    # An integer arange computes exact integers on every device.
+    exact = factory == "arange" and source in ("torch.int64", "torch.bool")
+    mark = "  # not-safe" if gpu_dependent and on_gpu and not exact else ""
     value = expression if initialised and "empty" not in expression else f"meta({expression})"
     return f"def case_{index}_{factory}():\n    return {value}{mark}\n"
 
