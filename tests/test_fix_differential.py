@@ -838,7 +838,7 @@ PLACEMENT = [
 
         def case_same_device():
             x = torch.randn(2)
-            x.to("cpu")  # safe-fix
+            x.to("cpu")  # not-safe
             return x
 
 

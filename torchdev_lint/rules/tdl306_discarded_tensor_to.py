@@ -51,8 +51,13 @@ class DiscardedTensorTo(Rule):
         ```
 
         ## Fix safety
-        Safe: when the receiver is a plain name, the fix assigns the result back to it (`x =
-        x.to(...)`), which is what the statement was meant to do. Other receivers get no fix.
+        Unsafe: when the receiver is a plain name, the fix assigns the result back to it (`x =
+        x.to(...)`), which is what the statement was meant to do, but it changes what the program
+        does: every later use of `x` now sees the moved or cast tensor (`x.half()` makes the rest
+        of the function run in float16, where it ran in float32 before). A program that worked
+        with the line as a no-op can give other numbers afterwards, so the fix is never applied
+        without `--unsafe-fixes` (this departs from RULES.md's "safe", which predates the stricter
+        definition of a safe fix: same values, dtypes and devices). Other receivers get no fix.
         """
     invalid = (
         Invalid(
@@ -208,7 +213,7 @@ class DiscardedTensorTo(Rule):
                     semicolon=statement.semicolon,
                 )
                 fix = Fix(
-                    "safe",
+                    "unsafe",
                     f"Assign the result: `{receiver.value} = {receiver.value}.{method}(...)`",
                     {statement: assign},
                 )
