@@ -14,20 +14,22 @@ gets the same files):
 - subset:  torch/nn, torch/optim, torch/utils/data (the TorchFix comparison);
 - project: this repository's fixtures/ and tests/.
 
-Measurements: `ast` and `libcst` (bare `ast.parse` / `libcst.parse_module` in a
-child Python, over the files that `check --select ALL` parses, i.e. those its
-trigger filter keeps); `cold-j1`, `cold` (`--no-cache`, `-j1` and default jobs);
-`fill` (default jobs into an empty cache, on a copy of the corpus), `warm-j1`,
-`warm` (nothing changed) and `one-changed` (one file edited; the number of new
-cache entries says how many files were re-checked); `flake8` (`flake8 --select
-TDL`); `torchfix` (`torchfix --select ALL -j1`) and `torchfix-flake8` (`flake8
---select TOR`) from TorchFix 0.7.0 in `benchmarks/.torchfix-venv`, created on
-first use (it pins libcst<1.6, hence its own venv; skipped with a message if it
-cannot be installed). flake8 runs with `-j1`. Every tool runs from compiled
-bytecode (kept in a temporary PYTHONPYCACHEPREFIX, after one unmeasured run).
-The machine may be shared: the load average is printed, the ratios matter more
-than the seconds, and for -jN the CPU of the -jN run / N / CPU of -j1 says what
-the wall ratio would be with the cores to ourselves. Results: docs/benchmarks.md.
+Measurements: `python` (`python -c pass`, the floor of any command), `rules` and `rule`
+(`torchdev-lint rules`, `rule TDL101`), once before the corpora; `ast` and `libcst` (bare
+`ast.parse` / `libcst.parse_module` in a child Python, over the files that `check --select
+ALL` parses, i.e. those its trigger filter keeps); `cold-j1`, `cold` (`--no-cache`, `-j1`
+and default jobs); `fill` (default jobs into an empty cache, on a copy of the corpus),
+`warm-j1`, `warm` (nothing changed) and `one-changed` (one file edited; the number of new
+cache entries says how many files were re-checked); `flake8` (`flake8 --select TDL`);
+`torchfix` (`torchfix --select ALL -j1`) and `torchfix-flake8` (`flake8 --select TOR`) from
+TorchFix 0.7.0 in `benchmarks/.torchfix-venv`, created on first use (it pins libcst<1.6,
+hence its own venv; skipped with a message if it cannot be installed). flake8 runs with
+`-j1`. The runs of a few hundredths of a second (`python`, `rules`, `rule`, `warm-j1`,
+`warm`) are repeated 7 times and the run of median CPU is reported. Every tool runs from
+compiled bytecode (kept in a temporary PYTHONPYCACHEPREFIX, after one unmeasured run). The
+machine may be shared: the load average is printed, the ratios matter more than the
+seconds, and for -jN the CPU of the -jN run / N / CPU of -j1 says what the wall ratio would
+be with the cores to ourselves. Results: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ PY = sys.executable
 TORCHFIX_VENV = ROOT / "benchmarks" / ".torchfix-venv"
 JOBS = 1  # the default-jobs runs' number of processes, set by main
 MEASUREMENTS = (
+    "python",
+    "rules",
+    "rule",
     "ast",
     "libcst",
     "cold-j1",
@@ -103,14 +108,26 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "torchdev-bench-pycache")
 
 
-def measure(name: str, command: Sequence[str], cwd: Path | None = None, note: str = "") -> Result:
-    out = subprocess.run(
-        [PY, "-c", WRAPPER, *command], capture_output=True, text=True, check=True, cwd=cwd, env=ENV
-    ).stdout
-    data = json.loads(out)
-    result = Result(name, data["cpu"], data["wall"], data["rss_mb"], note)
+def measure(
+    name: str, command: Sequence[str], cwd: Path | None = None, note: str = "", repeat: int = 1
+) -> Result:
+    """One run of `command`, or with `repeat`, the run of median CPU time among that many
+    (for runs of a few hundredths of a second, which one busy moment can double)."""
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run(
+            [PY, "-c", WRAPPER, *command], capture_output=True, text=True, check=True, cwd=cwd, env=ENV
+        ).stdout
+        data = json.loads(out)
+        runs.append(Result(name, data["cpu"], data["wall"], data["rss_mb"], note))
+    result = sorted(runs, key=lambda run: run.cpu)[len(runs) // 2]
+    if repeat > 1:
+        note = f"{note} median of {repeat}".strip()
+        result.note = note
+    digits = 3 if repeat > 1 else 2
     print(
-        f"  {name:<16} cpu {result.cpu:8.2f} s  wall {result.wall:8.2f} s  peak {result.rss_mb:7.0f} MB  {note}"
+        f"  {name:<16} cpu {result.cpu:8.{digits}f} s  wall {result.wall:8.{digits}f} s  "
+        f"peak {result.rss_mb:7.0f} MB  {note}"
     )
     sys.stdout.flush()
     return result
@@ -161,7 +178,33 @@ def torchfix_venv() -> Path | None:
     return TORCHFIX_VENV / "bin"
 
 
-def run_corpus(name: str, only: set[str], jobs: int | None, torchfix: bool) -> dict[str, Result]:
+# Runs of the small measurements (startup, warm): the one of median CPU is reported.
+REPEAT = 7
+
+
+def run_startup(only: set[str]) -> dict[str, Result]:
+    """Costs that do not depend on a corpus: starting Python, and the commands that only read."""
+    print("\n## startup")
+    commands = {
+        "python": [PY, "-c", "pass"],
+        "rules": [PY, "-m", "torchdev_lint", "rules"],
+        "rule": [PY, "-m", "torchdev_lint", "rule", "TDL101"],
+    }
+    results = {
+        name: measure(name, command, repeat=REPEAT)
+        for name, command in commands.items()
+        if not only or name in only or name == "python"
+    }
+    for name in ("rules", "rule"):
+        if name in results:
+            value = results[name].cpu / results["python"].cpu
+            print(f"  {name + ' CPU / python -c pass CPU':<44} {value:6.2f}  (target <= 3)")
+    return results
+
+
+def run_corpus(
+    name: str, only: set[str], jobs: int | None, torchfix: bool, startup: dict[str, Result]
+) -> dict[str, Result]:
     from torchdev_lint.config import select_rules
     from torchdev_lint.engine import could_match
 
@@ -206,8 +249,8 @@ def run_corpus(name: str, only: set[str], jobs: int | None, torchfix: bool) -> d
             cache = work / "cache"
             cached = [*cli, "--cache-dir", str(cache)]
             results["fill"] = measure("fill", [*cached, *default_jobs, *copied.values()], note="empty cache")
-            results["warm-j1"] = measure("warm-j1", [*cached, "-j1", *copied.values()])
-            results["warm"] = measure("warm", [*cached, *default_jobs, *copied.values()])
+            results["warm-j1"] = measure("warm-j1", [*cached, "-j1", *copied.values()], repeat=REPEAT)
+            results["warm"] = measure("warm", [*cached, *default_jobs, *copied.values()], repeat=REPEAT)
             before = len(list(cache.rglob("*.json")))
             changed = Path(copied[parsed[len(parsed) // 2]])
             changed.write_text(changed.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
@@ -229,7 +272,7 @@ def run_corpus(name: str, only: set[str], jobs: int | None, torchfix: bool) -> d
             results["torchfix-flake8"] = measure("torchfix-flake8", command)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    ratios(results)
+    ratios({**startup, **results})
     return results
 
 
@@ -244,6 +287,7 @@ def ratios(results: dict[str, Result]) -> None:
     ratio("cold-j1 CPU / libcst parse CPU", "cold-j1", "libcst", target="(target <= 2)")
     ratio("libcst parse CPU / ast parse CPU", "libcst", "ast")
     ratio("cold-j1 CPU / warm-j1 CPU", "cold-j1", "warm-j1", target="(target >= 20)")
+    ratio("warm-j1 CPU / python -c pass CPU", "warm-j1", "python", target="(target <= 3)")
     ratio("cold wall / warm wall (default jobs)", "cold", "warm", attr="wall")
     ratio("flake8 TDL CPU / torchfix flake8 TOR CPU", "flake8", "torchfix-flake8", target="(target <= 0.5)")
     ratio("cold (default jobs) wall / cold-j1 wall", "cold", "cold-j1", attr="wall", target="(target <= 0.6)")
@@ -274,9 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"command: {' '.join([Path(PY).name, 'benchmarks/bench.py', *(argv or sys.argv[1:])])}")
     started = time.perf_counter()
     warm_up(not args.no_torchfix and any(name != "torch" for name in corpora))
+    startup = run_startup(set(args.only))
     for name in corpora:
         torchfix = not args.no_torchfix and name != "torch"
-        run_corpus(name, set(args.only), args.jobs, torchfix)
+        run_corpus(name, set(args.only), args.jobs, torchfix, startup)
         print(f"  load average now {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
     return 0

@@ -4,11 +4,12 @@ An entry holds what the report of one checked file needs (remaining
 diagnostics with their fix info, the source lines text output shows, or the
 error that stopped the check). Its key hashes the file's path and bytes
 together with everything that changes results: the tool's own code (its
-version and a digest of its sources, so that editing a rule invalidates the
-cache even without a version bump), the rules run on the file, the settings
-and whether fix edits were computed. Entries are single JSON files written
-atomically; one that cannot be read or decoded is treated as a miss and
-overwritten, never an error.
+version and the size and modification time of each of its sources, so that
+editing a rule invalidates the cache even without a version bump), the rules
+run on the file, the settings and whether fix edits were computed. Entries are
+single JSON files written atomically; one that cannot be read or decoded is
+treated as a miss and overwritten, never an error. Looking entries up needs
+neither LibCST nor the rules (see catalog.py).
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 from torchdev_lint import __version__
 from torchdev_lint.config import Settings
@@ -34,7 +34,11 @@ FORMAT = 1
 
 @cache
 def tool_fingerprint() -> str:
-    """The version plus a digest of the package's own sources (their paths and bytes)."""
+    """The version plus the path, size and modification time of each of the package's sources.
+
+    Size and time, as Python's own bytecode cache uses, not the bytes: reading and
+    hashing the whole package would be a good part of a run the cache answers.
+    """
     digest = hashlib.sha256(f"{__version__}/{FORMAT}".encode())
     package = os.path.dirname(os.path.abspath(__file__))
     sources = []
@@ -42,14 +46,20 @@ def tool_fingerprint() -> str:
         subfolders[:] = [name for name in subfolders if name != "__pycache__"]
         sources += [os.path.join(folder, name) for name in names if name.endswith(".py")]
     for path in sorted(sources):
-        digest.update(os.path.relpath(path, package).replace(os.sep, "/").encode())
-        with contextlib.suppress(OSError), open(path, "rb") as handle:
-            digest.update(handle.read())
+        with contextlib.suppress(OSError):
+            info = os.stat(path)
+            relative = os.path.relpath(path, package).replace(os.sep, "/")
+            digest.update(f"{relative}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
     return digest.hexdigest()
 
 
-@dataclass(frozen=True)
-class CachedResult:
+@cache
+def _header(fingerprint: str, codes: tuple[str, ...], settings: Settings, with_edits: bool) -> bytes:
+    """What the keys of one run share (computed once, not per file)."""
+    return json.dumps([fingerprint, codes, repr(settings), with_edits]).encode()
+
+
+class CachedResult(NamedTuple):
     """A file's check outcome as stored."""
 
     diagnostics: list[Diagnostic]
@@ -57,8 +67,7 @@ class CachedResult:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class ResultCache:
+class ResultCache(NamedTuple):
     """A cache folder; plain data so that worker processes can receive it."""
 
     directory: str
@@ -80,8 +89,10 @@ class ResultCache:
         self, path: str, source: bytes, codes: Sequence[str], settings: Settings, with_edits: bool
     ) -> str:
         """The entry of `path` holding `source`, checked with the rules `codes` and these settings."""
-        header = json.dumps([tool_fingerprint(), path, list(codes), repr(settings), with_edits]).encode()
-        return hashlib.sha256(header + b"\0" + source).hexdigest()
+        header = _header(tool_fingerprint(), tuple(codes), settings, with_edits)
+        return hashlib.sha256(
+            b"%s\0%s\0%s" % (header, path.encode(errors="surrogateescape"), source)
+        ).hexdigest()
 
     def report(
         self, path: str, codes: Sequence[str], settings: Settings, with_edits: bool
@@ -119,6 +130,8 @@ class ResultCache:
             "source_lines": {str(n): s for n, s in result.source_lines.items()},
             "error": result.error,
         }
+        import tempfile  # only on a miss: a run answered from the cache need not load it
+
         entry = self._entry(key)
         try:
             os.makedirs(os.path.dirname(entry), exist_ok=True)

@@ -15,22 +15,23 @@ class body in its module's source, with `ast`, again without importing it.
 from __future__ import annotations
 
 import os
-import textwrap
-from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class RuleFacts(Protocol):
+        """What a rule class and a catalog entry both say about a rule."""
+
+        code: str
+        name: str
+        default_enabled: bool
+        fix_availability: str
 
 
-class RuleFacts(Protocol):
-    """What a rule class and a catalog entry both say about a rule."""
-
-    code: str
-    name: str
-    default_enabled: bool
-    fix_availability: str
-
-
-@dataclass(frozen=True)
-class RuleInfo:
+# Named tuples, not dataclasses, here and for the other plain records of a run the cache
+# answers: creating a dataclass compiles its methods, a large part of such a run.
+class RuleInfo(NamedTuple):
     """A catalog entry; `module` is the rule's module name in `torchdev_lint.rules`."""
 
     code: str
@@ -76,6 +77,8 @@ RULES: tuple[RuleInfo, ...] = (
 
 def rule_page(rule: RuleFacts, message: str, docs: str) -> str:
     """A rule's documentation page: a title line, its status, its message, then its docs sections."""
+    import textwrap
+
     status = "on by default" if rule.default_enabled else "opt-in"
     fix = {"never": "no fix", "sometimes": "fix sometimes available", "always": "fix always available"}[
         rule.fix_availability

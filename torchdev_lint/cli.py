@@ -10,8 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, TextIO
 
 from torchdev_lint import __version__, catalog
 from torchdev_lint.cache import FOLDER, ResultCache
@@ -129,7 +128,9 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
     output.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, verify_options: bool = True) -> argparse.ArgumentParser:
+    """The command line; without `verify_options`, `verify` is listed but takes no options
+    (building them costs a tenth of a run that the cache answers)."""
     parser = _Parser(prog="torchdev-lint", description="Find and fix PyTorch device anti-patterns.")
     parser.add_argument("--version", action="version", version=f"torchdev-lint {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -146,9 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="text: plain text for the terminal (default); markdown: the page as in docs/rules",
     )
     verify = commands.add_parser("verify", help="run fixtures before and after their fixes and compare")
-    from torchdev_lint.verify.command import configure_parser
+    if verify_options:
+        from torchdev_lint.verify.command import configure_parser
 
-    configure_parser(verify)
+        configure_parser(verify)
     return parser
 
 
@@ -169,8 +171,7 @@ def _file_config(args: argparse.Namespace) -> FileConfig:
     return load_config(found) if found else FileConfig()
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     """What the command line and the file ask for, settled without importing the rules."""
 
     select: list[str] | None
@@ -407,7 +408,8 @@ def run_rule(word: str, fmt: str = "text") -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(verify_options="verify" in argv).parse_args(argv)
     if args.command == "check":
         return run_check(args)
     if args.command == "rules":

@@ -10,9 +10,13 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from torchdev_lint.catalog import RULES, RuleFacts
+from torchdev_lint.catalog import RULES
 from torchdev_lint.rule import Rule, all_rules
+
+if TYPE_CHECKING:
+    from torchdev_lint.catalog import RuleFacts
 
 
 class ConfigError(Exception):

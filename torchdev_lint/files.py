@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import subprocess
-import tempfile
 from collections.abc import Iterable, Sequence
 
 from torchdev_lint.config import glob_matches
@@ -107,6 +105,8 @@ def _drop_git_ignored(top: str, files: list[str]) -> list[str]:
     """
     if not files:
         return files
+    import subprocess  # only here: a run that reads no .gitignore need not load it
+
     names = [".", *(os.path.relpath(f, top) for f in files)]
     try:
         result = subprocess.run(
@@ -190,6 +190,8 @@ def write_atomic(path: str, data: bytes) -> None:
 
 def _locked_temp_file(directory: str, name: str) -> tuple[int, str]:
     """A new temporary file, created and locked; retried if a cleanup removed it before the lock."""
+    import tempfile  # only for writing fixes: a check need not load it
+
     while True:
         fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=TEMP_SUFFIX, dir=directory)
         if fcntl is None:

@@ -7,9 +7,6 @@ metadata, its documentation and its own examples; its `visit_<Node>` and
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -75,6 +72,8 @@ class Valid:
 
 def dedent(code: str) -> str:
     """Examples are written indented inside the rule class; strip that."""
+    import textwrap  # here, like the imports below: importing this module stays cheap (catalog.py)
+
     return textwrap.dedent(code).lstrip("\n")
 
 
@@ -113,6 +112,9 @@ class Rule:
 @cache
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule class in `torchdev_lint.rules`, sorted by code."""
+    import importlib
+    import pkgutil
+
     import torchdev_lint.rules as package
 
     found: list[type[Rule]] = []
