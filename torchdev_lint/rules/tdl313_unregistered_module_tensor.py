@@ -25,7 +25,7 @@ _HOST_BUILTINS = frozenset(
 )
 # Calls whose first argument (data) decides the tensor's rank: a literal sequence is not a scalar.
 _DATA_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy"})
-# Factories that place the tensor themselves when given `device=`.
+# Methods that place a tensor by hand in `__init__`: its device is managed there.
 _PLACING_METHODS = frozenset({"to", "cuda", "cpu", "pin_memory"})
 _REGISTERING = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
 _PARAMETERS = frozenset(
@@ -402,6 +402,24 @@ class UnregisteredModuleTensor(Rule):
             """
         ),
         Valid(
+            # Filled in as a plain tensor, then made a parameter under the same name.
+            """
+            import torch
+            from torch import nn
+
+            class Sobel(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.mask = torch.zeros((channels, 1, 3, 3))
+                    for i in range(channels):
+                        self.mask[i, 0, 0, 0] = 1.0
+                    self.mask = nn.Parameter(data=self.mask, requires_grad=False)
+
+                def forward(self, x):
+                    return x * self.mask
+            """
+        ),
+        Valid(
             # Registration by a computed name may cover any attribute: silent.
             """
             import torch
@@ -480,7 +498,8 @@ class UnregisteredModuleTensor(Rule):
                         facts.state.add(attr)
                     elif attr not in found and self._is_placed_tensor(value, locals_, self_name, found):
                         found[attr] = _Attribute(small, module_ready)
-        return found
+        # Built as a plain tensor, then wrapped: `self.mask = nn.Parameter(self.mask, requires_grad=False)`.
+        return {name: attribute for name, attribute in found.items() if name not in facts.state}
 
     def _is_state(self, value: cst.BaseExpression) -> bool:
         """A parameter, buffer or submodule: what `model.to()` moves."""
