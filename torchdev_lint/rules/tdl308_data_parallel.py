@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from torchdev_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
 
 # Every public spelling of the one class; resolved names are compared exactly so
 # that DistributedDataParallel and FullyShardedDataParallel never match.
@@ -14,6 +20,14 @@ DATA_PARALLEL = frozenset(
         "torch.nn.parallel.DataParallel",
         "torch.nn.parallel.data_parallel.DataParallel",
     }
+)
+
+
+# A file that also wraps models for distributed training (`DistributedDataParallel`,
+# a project's `smart_DDP`/`DDP` helper, FSDP) offers the recommended path already:
+# its DataParallel is the deliberate single-process fallback.
+_DISTRIBUTED_PATH = re.compile(
+    r"DistributedDataParallel|FullyShardedDataParallel|\bDDP\b|_DDP\b|\bDDP_|\bFSDP\b"
 )
 
 
@@ -28,7 +42,11 @@ class DataParallelRule(Rule):
     docs = """
         ## What it does
         Flags constructions of `torch.nn.DataParallel` (also spelled
-        `torch.nn.parallel.DataParallel`), however the name is imported.
+        `torch.nn.parallel.DataParallel`), however the name is imported. Not flagged where
+        DataParallel is a deliberate choice next to the recommended path: in a file that also
+        wraps models in `DistributedDataParallel` or FSDP (or a project helper named `DDP`), where
+        DataParallel is the single-process fallback, and inside a class that implements a
+        DataParallel backend or strategy (its name says `DataParallel`/`DP`).
 
         ## Why it matters
         `DataParallel` runs one Python process that scatters each batch over the GPUs, replicates
@@ -102,8 +120,52 @@ class DataParallelRule(Rule):
                 model = model.module
             """
         ),
+        Valid(
+            # The fallback next to a distributed path the file offers.
+            """
+            import torch
+            from utils import smart_DDP
+
+            def setup(model, rank, cuda):
+                if cuda and rank == -1 and torch.cuda.device_count() > 1:
+                    log.warning("DP not recommended, use torchrun for DDP")
+                    model = torch.nn.DataParallel(model)
+                if cuda and rank != -1:
+                    model = smart_DDP(model)
+                return model
+            """
+        ),
+        Valid(
+            # A strategy class implementing the DataParallel backend users choose explicitly.
+            """
+            from torch.nn import DataParallel
+
+            class DataParallelStrategy(ParallelStrategy):
+                def setup_module(self, module):
+                    return DataParallel(module=module, device_ids=self.parallel_devices)
+            """
+        ),
     )
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._distributed: bool | None = None
+
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.qualname(node.func) in DATA_PARALLEL:
-            self.report(node)
+        if self.ctx.qualname(node.func) not in DATA_PARALLEL:
+            return
+        if self._offers_distributed() or self._in_data_parallel_class():
+            return
+        self.report(node)
+
+    def _offers_distributed(self) -> bool:
+        """Does the file also wrap models for distributed training (a deliberate DP fallback)?"""
+        if self._distributed is None:  # the file's text is generated once, and only here
+            self._distributed = bool(_DISTRIBUTED_PATH.search(self.ctx.module.code))
+        return self._distributed
+
+    def _in_data_parallel_class(self) -> bool:
+        for node in self.ctx.ancestors:
+            if isinstance(node, cst.ClassDef) and re.search(r"DataParallel|DP", node.name.value):
+                return True
+        return False

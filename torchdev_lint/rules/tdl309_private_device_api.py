@@ -6,38 +6,51 @@ import libcst as cst
 
 from torchdev_lint.rule import Invalid, Rule, Valid
 
-# Exactly the private helpers that parse or place devices. Other private torch
-# APIs (JIT fuser switches, telemetry, ...) are someone else's business.
-_EXACT = frozenset({"torch._C._nn._parse_to", "torch._utils._get_device_index"})
-_CUDA_UTILS = "torch.cuda._utils."
-_C_CUDA = "torch._C._cuda_"
-
-
-def is_private_device_api(name: str | None) -> bool:
-    """Is this resolved name one of the private device helpers?"""
-    if name is None:
-        return False
-    if name in _EXACT:
-        return True
-    if name.startswith(_CUDA_UTILS):
-        return "." not in name[len(_CUDA_UTILS) :]
-    return name.startswith(_C_CUDA) and "." not in name[len(_C_CUDA) :]
+_DEVICE_INDEX = "`torch.device(device).index` (or `torch.cuda.current_device()` when it is None)"
+# The private helpers that parse or place devices AND have a public wrapper to use
+# instead (torch's own public functions call exactly these). A private helper with
+# no public equivalent (`_parse_to`, `_cuda_isInBadFork`, ...) cannot be replaced,
+# so a warning there would only be noise.
+PUBLIC_REPLACEMENT = {
+    "torch._utils._get_device_index": _DEVICE_INDEX,
+    "torch.cuda._utils._get_device_index": _DEVICE_INDEX,
+    "torch._C._cuda_getDeviceCount": "`torch.cuda.device_count()`",
+    "torch._C._cuda_getDevice": "`torch.cuda.current_device()`",
+    "torch._C._cuda_setDevice": "`torch.cuda.set_device()`",
+    "torch._C._cuda_synchronize": "`torch.cuda.synchronize()`",
+    "torch._C._cuda_emptyCache": "`torch.cuda.empty_cache()`",
+    "torch._C._cuda_getCurrentStream": "`torch.cuda.current_stream()`",
+    "torch._C._cuda_getDefaultStream": "`torch.cuda.default_stream()`",
+    "torch._C._cuda_getArchFlags": "`torch.cuda.get_arch_list()`",
+    "torch._C._cuda_memoryStats": "`torch.cuda.memory_stats()`",
+    "torch._C._cuda_resetPeakMemoryStats": "`torch.cuda.reset_peak_memory_stats()`",
+    "torch._C._cuda_setMemoryFraction": "`torch.cuda.set_per_process_memory_fraction()`",
+    "torch._C._cuda_memorySnapshot": "`torch.cuda.memory_snapshot()`",
+    "torch._C._cuda_ipc_collect": "`torch.cuda.ipc_collect()`",
+    "torch._C._cuda_init": "`torch.cuda.init()`",
+    "torch._C._cuda_get_sync_debug_mode": "`torch.cuda.get_sync_debug_mode()`",
+    "torch._C._cuda_set_sync_debug_mode": "`torch.cuda.set_sync_debug_mode()`",
+}
 
 
 class PrivateDeviceApi(Rule):
     code = "TDL309"
     name = "private-device-api"
     message = (
-        "private torch device helper: it may change or vanish in any release; use the public API "
-        "(`torch.device`, `torch.cuda.current_device()`, `torch.accelerator`)"
+        "private torch device helper: it may change or vanish in any release; use its public wrapper "
+        "(`torch.device(...).index`, `torch.cuda.device_count()`, `torch.cuda.synchronize()`, ...)"
     )
-    triggers = ("_parse_to", "_get_device_index", "_utils", "_cuda_")
+    triggers = ("_get_device_index", "_cuda_")
     docs = """
         ## What it does
-        Flags calls of private PyTorch helpers that parse or place devices:
-        `torch._C._nn._parse_to`, `torch._utils._get_device_index`, anything in
-        `torch.cuda._utils`, and the `torch._C._cuda_*` bindings. Other private APIs (JIT fuser
-        switches, API-usage telemetry) are not flagged.
+        Flags calls of private PyTorch helpers that parse or place devices and have a public
+        wrapper to use instead: `torch._utils._get_device_index` (also in `torch.cuda._utils`)
+        and the `torch._C._cuda_*` bindings behind `torch.cuda.device_count()`,
+        `current_device()`, `set_device()`, `synchronize()`, `empty_cache()`, the stream and
+        memory-statistics functions. The message names the public replacement. Private helpers
+        with no public equivalent (`torch._C._nn._parse_to`, `torch._C._cuda_isInBadFork`, ...)
+        and other private APIs (JIT fuser switches, API-usage telemetry) are not flagged: there
+        is no better line to write.
 
         ## Why it matters
         These helpers carry no compatibility promise: their signatures and return values have
@@ -67,8 +80,8 @@ class PrivateDeviceApi(Rule):
         Invalid(
             """
             import torch
-            device, dtype, non_blocking, fmt = torch._C._nn._parse_to(*args, **kwargs)
             count = torch._C._cuda_getDeviceCount()
+            torch._C._cuda_synchronize()
             """,
             lines=(2, 3),
         ),
@@ -96,6 +109,16 @@ class PrivateDeviceApi(Rule):
             """
         ),
         Valid(
+            # No public equivalent: nothing better to write.
+            """
+            import torch
+            device, dtype, non_blocking, fmt = torch._C._nn._parse_to(*args, **kwargs)
+            if hasattr(torch._C, "_cuda_clearCublasWorkspaces"):
+                torch._C._cuda_clearCublasWorkspaces()
+            assert not torch._C._cuda_isInBadFork()
+            """
+        ),
+        Valid(
             """
             import torch
             count = torch.cuda.device_count()
@@ -113,5 +136,11 @@ class PrivateDeviceApi(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if is_private_device_api(self.ctx.qualname(node.func)):
-            self.report(node)
+        name = self.ctx.qualname(node.func)
+        replacement = PUBLIC_REPLACEMENT.get(name) if name is not None else None
+        if replacement is not None:
+            message = (
+                f"private torch device helper `{name.rsplit('.', 1)[1]}`: it may change or vanish "
+                f"in any release; use {replacement}"
+            )
+            self.report(node, message)
