@@ -209,6 +209,9 @@ class UseIndex:
         func = call.func
         if resolve(func, scope) in _HARMLESS_BUILTINS:
             return True
+        if is_rng_setter(func, scope):
+            self._receivers.append(func)
+            return True
         if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
             return False
         assign = keyword(call, "assign")
@@ -381,6 +384,17 @@ def holds_numbers_only(owner: cst.BaseExpression | str) -> bool:
     key = owner if isinstance(owner, str) else dotted_name(owner)
     last = key.rsplit(".", 1)[-1].lower() if key is not None else ""
     return any(name in last for name in _NUMBERS_ONLY_OWNERS)
+
+
+def is_rng_setter(func: cst.BaseExpression, scope: Scope) -> bool:
+    """`torch.cuda.set_rng_state_all(...)`, `random.setstate(...)`: generator state is a CPU
+    ByteTensor (or Python numbers) by construction, whichever device it seeds."""
+    name = resolve(func, scope)
+    if name is None:
+        return False
+    if name in ("random.setstate", "numpy.random.set_state"):
+        return True
+    return name.startswith(("torch.", "torch_xla.")) and name.endswith(("set_rng_state", "set_rng_state_all"))
 
 
 _DEVICE_PARAMETERS = frozenset({"device", "map_location"})

@@ -14,6 +14,7 @@ from torchdev_lint.analysis.checkpoints import (
     UseIndex,
     discards_device,
     holds_numbers_only,
+    is_rng_setter,
     is_test_code,
     package_data,
 )
@@ -303,6 +304,23 @@ class LoadWithoutMapLocation(Rule):
     )
     valid = (
         Valid(
+            # Generator states are CPU bytes (or Python numbers) whichever device they seed.
+            """
+            import random
+
+            import numpy as np
+            import torch
+
+            def restore_rng(path):
+                state = torch.load(path, weights_only=True)
+                random.setstate(state["python"])
+                np.random.set_state(state["numpy"])
+                torch.random.set_rng_state(state["cpu"])
+                if torch.cuda.is_available():
+                    torch.cuda.random.set_rng_state_all(state["cuda"])
+            """
+        ),
+        Valid(
             """
             import torch
             a = torch.load(path, map_location="cpu")
@@ -521,8 +539,8 @@ class LoadWithoutMapLocation(Rule):
             if index is None:
                 index = indexes[id(owner.node)] = UseIndex(owner.node)
             receivers = index.state_dict_receivers(call, owner)
-            if receivers and all(holds_numbers_only(receiver) for receiver in receivers):
-                continue  # scheduler and scaler states are plain numbers
+            if receivers and all(holds_numbers_only(r) or is_rng_setter(r, owner) for r in receivers):
+                continue  # scheduler and scaler states are plain numbers; generator states CPU bytes
             fix = self._fix(call, loader, safe=receivers is not None and not self.defines_load_state_dict)
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
 
