@@ -287,7 +287,7 @@ def test_wrong_fix_is_a_mismatch_with_exit_1(capsys: pytest.CaptureFixture[str])
         fixed, applied = project_fixer(path, source, codes, unsafe)
         return fixed.replace(b"+ i for i", b"+ 2 * i for i"), applied
 
-    status, table = verify([PER_ITEM, *FAST], capsys, fixer=wrong_fixer)
+    status, table = verify([PER_ITEM, "--unsafe-fixes", *FAST], capsys, fixer=wrong_fixer)
     assert status == 1
     assert re.search(r"per_item_transfer\.py\s+TDL201\s+NO\s", table)
     assert "results differ after the fix" in table
@@ -343,5 +343,6 @@ def test_fixtures_of_the_same_name_never_share_a_run_folder(
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "same.py").write_text(Path(PER_ITEM).read_text())
-    session.verify([str(tmp_path / "a"), str(tmp_path / "b")], session.Options(), fixer=project_fixer)
+    options = session.Options(unsafe_fixes=True)  # TDL201's fix is unsafe; without it nothing changes
+    session.verify([str(tmp_path / "a"), str(tmp_path / "b")], options, fixer=project_fixer)
     assert len(run_dirs) == 4 and len(set(run_dirs)) == 4

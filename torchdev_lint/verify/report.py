@@ -72,6 +72,8 @@ def _match(result: FixtureResult) -> str:
     if result.fixed_failure:
         return "fixed (before raised)"
     if result.after is None:
+        if result.before.raised:
+            return "no change (raised)"
         return "no change" if not result.before.error else "ERROR"
     if result.match is None:
         return "ERROR"

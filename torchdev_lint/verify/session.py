@@ -447,7 +447,7 @@ def verify_fixture(
         copy = os.path.join(run_dir, f"{name}.py")
         with open(copy, "wb") as file:
             file.write(text)
-        run, output = _run_child(copy, run_dir, shim, target, result.n, options, timed=len(versions) == 2)
+        run, output = _run_child(copy, run_dir, shim, target, result.n, options, len(versions) == 2)
         setattr(result, version, run)
         outputs[version] = output
     if outputs["before"] and outputs["after"]:
