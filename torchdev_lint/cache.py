@@ -25,7 +25,7 @@ from typing import NamedTuple
 from torchdev_lint import __version__
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, Edit, FileReport, FixInfo, SourceError
-from torchdev_lint.files import read_source
+from torchdev_lint.files import read_all, read_source
 
 FOLDER = ".torchdev_lint_cache"
 # Bump when the entry layout changes.
@@ -113,8 +113,11 @@ class ResultCache(NamedTuple):
     def load(self, key: str) -> CachedResult | None:
         """The stored result, or None when absent or unreadable."""
         try:
-            with open(self._entry(key), "rb") as handle:
-                data = json.loads(handle.read())
+            fd = os.open(self._entry(key), os.O_RDONLY)
+            try:
+                data = json.loads(read_all(fd))
+            finally:
+                os.close(fd)
             return CachedResult(
                 diagnostics=[_diagnostic(d) for d in data["diagnostics"]],
                 source_lines={int(n): str(s) for n, s in data["source_lines"].items()},

@@ -137,16 +137,26 @@ def read_source(path: str) -> bytes:
         raise SourceError(path, "is a directory") from None
     except OSError as error:
         raise SourceError(path, f"cannot read: {error.strerror or error}") from None
-    with os.fdopen(fd, "rb") as handle:
-        try:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISDIR(mode):
-                raise SourceError(path, "is a directory")
-            if not stat.S_ISREG(mode):
-                raise SourceError(path, "not a regular file")
-            return handle.read()
-        except OSError as error:
-            raise SourceError(path, f"cannot read: {error.strerror or error}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise SourceError(path, "is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError(path, "not a regular file")
+        return read_all(fd, info.st_size)
+    except OSError as error:
+        raise SourceError(path, f"cannot read: {error.strerror or error}") from None
+    finally:
+        os.close(fd)
+
+
+def read_all(fd: int, size_hint: int = 0) -> bytes:
+    """Everything left in `fd`, in plain reads: a file object's buffering, terminal test and
+    seeks would double the system calls of a run the cache answers."""
+    chunks = []
+    while chunk := os.read(fd, max(size_hint + 1, 1 << 16)):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 TEMP_SUFFIX = ".tdl-tmp"
