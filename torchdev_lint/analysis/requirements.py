@@ -39,9 +39,12 @@ def cuda_specific_path(path: str) -> bool:
     """A file in a CUDA-only part of a package: `torch/cuda/memory.py`, `ops/nccl_utils.py`.
 
     Folders count by their whole name only: a checkout in `~/cuda_only_tests/` proves nothing.
+    A file name counts when it starts with the word (`cuda_graphs.py`): `infer_on_cuda.py` is
+    a script that may well be meant to run anywhere.
     """
     folders, stem = _path_parts(path)
-    return bool(_CUDA_PATH_WORDS & folders or _CUDA_PATH_WORDS & name_words(stem))
+    first = stem.lower().lstrip("_").split("_", 1)[0]
+    return bool(_CUDA_PATH_WORDS & folders or first in _CUDA_PATH_WORDS)
 
 
 def benchmark_path(path: str) -> bool:
