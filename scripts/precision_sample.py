@@ -301,7 +301,8 @@ def command_candidates(args: argparse.Namespace) -> None:
     labels = {}
     for path in args.reuse:
         for row in read_table(Path(path)):
-            labels[f"{row['project']} {row['site']}"] = (row.get("covered", ""), row.get("reason", ""))
+            if "covered" in row:
+                labels[f"{row['project']} {row['site']}"] = (row["covered"], row.get("reason", ""))
     out = [
         "# Recall sample: candidate sites",
         "",
