@@ -333,7 +333,9 @@ def test_fixtures_of_the_same_name_never_share_a_run_folder(
 
     run_dirs: list[str] = []
 
-    def fake_child(fixture_path: str, run_dir: str, *args: object) -> tuple[session.RunResult, None]:
+    def fake_child(
+        fixture_path: str, run_dir: str, *args: object, **kwargs: object
+    ) -> tuple[session.RunResult, None]:
         assert not (Path(run_dir) / "report.json").exists()
         (Path(run_dir) / "report.json").write_text("{}")  # what a stale report would look like
         run_dirs.append(run_dir)
