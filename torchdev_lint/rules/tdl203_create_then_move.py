@@ -8,7 +8,7 @@ from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.checkpoints import is_test_code
 from torchdev_lint.analysis.devices import CPU, as_move, is_dtype
 from torchdev_lint.analysis.kinds import TENSOR_FACTORIES
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, positional, with_keyword
@@ -26,6 +26,16 @@ _EXACT_IN_ANY_DTYPE = frozenset({"zeros", "ones", "empty", "eye", "zeros_like", 
 # Integer dtypes: `arange` in one of them is exact integer arithmetic on every device.
 _INTEGER_DTYPES = frozenset(
     {"int", "int8", "int16", "int32", "int64", "long", "short", "uint8", "uint16", "uint32", "uint64"}
+)
+# Python containers and numbers: `torch.tensor(...)` builds these on the host even with `device=`.
+_PYTHON_DATA = (
+    cst.List,
+    cst.Tuple,
+    cst.ListComp,
+    cst.GeneratorExp,
+    cst.Integer,
+    cst.Float,
+    cst.UnaryOperation,
 )
 # Built from data held by the host (a list, a number, an array) or from a tensor.
 _FROM_DATA = frozenset({"tensor", "as_tensor"})
@@ -59,7 +69,10 @@ class CreateThenMove(Rule):
         factory creates its tensor where `x` lives, so it is flagged only where `x` is known to
         be on the CPU; a move to the device the source already has (`zeros_like(x).to(x.device)`,
         `torch.tensor(t).to(t.device)`) is a no-op and never flagged, nor is `torch.tensor(t)` of
-        a tensor known to be on an accelerator.
+        a tensor known to be on an accelerator. `torch.tensor`/`as_tensor` of Python data (a list,
+        tuple, number or comprehension, directly or through a name bound only to one) is not
+        flagged either: torch builds such a tensor on the host even when given `device=`, so the
+        rewrite would save nothing.
 
         ## Why it matters
         The tensor is first allocated and filled on the CPU, then copied over the PCIe bus and
@@ -117,7 +130,7 @@ class CreateThenMove(Rule):
             mask = torch.ones(4, 4).to(device)
             ids = torch.arange(10, dtype=torch.long).cuda()
             x = torch.zeros(3).to(device, torch.float16)
-            y = torch.tensor([1.0, 2.0]).to(device=dev, non_blocking=True)
+            y = torch.tensor(array).to(device=dev, non_blocking=True)
             label = f"{torch.zeros(1).cuda()}"
             """,
             lines=(2, 3, 4, 5, 6),
@@ -126,7 +139,7 @@ class CreateThenMove(Rule):
             mask = torch.ones(4, 4, device=device)
             ids = torch.arange(10, dtype=torch.long, device="cuda")
             x = torch.zeros(3, dtype=torch.float16, device=device)
-            y = torch.tensor([1.0, 2.0], device=dev)
+            y = torch.tensor(array, device=dev)
             label = f"{torch.zeros(1, device='cuda')}"
             """,
         ),
@@ -138,7 +151,7 @@ class CreateThenMove(Rule):
             from torch import full
 
             def make(n, device, arr, dtype):
-                a = T.tensor([0.1]).to(device, T.float64)
+                a = T.tensor(arr).to(device, T.float64)
                 b = full((n,), 0.1).to(device=device, dtype=T.float16)
                 c = T.as_tensor(arr).to(device, dtype)
                 eye = T.eye(n, dtype=T.float64).to(device, T.float32)
@@ -152,7 +165,7 @@ class CreateThenMove(Rule):
             from torch import full
 
             def make(n, device, arr, dtype):
-                a = T.tensor([0.1], device=device).to(T.float64)
+                a = T.tensor(arr, device=device).to(T.float64)
                 b = full((n,), 0.1, device=device).to(T.float16)
                 c = T.as_tensor(arr, device=device).to(dtype)
                 eye = T.eye(n, dtype=T.float32, device=device)
@@ -213,6 +226,16 @@ class CreateThenMove(Rule):
         ),
     )
     valid = (
+        Valid(
+            # Python data is built into a tensor on the host whatever `device=` says: nothing to save.
+            """
+            import torch
+            ids = torch.tensor([1, 2, 3]).to(device)
+            scale = torch.tensor(0.5).cuda()
+            sizes = [h, w]
+            shape = torch.as_tensor(sizes).to(device)
+            """
+        ),
         Valid(
             """
             import torch
@@ -324,6 +347,8 @@ class CreateThenMove(Rule):
         )
         if source is None:
             return True
+        if factory_name in _FROM_DATA and self._python_data(source):
+            return False  # built on the host either way: `device=` would save nothing
         if (
             isinstance(device, cst.Attribute)
             and device.attr.value == "device"
@@ -336,6 +361,13 @@ class CreateThenMove(Rule):
             return where is not None and where.type == CPU
         # `torch.tensor(t)` of a tensor known to be on an accelerator copies it there.
         return where is None or where.type == CPU
+
+    def _python_data(self, source: cst.BaseExpression) -> bool:
+        """A list, tuple, number or comprehension (directly or through a name bound only to such):
+        torch builds the tensor on the host whatever `device=` says, then copies it."""
+        found = assigned_values(source, self.ctx.scope) if isinstance(source, cst.Name) else None
+        values = found[0] if found is not None else [source]
+        return all(isinstance(value, _PYTHON_DATA) for value in values)
 
     def _fix(self, call: cst.Call, factory: cst.Call, factory_name: str) -> Fix | None:
         if any(arg.star == "**" for arg in factory.args):
