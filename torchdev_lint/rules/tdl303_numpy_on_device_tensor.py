@@ -48,8 +48,11 @@ class NumpyOnDeviceTensor(Rule):
         ```
 
         ## Fix safety
-        Safe: inserts `.cpu()` (a no-op for a tensor already on the CPU) and, for a module's
-        output, `.detach()` before it; the array holds the same values on every device.
+        Safe: inserts `.cpu()` and, for a module's output, `.detach()` before `.numpy()`. Wherever
+        the original line runs, the fixed one gives the same array: `.cpu()` of a CPU tensor is
+        the tensor itself and `.detach()` shares its storage. The only runs it changes are those
+        where the original raises (`.numpy()` of a CUDA tensor, or of one that requires grad):
+        there the fixed line returns the array instead of raising, which is the point of the rule.
         """
     invalid = (
         Invalid(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.scopes import dotted_name
+from torchdev_lint.analysis.scopes import assigned_values, dotted_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 MODE_METHODS = frozenset({"eval", "train"})
@@ -51,10 +51,14 @@ class EvalBeforeTransfer(Rule):
         ```
 
         ## Fix safety
-        Safe: reorders the chain to `.to(device).eval()`, or swaps the two statements when they are
-        adjacent (with their trailing comments); `Module.to`, `.eval()` and `.train()` return the
-        module itself, so the result is the same object. Statements with other code between them
-        are reported without a fix.
+        The fix reorders the chain to `.to(device).eval()`, or swaps the two statements when they
+        are adjacent (with their trailing comments); `Module.to`, `.eval()` and `.train()` return
+        the module itself, so the result is the same object. It is **safe** when the module is
+        built by a `torch.nn` class (directly, or through a name bound only to such a call): their
+        mode switch and their move touch different state. For any other class it is **unsafe**: a
+        subclass may override `train()`, `to()` or `_apply()` so that the order matters (for
+        example a `train()` that builds tensors on the current device). Statements with other code
+        between them are reported without a fix.
         """
     invalid = (
         Invalid(
@@ -159,7 +163,8 @@ class EvalBeforeTransfer(Rule):
         fixed = mode.with_changes(
             func=mode.func.with_changes(value=placed, dot=node.func.dot), lpar=node.lpar, rpar=node.rpar
         )
-        self.report(mode, fix=Fix("safe", "Move first, then set the mode", {node: fixed}))
+        safety = "safe" if self._standard_module(mode.func.value) else "unsafe"
+        self.report(mode, fix=Fix(safety, "Move first, then set the mode", {node: fixed}))
 
     def visit_Module(self, node: cst.Module) -> None:
         self._check_block(node.body)
@@ -190,11 +195,22 @@ class EvalBeforeTransfer(Rule):
                                 body=first.body, trailing_whitespace=first.trailing_whitespace
                             ),
                         }
-                        fix = Fix("safe", "Move first, then set the mode", swap)
+                        standard = self._standard_module(cst.parse_expression(key))
+                        fix = Fix("safe" if standard else "unsafe", "Move first, then set the mode", swap)
                     self.report(mode, fix=fix)
                     break
                 if _mentions(candidate, key):
                     break
+
+    def _standard_module(self, module: cst.BaseExpression) -> bool:
+        """Built by a `torch.nn` class (directly or through a name bound only to such): its
+        `train()`/`eval()` and `to()` touch different state, so their order cannot matter."""
+        found = assigned_values(module, self.ctx.scope) if isinstance(module, cst.Name) else None
+        values = found[0] if found is not None else [module]
+        return all(
+            isinstance(value, cst.Call) and (self.ctx.qualname(value.func) or "").startswith("torch.nn.")
+            for value in values
+        )
 
     def _moves(self, statement: cst.BaseStatement, key: str) -> bool:
         """`key.to(device)` or `key = key.to(device)` as the whole statement."""
