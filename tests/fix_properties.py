@@ -31,6 +31,8 @@ from torchdev_lint.grammar import OLDEST_PYTHON, Survey, guard_problem
 from torchdev_lint.rule import Rule
 
 _IMPORT = re.compile(r"(import [\w.]+( as \w+)?|from [\w.]+ import [\w, ()]+)$")
+# The one device variable TDL301's fix defines after the imports, for every use it rewrites.
+_DEVICE_DEFINITION = re.compile(r"\w+ = \w+\.device\(.*\bis_available\(\).*\)$")
 
 
 @dataclass
@@ -177,11 +179,16 @@ def outside_findings(result: FileResult, before: bytes, after: bytes) -> list[st
         if tag == "equal":
             continue
         if tag == "insert":
-            # Between original lines i1 and i1 + 1 (1-based): inside a finding, or an import or a hoist.
+            # Between original lines i1 and i1 + 1 (1-based): inside a finding, an import, a hoist,
+            # or TDL301's device variable.
             if i1 in covered and i1 + 1 in covered:
                 continue
             inserted = "".join(new[j1:j2])
-            if all(_IMPORT.match(line.strip()) for line in new[j1:j2] if line.strip()):
+            if all(
+                _IMPORT.match(line.strip()) or _DEVICE_DEFINITION.match(line.strip())
+                for line in new[j1:j2]
+                if line.strip()
+            ):
                 continue
             if any(text and text in _squash(inserted) for text in moved):
                 continue
