@@ -1009,6 +1009,27 @@ TDL312 = [
 
 UNSAFE_ONLY = [
     program(
+        "TDL313",
+        "unregistered-tensor",
+        """
+        import torch
+        from torch import nn
+
+
+        class Normalize(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mean = torch.tensor([0.5, 0.25]).view(1, 2)  # not-safe
+
+            def forward(self, x):
+                return x - self.mean
+
+
+        def case_forward():
+            return Normalize()(torch.ones(3, 2)), sorted(Normalize().state_dict())
+        """,
+    ),
+    program(
         "TDL102",
         "weights-only",
         """
@@ -1077,8 +1098,71 @@ UNSAFE_ONLY = [
     ),
 ]
 
+# ---------------------------------------------------------------- TDL208 losses kept with graphs
+
+TDL208 = [
+    program(
+        "TDL208",
+        "accumulated-loss",
+        """
+        import torch
+        from torch import nn
+
+
+        def _setup():
+            torch.manual_seed(0)
+            model = nn.Linear(4, 1)
+            data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(5)]
+            return model, torch.optim.SGD(model.parameters(), lr=0.1), data
+
+
+        def case_running_total():
+            model, opt, data = _setup()
+            criterion = nn.MSELoss()
+            total = 0.0
+            report = []
+            for x, y in data:
+                opt.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                opt.step()
+                total += loss  # safe-fix
+            report.append(float(total))
+            report.append(model.weight.detach().clone())
+            return report
+
+
+        def case_history():
+            model, opt, data = _setup()
+            history = []
+            running = 0
+            for x, y in data:
+                opt.zero_grad()
+                loss = nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                opt.step()
+                history.append(loss)  # safe-fix
+                running = running + loss * x.shape[0]  # safe-fix
+            summary = torch.stack(history).sum().item()
+            scaled = float(running)
+            return summary, scaled
+
+
+        def case_returned():
+            model, opt, data = _setup()
+            total = 0
+            for x, y in data:
+                loss = nn.functional.l1_loss(model(x), y)
+                loss.backward()
+                total += loss  # not-safe
+            return total
+        """,
+    ),
+]
+
 PROGRAMS = [
     *TDL101,
+    *TDL208,
     *TDL201,
     *HOISTS,
     *TDL203,
