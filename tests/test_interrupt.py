@@ -13,6 +13,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,30 @@ def temp_files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.name.endswith(".tdl-tmp")]
 
 
+def _processes_on(root: Path) -> list[int]:
+    """Processes whose command line names `root` (a fixer and its forked workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if str(root).encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _no_process_left(root: Path) -> bool:
+    """Bounded wait for the kernel to end and reap a killed fixer's workers (Linux: /proc)."""
+    if not Path("/proc/self/cmdline").exists():
+        return True
+    for _ in range(300):
+        if not _processes_on(root):
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def _fixed_count(files: dict[Path, int]) -> int:
     return sum(path.read_text() == FIXED.format(i=i) for path, i in files.items())
 
@@ -83,6 +108,7 @@ def test_sigkill_never_leaves_a_partial_file(tmp_path: Path) -> None:
             if rng.random() < 0.5:
                 path.write_text(BAD.format(i=files[path]))
     assert killed_midway == 5, "the kills did not land while the fixer was working"
+    assert _no_process_left(tmp_path), "worker processes of a killed fixer are still running"
     final = fixer(tmp_path)
     assert final.wait() == 0, final.stderr.read() if final.stderr else ""
     assert all(path.read_text() == FIXED.format(i=i) for path, i in files.items())

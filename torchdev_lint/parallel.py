@@ -30,6 +30,25 @@ def default_jobs() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: a worker must not outlive a run that was killed (it would wait for
+    work forever). Linux ends the worker when its parent dies; elsewhere nothing is done."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
 def _check_chunk(paths: Sequence[str], options: Options) -> list[FileReport]:
     """Worker entry point: the cache was already consulted by the parent."""
     return [process_file(path, options, use_cached=False) for path in paths]
@@ -48,7 +67,9 @@ def run_parallel(paths: Sequence[str], options: Options, jobs: int) -> list[File
     chunks = _chunks(paths, jobs)
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            max_workers=jobs, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),)
+        ) as pool:
             results = list(pool.map(_check_chunk, chunks, repeat(options)))
     except (OSError, BrokenProcessPool, NotImplementedError, ImportError):
         # No process support here (e.g. a sandbox without semaphores): check serially.
