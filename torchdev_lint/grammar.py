@@ -20,6 +20,8 @@ from collections import Counter
 
 import libcst as cst
 
+from torchdev_lint.syntax import comments
+
 PythonVersion = tuple[int, int]
 
 # The oldest Python the tool supports; also the default floor for fixed files.
@@ -93,7 +95,7 @@ def _pre_312_fstring_problems(module: cst.Module, node: cst.FormattedString) -> 
         around = (field.whitespace_before_expression, field.expression, field.whitespace_after_expression)
         if any("\\" in module.code_for_node(part) for part in around):
             problems.append("a backslash inside an f-string expression")
-        if any(_has_comment(part) for part in around):
+        if any(comments(part) for part in around):
             problems.append("a comment inside an f-string expression")
     return problems
 
@@ -109,10 +111,6 @@ def _replacement_fields(
             if part.format_spec:
                 fields.extend(_replacement_fields(part.format_spec))
     return fields
-
-
-def _has_comment(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Comment) or any(_has_comment(child) for child in node.children)
 
 
 class Survey:

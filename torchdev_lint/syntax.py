@@ -82,10 +82,6 @@ def method_call(
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=args)
 
 
-def string(value: str) -> cst.SimpleString:
-    return cst.SimpleString(f'"{value}"')
-
-
 def comments(node: cst.CSTNode) -> Counter[str]:
     """The comments inside a node, counted: a fix whose replacement has fewer would drop one."""
     found: Counter[str] = Counter()
