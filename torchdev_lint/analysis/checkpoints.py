@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.flow import device_of
 from torchdev_lint.analysis.flow_values import CPU
+from torchdev_lint.analysis.requirements import test_file_name
 from torchdev_lint.analysis.scopes import (
     Scope,
     assigned_values,
@@ -420,8 +422,8 @@ def is_test_code(path: str, enclosing: list[cst.CSTNode], scope: Scope) -> bool:
     Tests load the files they have just written, on the machine that wrote them. A
     script's `def test(model, loader)` evaluation function is not a test.
     """
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
+    stem = os.path.splitext(path.replace("\\", "/").rsplit("/", 1)[-1])[0]
+    if test_file_name(stem) or stem == "conftest":
         return True
     imports_test_framework = any(
         binding.import_target is not None and binding.import_target.split(".")[0] in ("pytest", "unittest")

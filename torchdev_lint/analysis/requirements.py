@@ -56,7 +56,12 @@ def benchmark_path(path: str) -> bool:
 def test_path(path: str) -> bool:
     """A test file (`tests/...`, `test_x.py`, `x_test.py`, `torch/testing/...`)."""
     folders, stem = _path_parts(path)
-    return bool({"test", "tests", "testing"} & folders) or stem.startswith("test_") or stem.endswith("_test")
+    return bool({"test", "tests", "testing"} & folders) or test_file_name(stem)
+
+
+def test_file_name(stem: str) -> bool:
+    """A file named like a test module by pytest's conventions: `test_x`, `x_test` (no extension)."""
+    return stem.startswith("test_") or stem.endswith("_test")
 
 
 def _path_parts(path: str) -> tuple[set[str], str]:
