@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from torchdev_lint.cli import fix_main, main
+from torchdev_lint.parallel import map_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,19 +74,63 @@ def test_bad_jobs_is_a_usage_error() -> None:
 def test_spawned_workers_work_and_never_import_torch(corpus: Path) -> None:
     """The worker entry point is spawn-safe, and a worker holds no torch."""
     script = f"""
-import concurrent.futures, multiprocessing, sys
+import concurrent.futures, functools, multiprocessing, sys
 from torchdev_lint.config import select_rules
-from torchdev_lint.parallel import _check_chunk
-from torchdev_lint.runner import Options
+from torchdev_lint.parallel import _run_chunk
+from torchdev_lint.runner import Options, process_file
 
 if __name__ == "__main__":
     context = multiprocessing.get_context("spawn")
     options = Options(rules=tuple(select_rules(["ALL"])))
+    check = functools.partial(process_file, options=options, use_cached=False)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-        reports = pool.submit(_check_chunk, [{str(corpus / "tdl201_per_item_transfer.py")!r}], options).result()
+        reports = pool.submit(_run_chunk, check, [{str(corpus / "tdl201_per_item_transfer.py")!r}]).result()
         loaded = pool.submit(eval, "'torch' in __import__('sys').modules").result()
     print(sorted({{d.code for d in reports[0].diagnostics}}), loaded, "torch" in sys.modules)
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=corpus)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "['TDL201'] False False"
+
+
+_PARENT = os.getpid()
+
+
+def _dies_in_worker_on(victim: str, markers: Path, path: str) -> tuple[str, int]:
+    """Work for `map_files`: records each run in `markers`; in a worker, the run of `victim` first
+    waits until every other file has been run, then ends the worker process."""
+    with open(markers / "runs", "a", encoding="utf-8") as log:
+        log.write(path + "\n")
+    if os.getpid() != _PARENT and path == victim:
+        others = [p for p in os.listdir(markers.parent / "files") if p != os.path.basename(victim)]
+        while not all((markers / name).exists() for name in others):
+            time.sleep(0.01)
+        os._exit(1)
+    (markers / os.path.basename(path)).touch()
+    return path, os.getpid()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the work function is passed to forked workers")
+def test_broken_pool_reruns_only_files_without_results(tmp_path: Path) -> None:
+    """A worker that dies loses only its own chunk's results: only the files whose results were not
+    received run again (in this process); the others keep their worker results.
+
+    The dying worker waits until every other file has been run (by the other worker, one file per
+    chunk here), so all their results but possibly the last one's were sent before it dies.
+    """
+    files, markers = tmp_path / "files", tmp_path / "markers"
+    files.mkdir()
+    markers.mkdir()
+    paths = []
+    for index in range(8):
+        (files / f"f{index}.py").write_text("x = 1\n")
+        paths.append(str(files / f"f{index}.py"))
+    victim = paths[3]
+    work = functools.partial(_dies_in_worker_on, victim, markers)
+    results = map_files(work, paths, jobs=2)
+    assert [path for path, _ in results] == paths
+    here = {path for path, pid in results if pid == os.getpid()}
+    assert victim in here
+    assert len(here) <= 2, here  # the victim, and at most the one file whose result may be in flight
+    runs = (markers / "runs").read_text().splitlines()
+    assert sorted(runs) == sorted(paths + sorted(here)), runs  # rerun files ran twice, the others once

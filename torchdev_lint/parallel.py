@@ -1,9 +1,11 @@
-"""Checking files in worker processes, in chunks, with results in input order.
+"""Running one function over many files in worker processes, with results in input order.
 
-Files are independent and a report is plain data, so workers only need the
-paths and the options. The entry point is a module-level function, so it
-works with the `spawn` start method too; on Linux workers are forked, which
-saves each one re-importing LibCST and the rules. Nothing here imports torch.
+The work is any picklable function of a path (the runner hands a
+`functools.partial` of its per-file function), so this module knows nothing
+of checking: it only chunks, distributes and collects. Workers are forked on
+Linux, which saves each one re-importing LibCST and the rules; elsewhere they
+are spawned, so the work must be a module-level function. Nothing here
+imports torch.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Sequence
-from itertools import repeat
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-from torchdev_lint.runner import FileReport, Options, process_file
+Result = TypeVar("Result")
 
 # Fewer files than this per worker are not worth a process.
 MIN_FILES_PER_JOB = 4
@@ -49,32 +51,45 @@ def _die_with_parent(parent: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _check_chunk(paths: Sequence[str], options: Options) -> list[FileReport]:
-    """Worker entry point: the cache was already consulted by the parent."""
-    return [process_file(path, options, use_cached=False) for path in paths]
+def _run_chunk(work: Callable[[str], Result], paths: Sequence[str]) -> list[Result]:
+    """Worker entry point: one chunk's results, in the chunk's order."""
+    return [work(path) for path in paths]
 
 
-def run_parallel(paths: Sequence[str], options: Options, jobs: int) -> list[FileReport]:
-    """Check `paths` with up to `jobs` processes; serially when that is not worth it or not possible."""
+def map_files(work: Callable[[str], Result], paths: Sequence[str], jobs: int) -> list[Result]:
+    """`[work(path) for path in paths]`, computed by up to `jobs` processes.
+
+    Serially when that is not worth it or processes are not available. When a
+    worker dies (the pool breaks), the chunks whose results were received are
+    kept and only the others are run again, here in this process.
+    """
     jobs = min(jobs, len(paths) // MIN_FILES_PER_JOB)
     if jobs <= 1:
-        return _check_chunk(paths, options)
+        return _run_chunk(work, paths)
     # Imported here: a run answered from the cache starts no process and need not pay for them.
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import Future, ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     chunks = _chunks(paths, jobs)
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    by_path: dict[str, Result] = {}
     try:
         with ProcessPoolExecutor(
             max_workers=jobs, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),)
         ) as pool:
-            results = list(pool.map(_check_chunk, chunks, repeat(options)))
+            futures: list[tuple[list[str], Future[list[Result]]]] = [
+                (chunk, pool.submit(_run_chunk, work, chunk)) for chunk in chunks
+            ]
+            for chunk, future in futures:
+                try:
+                    by_path.update(zip(chunk, future.result(), strict=True))
+                except BrokenProcessPool:
+                    pass  # a worker died: this chunk is run again below
     except (OSError, BrokenProcessPool, NotImplementedError, ImportError):
-        # No process support here (e.g. a sandbox without semaphores): check serially.
-        return _check_chunk(paths, options)
-    by_path = {report.path: report for chunk in results for report in chunk}
+        pass  # no process support here (e.g. a sandbox without semaphores): run serially below
+    missing = [path for path in dict.fromkeys(paths) if path not in by_path]
+    by_path.update(zip(missing, _run_chunk(work, missing), strict=True))
     return [by_path[path] for path in paths]
 
 

@@ -13,6 +13,7 @@ import re
 import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from torchdev_lint.cache import CachedResult, ResultCache
 from torchdev_lint.config import Settings, codes_for
@@ -173,9 +174,11 @@ def process_files(paths: Sequence[str], options: Options, jobs: int = 1) -> list
         remove_stale_temp_files(paths)  # left by a fixer that was killed while writing
     if jobs <= 1 or len(paths) < 2:
         return [process_file(path, options) for path in paths]
-    from torchdev_lint.parallel import run_parallel
+    from torchdev_lint.parallel import map_files
 
     done = {path: cached_report(path, options) for path in paths}
     todo = [path for path, report in done.items() if report is None]
-    fresh = dict(zip(todo, run_parallel(todo, options, jobs), strict=True))
+    # Workers do not look the cache up again: it was just consulted here.
+    check = partial(process_file, options=options, use_cached=False)
+    fresh = dict(zip(todo, map_files(check, todo, jobs), strict=True))
     return [done[path] or fresh[path] for path in paths]
