@@ -3,19 +3,22 @@
 A script that exits when `torch.cuda.is_available()` is false, a test skipped
 without CUDA, or a process that joins an NCCL process group before the code
 runs: a hard-coded `"cuda"` there cannot fail for want of a GPU. The per-file
-answer is `CudaRequirements.requires_cuda(node)`; `function_requires_cuda(function)`
-is the query a project-wide analysis can extend (a gate in another file).
+answer is `CudaRequirements.requires_cuda(node)`. A gate in another file of the
+project (`utils.init_distributed_mode(args)`) comes in as `GatingCallees`: the
+project analysis (`analysis/project_facts.py`) tells which callees, named as this
+file writes them, stop the program where CUDA is missing.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Protocol
 
 import libcst as cst
 
 from torchdev_lint.analysis.guards import BENCHMARK_WORDS, CUDA_WORDS, name_words, says_missing, says_present
-from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve
+from torchdev_lint.analysis.walk import children, walk
 from torchdev_lint.syntax import keyword, positional
 
 # Libraries that only run on NVIDIA GPUs: a module importing one is CUDA-only code.
@@ -70,12 +73,19 @@ def _path_parts(path: str) -> tuple[set[str], str]:
     return {part.lower() for part in parts[:-1]}, os.path.splitext(parts[-1])[0]
 
 
-def cuda_requirements(scope: Scope, path: str) -> CudaRequirements:
+class GatingCallees(Protocol):
+    """Facts from outside the file: which callees (`utils.init_distributed_mode`, as the
+    file writes them) stop the program where CUDA is missing."""
+
+    def gates(self, callee: str) -> bool: ...
+
+
+def cuda_requirements(scope: Scope, path: str, facts: GatingCallees | None = None) -> CudaRequirements:
     """The analysis of the module `scope` belongs to, built once per file."""
     module = scope.module
     found = module.__dict__.get(_CACHE)
     if found is None:
-        found = CudaRequirements(module, path)
+        found = CudaRequirements(module, path, facts)
         module.__dict__[_CACHE] = found
     return found
 
@@ -83,9 +93,10 @@ def cuda_requirements(scope: Scope, path: str) -> CudaRequirements:
 class CudaRequirements:
     """Which code of one module runs only where CUDA is."""
 
-    def __init__(self, module: Scope, path: str) -> None:
+    def __init__(self, module: Scope, path: str, facts: GatingCallees | None = None) -> None:
         assert isinstance(module.node, cst.Module)
         self._scope = module
+        self._facts = facts
         self._parents: dict[int, cst.CSTNode] = {}
         self._functions: dict[str, list[cst.FunctionDef]] = {}
         # Uses of each name: `helper` for functions, `.helper` for `self.helper` (private methods).
@@ -184,12 +195,27 @@ class CudaRequirements:
         return found
 
     def gates(self, function: cst.FunctionDef) -> bool:
-        """Calling `function` stops the program where CUDA is missing (its body has a gate)."""
+        """Calling `function` stops the program where CUDA is missing: its body reaches a gate
+        before it can return (`if not cuda: return` lets the caller go on; a generator or a
+        coroutine runs nothing when called)."""
         key = id(function)
         if key not in self._gates:
-            self._gates[key] = False
-            self._gates[key] = any(self._is_gate(statement) for statement in function.body.body)
+            self._gates[key] = False  # a recursive function: its own calls prove nothing
+            found = False
+            if not runs_later(function):
+                for statement in block_statements(function.body):
+                    if self.stops_caller(statement):
+                        found = True
+                        break
+                    if may_return(statement):
+                        break
+            self._gates[key] = found
         return self._gates[key]
+
+    def stops_caller(self, statement: cst.BaseStatement) -> bool:
+        """A statement of a function body after which the function's caller goes on only where
+        CUDA is: a gate whose exit is not a `return`."""
+        return self._is_gate(statement, for_caller=True)
 
     # Helpers ---------------------------------------------------------------
 
@@ -211,16 +237,18 @@ class CudaRequirements:
                 return True
         return False
 
-    def _is_gate(self, statement: cst.CSTNode) -> bool:
-        """A statement after which CUDA is there, or the program has stopped."""
+    def _is_gate(self, statement: cst.CSTNode, *, for_caller: bool = False) -> bool:
+        """A statement after which CUDA is there, or the program (with `for_caller`, the caller
+        too: no `return` exit) has stopped."""
+        returns = not for_caller
         if isinstance(statement, cst.If):
             orelse = statement.orelse
-            if says_missing(statement.test, self._scope) and _exits(statement.body):
+            if says_missing(statement.test, self._scope) and _exits(statement.body, returns=returns):
                 return True
             return (
                 isinstance(orelse, cst.Else)
                 and says_present(statement.test, self._scope)
-                and _exits(orelse.body)
+                and _exits(orelse.body, returns=returns)
             )
         if not isinstance(statement, cst.SimpleStatementLine):
             return False
@@ -260,7 +288,10 @@ class CudaRequirements:
             callees = self._functions.get(f".{callee.attr.value}", [])
         else:
             callees = self._functions.get(callee.value, []) if isinstance(callee, cst.Name) else []
-        return len(callees) == 1 and self.gates(callees[0])
+        if callees:
+            return len(callees) == 1 and self.gates(callees[0])
+        written = dotted_name(callee)
+        return self._facts is not None and written is not None and self._facts.gates(written)
 
 
 def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
@@ -280,14 +311,37 @@ def _is_nccl(node: cst.BaseExpression) -> bool:
     return isinstance(text, str) and "nccl" in text and "gloo" not in text
 
 
-def _exits(body: cst.BaseSuite) -> bool:
-    """The block ends the function or program: `return`, `raise`, `sys.exit()`, `pytest.skip()`."""
+def runs_later(function: cst.FunctionDef) -> bool:
+    """Calling it runs none of its body: an `async def` or a generator."""
+    return function.asynchronous is not None or _contains(function.body, (cst.Yield,))
+
+
+def may_return(statement: cst.BaseStatement) -> bool:
+    """The statement can leave the function with a `return` (not one of a nested function)."""
+    return _contains(statement, (cst.Return,))
+
+
+def _contains(root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> bool:
+    """A node of `kinds` in `root`, outside nested functions, classes and lambdas."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, kinds):
+            return True
+        if not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(children(node))
+    return False
+
+
+def _exits(body: cst.BaseSuite, *, returns: bool = True) -> bool:
+    """The block ends the function or program: `return` (when `returns`), `raise`, `sys.exit()`,
+    `pytest.skip()`."""
     if isinstance(body, cst.SimpleStatementSuite):
         last: cst.CSTNode | None = body.body[-1] if body.body else None
     else:
         line = body.body[-1] if body.body else None
         last = line.body[-1] if isinstance(line, cst.SimpleStatementLine) and line.body else None
-    if isinstance(last, (cst.Raise, cst.Return)):
+    if isinstance(last, cst.Raise) or (returns and isinstance(last, cst.Return)):
         return True
     if not isinstance(last, cst.Expr) or not isinstance(last.value, cst.Call):
         return False
