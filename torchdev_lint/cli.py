@@ -146,6 +146,7 @@ def build_parser(*, verify_options: bool = True) -> argparse.ArgumentParser:
         default="text",
         help="text: plain text for the terminal (default); markdown: the page as in docs/rules",
     )
+    commands.add_parser("server", help="run the language server (LSP over stdio; needs the [lsp] extra)")
     verify = commands.add_parser("verify", help="run fixtures before and after their fixes and compare")
     if verify_options:
         from torchdev_lint.verify.command import configure_parser
@@ -414,6 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_check(args)
     if args.command == "rules":
         return run_rules()
+    if args.command == "server":
+        from torchdev_lint.server.main import run as run_server
+
+        return run_server()
     if args.command == "verify":
         from torchdev_lint.verify.command import run
 
