@@ -26,6 +26,7 @@ from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings, select_rules
 from torchdev_lint.engine import check_module
 from torchdev_lint.files import discover
+from torchdev_lint.fixes import add_edits
 from torchdev_lint.positions import node_spans
 
 
@@ -68,15 +69,13 @@ def main(argv: list[str]) -> int:
     cpu(
         "engine check, all rules, no fix edits (positions included)",
         lambda: results.extend(
-            check_module(f, m, rules, settings, with_edits=False) for f, m in zip(files, modules, strict=True)
+            check_module(f, m, rules, settings) for f, m in zip(files, modules, strict=True)
         ),
         parse,
     )
     cpu(
         "engine check, all rules, with fix edits",
-        lambda: [
-            check_module(f, m, rules, settings, with_edits=True) for f, m in zip(files, modules, strict=True)
-        ],
+        lambda: [add_edits(check_module(f, m, rules, settings)) for f, m in zip(files, modules, strict=True)],
         parse,
     )
     flagged = [(r.module, [f.node for f in r.findings]) for r in results if r.findings]

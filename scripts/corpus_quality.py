@@ -118,7 +118,7 @@ def _follow_ups(path: str, source: bytes, rules: list) -> collections.Counter[st
         if step.source == text:
             break
         if round_number:
-            result = check_source(path, text, rules, Settings(), with_edits=False)
+            result = check_source(path, text, rules, Settings())
             counts.update(d.code for d in result.reported if d.fix is not None)
         text = step.source
     return counts

@@ -51,7 +51,7 @@ def fixable_files(
     found: dict[str, list[tuple[str, Path]]] = defaultdict(list)
     for project, path in files:
         try:
-            result = check_source(str(path), path.read_bytes(), rules, Settings(), with_edits=False)
+            result = check_source(str(path), path.read_bytes(), rules, Settings())
         except (SourceError, RecursionError):
             continue
         for code in {finding.rule.code for finding in result.findings if finding.fix is not None}:

@@ -55,7 +55,7 @@ def check_fix_properties(
     settings = settings or Settings()
     outcome = Outcome()
     try:
-        result = check_source(path, source, rules, settings, with_edits=False)
+        result = check_source(path, source, rules, settings)
     except SourceError:
         outcome.parsed = False
         return outcome
@@ -94,7 +94,7 @@ def check_fix_properties(
         if step.source == text:
             break
         outcome.rounds += 1
-        round_result = check_source(path, text, rules, settings, with_edits=False)
+        round_result = check_source(path, text, rules, settings)
         outcome.problems.extend(outside_findings(round_result, text, step.source))
         text = step.source
     if text != first.source:

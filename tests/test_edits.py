@@ -6,7 +6,8 @@ import pytest
 
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Edit
-from torchdev_lint.engine import apply_fixes, check_source
+from torchdev_lint.engine import check_source
+from torchdev_lint.fixes import add_edits, apply_fixes
 from torchdev_lint.positions import LineIndex
 from torchdev_lint.rule import Invalid, Rule, all_rules, rules_by_code
 
@@ -35,6 +36,7 @@ def test_each_fix_edit_makes_exactly_the_fix(rule: type[Rule], example: Invalid)
     source = example.source
     result = check_source("example.py", source, [rule], Settings.from_mapping(dict(example.settings)))
     assert result.module is not None
+    add_edits(result)
     for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True):
         if finding.fix is None:
             continue
@@ -47,6 +49,7 @@ def test_each_fix_edit_makes_exactly_the_fix(rule: type[Rule], example: Invalid)
 def test_edits_point_at_the_right_line_whatever_the_line_breaks(newline: str) -> None:
     source = newline.join(["import torch", "", "x = 1", "state = torch.load(p)", ""])
     result = check_source("example.py", source, [rules_by_code()["TDL101"]])
+    add_edits(result)
     (diagnostic,) = result.diagnostics
     assert diagnostic.line == 4
     assert diagnostic.fix is not None

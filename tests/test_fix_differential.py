@@ -1189,7 +1189,7 @@ def fix(program: Program) -> Fixed:
 def _fix(program: Program) -> Fixed:
     rules = select_rules([program.rule])
     source = program.source.encode()
-    result = check_source("program.py", source, rules, Settings(), with_edits=False, skip_filter=False)
+    result = check_source("program.py", source, rules, Settings(), skip_filter=False)
     safeties: dict[int, list[str]] = {}
     for diagnostic in result.reported:
         if diagnostic.code == program.rule:

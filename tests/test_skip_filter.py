@@ -62,6 +62,6 @@ def test_triggers_are_necessary(rule: type) -> None:
 def test_all_rules_with_and_without_filter_agree() -> None:
     rules = all_rules()
     for name, source, settings in CORPUS:
-        filtered = check_source(name, source, rules, settings, with_edits=False).diagnostics
-        unfiltered = check_source(name, source, rules, settings, skip_filter=False, with_edits=False)
+        filtered = check_source(name, source, rules, settings).diagnostics
+        unfiltered = check_source(name, source, rules, settings, skip_filter=False)
         assert filtered == unfiltered.diagnostics, name

@@ -28,7 +28,7 @@ from torchdev_lint.analysis.scopes import (
 )
 from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings
-from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo, SourceError
+from torchdev_lint.diagnostics import Diagnostic, FixInfo, SourceError
 from torchdev_lint.positions import LineIndex, Point, spans_and_code
 from torchdev_lint.rule import Fix, Rule
 
@@ -246,17 +246,16 @@ def check_source(
     settings: Settings | None = None,
     *,
     skip_filter: bool = True,
-    with_edits: bool = True,
 ) -> FileResult:
     """Check one file's bytes; raises SourceError when it cannot be parsed.
 
-    `with_edits=False` leaves each fix's text edits out (only its safety and
-    message are reported), which saves re-generating the file once per fix.
+    Fixes are reported with their safety and message but no text edits:
+    `fixes.add_edits` computes those for the callers that show them.
     """
     if skip_filter and not could_match(source, rules):
         return FileResult(path, None)
     module = parse(path, source)
-    return check_module(path, module, rules, settings or Settings(), with_edits=with_edits)
+    return check_module(path, module, rules, settings or Settings())
 
 
 def check_module(
@@ -264,8 +263,6 @@ def check_module(
     module: cst.Module,
     rules: Sequence[type[Rule]],
     settings: Settings,
-    *,
-    with_edits: bool = True,
 ) -> FileResult:
     ctx = FileContext(path, module, settings)
     instances = [rule(ctx) for rule in rules]
@@ -274,14 +271,14 @@ def check_module(
     try:
         walk(module, dispatcher.enter, dispatcher.leave)
         if ctx.findings:
-            _locate(result, with_edits)  # positions and fix edits: LibCST code generation recurses
+            _locate(result)  # positions: LibCST code generation recurses
     except RecursionError:
         raise SourceError(path, "too deeply nested to analyse") from None
     return result
 
 
-def _locate(result: FileResult, with_edits: bool) -> None:
-    """Give each finding its position, fix edits and noqa status."""
+def _locate(result: FileResult) -> None:
+    """Give each finding its position and noqa status (and keep the spans of the nodes fixes replace)."""
     assert result.module is not None
     module = result.module
     wanted = [f.node for f in result.findings]
@@ -296,10 +293,7 @@ def _locate(result: FileResult, with_edits: bool) -> None:
     result.findings = sorted(unique.values(), key=lambda f: (positions[id(f.node)][0], f.rule.code))
     for finding in result.findings:
         (line, column), (end_line, end_column) = positions[id(finding.node)]
-        fix_info = None
-        if finding.fix is not None:
-            edits = fix_edits(module, finding.fix, positions, lines) if with_edits else ()
-            fix_info = FixInfo(finding.fix.safety, finding.fix.message, edits)
+        fix_info = None if finding.fix is None else FixInfo(finding.fix.safety, finding.fix.message)
         result.diagnostics.append(
             Diagnostic(
                 path=result.path,
@@ -325,75 +319,3 @@ def is_suppressed(line: str, code: str) -> bool:
     if not codes:
         return True
     return any(code.startswith(c.upper()) for c in re.split(r"[,\s]+", codes) if c)
-
-
-class _Replacer(cst.CSTTransformer):
-    def __init__(self, fixes: Sequence[Fix]) -> None:
-        self.replacements = {id(old): new for fix in fixes for old, new in fix.replacements.items()}
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
-        return self.replacements.get(id(original_node), updated_node)
-
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        return None
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        return None
-
-
-def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
-    """Apply non-overlapping fixes in one transform."""
-    return module.visit(_Replacer(fixes))
-
-
-def fix_edits(
-    module: cst.Module, fix: Fix, positions: Mapping[int, tuple[Point, Point]], lines: LineIndex
-) -> tuple[Edit, ...]:
-    """The text edits a fix makes.
-
-    An expression replaced by another one-line expression is an edit of the
-    old one's span, generated from the new node alone. A fix that adds, removes or
-    replaces statements (whose text depends on indentation and the lines
-    around them) is found by diffing the code before and after applying it.
-    """
-    edits = []
-    for old, new in fix.replacements.items():
-        text = _expression_text(module, old, new)
-        if text is None:
-            return _diffed_edits(module, fix, lines)
-        start, end = positions[id(old)]
-        edits.append(_edit(lines, start, end, text))
-    return tuple(sorted(edits, key=lambda edit: (edit.line, edit.column)))
-
-
-def _expression_text(module: cst.Module, old: cst.CSTNode, new: object) -> str | None:
-    """The code that replaces `old`'s span (which excludes its parentheses), or None if not an expression."""
-    if not isinstance(old, cst.BaseExpression) or not isinstance(new, cst.BaseExpression):
-        return None
-    if new.lpar != old.lpar or new.rpar != old.rpar:
-        return None  # parentheses changed: they lie outside the span
-    text = module.code_for_node(new.with_changes(lpar=(), rpar=()))
-    if "\n" in text or "\r" in text:
-        return None  # continuation lines are indented by the block around them: generate in place
-    return text
-
-
-def _diffed_edits(module: cst.Module, fix: Fix, lines: LineIndex) -> tuple[Edit, ...]:
-    before = module.code
-    after = apply_fixes(module, [fix]).code
-    start = 0
-    limit = min(len(before), len(after))
-    while start < limit and before[start] == after[start]:
-        start += 1
-    end_before, end_after = len(before), len(after)
-    while end_before > start and end_after > start and before[end_before - 1] == after[end_after - 1]:
-        end_before -= 1
-        end_after -= 1
-    if start == end_before and start == end_after:
-        return ()
-    return (_edit(lines, lines.point(start), lines.point(end_before), after[start:end_after]),)
-
-
-def _edit(lines: LineIndex, start: Point, end: Point, content: str) -> Edit:
-    """An edit between two (1-based line, 0-based column) points, in the 1-based form reports use."""
-    return Edit(start[0], start[1] + 1, end[0], end[1] + 1, content)

@@ -1,4 +1,10 @@
-"""Applying fixes: choose compatible ones, check what they write, apply them together, repeat.
+"""Applying fixes: the text edits a fix makes, and fixing a file (choose compatible fixes, check
+what they write, apply them together, repeat).
+
+The engine reports findings with their fixes as node replacements; everything
+that turns those into text lives here, so data flows one way (this module
+uses the engine, never the reverse). `add_edits` gives a check's fixes their
+text edits, for the outputs that show them.
 
 The order is defined so that fixing in steps gives the same file as fixing at
 once: safe fixes are applied round by round until none is left, and only then
@@ -14,15 +20,16 @@ drop a comment) is left out and its finding reported as not fixed, with why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
 from torchdev_lint.config import Settings
-from torchdev_lint.diagnostics import Diagnostic, SourceError
-from torchdev_lint.engine import FileResult, Finding, _Replacer, check_module, check_source
+from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
+from torchdev_lint.engine import FileResult, Finding, check_module, check_source
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion, Survey, guard_problem
+from torchdev_lint.positions import LineIndex, Point
 from torchdev_lint.rule import Fix, Rule
 
 # Rounds are few in practice (a conflict or a follow-up adds one); this bounds pathological cascades.
@@ -65,22 +72,104 @@ def _with_reason(diagnostic: Diagnostic, reason: str | None) -> Diagnostic:
     return replace(diagnostic, fix=replace(diagnostic.fix, not_applied=reason))
 
 
-class _Tracker(_Replacer):
-    """Applies fixes and remembers what each original node became, to follow findings across rounds."""
+class _Replacer(cst.CSTTransformer):
+    """Applies fixes in one transform and remembers what each original node became, to follow
+    findings across rounds."""
 
     def __init__(self, fixes: Sequence[Fix]) -> None:
-        super().__init__(fixes)
+        self.replacements = {id(old): new for fix in fixes for old, new in fix.replacements.items()}
         self.became: dict[int, object] = {}
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
-        result = super().on_leave(original_node, updated_node)
+        result = self.replacements.get(id(original_node), updated_node)
         self.became[id(original_node)] = result
         return result
 
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
 
-def _apply(module: cst.Module, fixes: Sequence[Fix]) -> tuple[cst.Module, _Tracker]:
-    tracker = _Tracker(fixes)
-    return module.visit(tracker), tracker
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+
+def _apply(module: cst.Module, fixes: Sequence[Fix]) -> tuple[cst.Module, _Replacer]:
+    replacer = _Replacer(fixes)
+    return module.visit(replacer), replacer
+
+
+def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
+    """Apply non-overlapping fixes in one transform."""
+    return _apply(module, fixes)[0]
+
+
+def add_edits(result: FileResult) -> None:
+    """Give each fix of a check its text edits (`check_source` leaves them out: computing them
+    re-generates code once per fix, and only JSON, SARIF and fix previews show them)."""
+    module, lines = result.module, result.lines
+    if module is None or lines is None:
+        return
+    result.diagnostics = [
+        diagnostic
+        if finding.fix is None or diagnostic.fix is None
+        else replace(
+            diagnostic,
+            fix=replace(diagnostic.fix, edits=fix_edits(module, finding.fix, result.positions, lines)),
+        )
+        for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True)
+    ]
+
+
+def fix_edits(
+    module: cst.Module, fix: Fix, positions: Mapping[int, tuple[Point, Point]], lines: LineIndex
+) -> tuple[Edit, ...]:
+    """The text edits a fix makes.
+
+    An expression replaced by another one-line expression is an edit of the
+    old one's span, generated from the new node alone. A fix that adds, removes or
+    replaces statements (whose text depends on indentation and the lines
+    around them) is found by diffing the code before and after applying it.
+    """
+    edits = []
+    for old, new in fix.replacements.items():
+        text = _expression_text(module, old, new)
+        if text is None:
+            return _diffed_edits(module, fix, lines)
+        start, end = positions[id(old)]
+        edits.append(_edit(lines, start, end, text))
+    return tuple(sorted(edits, key=lambda edit: (edit.line, edit.column)))
+
+
+def _expression_text(module: cst.Module, old: cst.CSTNode, new: object) -> str | None:
+    """The code that replaces `old`'s span (which excludes its parentheses), or None if not an expression."""
+    if not isinstance(old, cst.BaseExpression) or not isinstance(new, cst.BaseExpression):
+        return None
+    if new.lpar != old.lpar or new.rpar != old.rpar:
+        return None  # parentheses changed: they lie outside the span
+    text = module.code_for_node(new.with_changes(lpar=(), rpar=()))
+    if "\n" in text or "\r" in text:
+        return None  # continuation lines are indented by the block around them: generate in place
+    return text
+
+
+def _diffed_edits(module: cst.Module, fix: Fix, lines: LineIndex) -> tuple[Edit, ...]:
+    before = module.code
+    after = apply_fixes(module, [fix]).code
+    start = 0
+    limit = min(len(before), len(after))
+    while start < limit and before[start] == after[start]:
+        start += 1
+    end_before, end_after = len(before), len(after)
+    while end_before > start and end_after > start and before[end_before - 1] == after[end_after - 1]:
+        end_before -= 1
+        end_after -= 1
+    if start == end_before and start == end_after:
+        return ()
+    return (_edit(lines, lines.point(start), lines.point(end_before), after[start:end_after]),)
+
+
+def _edit(lines: LineIndex, start: Point, end: Point, content: str) -> Edit:
+    """An edit between two (1-based line, 0-based column) points, in the 1-based form reports use."""
+    return Edit(start[0], start[1] + 1, end[0], end[1] + 1, content)
 
 
 class _Ledger:
@@ -99,7 +188,7 @@ class _Ledger:
         return self.records[_key(finding)]
 
     def advance(
-        self, before: FileResult, applied: Sequence[Finding], tracker: _Tracker, after: FileResult
+        self, before: FileResult, applied: Sequence[Finding], tracker: _Replacer, after: FileResult
     ) -> None:
         self._alive.append((before, tracker))
         done = {id(finding) for finding in applied}
@@ -134,7 +223,7 @@ def fix_source(
     `max_rounds=1` applies only fixes of findings in `source` itself, not those
     that earlier fixes give rise to (the fuzz tests check each round apart).
     """
-    result = check_source(path, source, rules, settings, with_edits=False)
+    result = check_source(path, source, rules, settings)
     if result.module is None:
         return FixOutcome(source, 0, result)
     ledger = _Ledger(result)
@@ -156,7 +245,7 @@ def fix_source(
                     ledger.record(loser).not_applied = f"conflicts with {winner}"
                 applied += len(kept)
                 follow_ups += sum(ledger.record(finding).follow_up for finding in kept)
-                after = check_module(path, module, rules, settings, with_edits=False)
+                after = check_module(path, module, rules, settings)
                 ledger.advance(result, kept, tracker, after)
                 result = after
         new_source = source if applied == 0 or result.module is None else result.module.bytes
@@ -199,7 +288,7 @@ def _follow_ups(
     ledger = _Ledger(result)
     chosen, _ = _choose(result, ledger, unsafe=True)
     together, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
-    after = check_module(result.path, together, rules, settings, with_edits=False)
+    after = check_module(result.path, together, rules, settings)
     ledger.advance(result, chosen, tracker, after)
     if not _new_findings(after, ledger):
         return {}
@@ -207,7 +296,8 @@ def _follow_ups(
     for finding in chosen:
         assert finding.fix is not None
         alone, tracker = _apply(module, [finding.fix])
-        after = check_module(result.path, alone, rules, settings, with_edits=True)
+        after = check_module(result.path, alone, rules, settings)
+        add_edits(after)
         own = _Ledger(result)
         own.advance(result, [finding], tracker, after)
         caused[id(finding)] = tuple(_new_findings(after, own))
@@ -252,7 +342,7 @@ def _choose(
 
 def _apply_guarded(
     module: cst.Module, chosen: list[Finding], ledger: _Ledger, oldest: PythonVersion
-) -> tuple[cst.Module, _Tracker, list[Finding]]:
+) -> tuple[cst.Module, _Replacer, list[Finding]]:
     """Apply the chosen fixes, leaving out those that break the file; refused findings are recorded."""
     before = Survey(module, oldest)
     fixed, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])

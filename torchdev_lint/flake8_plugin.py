@@ -75,8 +75,8 @@ class TorchDevLintPlugin:
         rules = self.rules if self.rules is not None else select_rules()
         try:
             # The lines are the pre-check: a file without any selected rule's trigger
-            # text gets no LibCST tree. flake8 shows no fix edits, so none are computed.
-            result = check_source(self.filename, "".join(self.lines), rules, self.settings, with_edits=False)
+            # text gets no LibCST tree.
+            result = check_source(self.filename, "".join(self.lines), rules, self.settings)
         except SourceError:
             return  # flake8 reports syntax errors itself (E999)
         for diagnostic in result.diagnostics:

@@ -20,7 +20,7 @@ from torchdev_lint.config import Settings, codes_for
 from torchdev_lint.diagnostics import FileReport, SourceError
 from torchdev_lint.engine import check_source
 from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
-from torchdev_lint.fixes import fix_source, with_follow_ups
+from torchdev_lint.fixes import add_edits, fix_source, with_follow_ups
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion
 from torchdev_lint.report.text import frame_lines
 from torchdev_lint.rule import Rule
@@ -77,10 +77,12 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
             return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
     try:
         if checking:
-            result = check_source(path, source, rules, options.settings, with_edits=options.with_edits)
-            diagnostics = (
-                with_follow_ups(result, rules, options.settings) if options.with_edits else result.reported
-            )
+            result = check_source(path, source, rules, options.settings)
+            if options.with_edits:
+                add_edits(result)
+                diagnostics = with_follow_ups(result, rules, options.settings)
+            else:
+                diagnostics = result.reported
         else:
             outcome = fix_source(
                 path,
@@ -101,9 +103,9 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
                     except SourceError as error:
                         # Nothing was written: what the file holds is still to report.
                         report.error = str(error)
-                        result = check_source(
-                            path, source, rules, options.settings, with_edits=options.with_edits
-                        )
+                        result = check_source(path, source, rules, options.settings)
+                        if options.with_edits:
+                            add_edits(result)
                         diagnostics = result.reported
                 if report.error is None:
                     report.fixed = outcome.applied
