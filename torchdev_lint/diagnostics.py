@@ -21,9 +21,12 @@ class Edit:
     end_line: int
     end_column: int
     content: str
+    # In a notebook: the cell's 1-based number (lines and columns are then relative to the cell).
+    cell: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
+            **({"cell": self.cell} if self.cell is not None else {}),
             "line": self.line,
             "column": self.column,
             "end_line": self.end_line,
@@ -68,13 +71,16 @@ class Diagnostic:
     message: str
     fix: FixInfo | None = None
     suppressed: bool = field(default=False, compare=False)
+    # In a notebook: the cell's 1-based number among all cells (line and column are then relative to it).
+    cell: int | None = None
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
 
     def to_json(self) -> dict[str, object]:
         return {
             "path": self.path,
+            **({"cell": self.cell} if self.cell is not None else {}),
             "line": self.line,
             "column": self.column,
             "end_line": self.end_line,
@@ -90,7 +96,8 @@ class Diagnostic:
 class FileReport:
     """The outcome for one file: remaining findings, fixes, or the error that stopped it.
 
-    `source_lines` holds the lines that text output shows (code frames, fix previews).
+    `source_lines` holds the lines that text output shows (code frames, fix previews),
+    keyed by `line_key`.
     """
 
     path: str
@@ -100,6 +107,12 @@ class FileReport:
     follow_ups: int = 0  # of them, fixes of findings that other fixes gave rise to
     diff: str = ""
     error: str | None = None
+
+
+def line_key(line: int, cell: int | None = None) -> int:
+    """The key of a line in `FileReport.source_lines`: a notebook numbers lines per cell, so the cell
+    number goes above the line's bits."""
+    return line if cell is None else cell << 32 | line
 
 
 class SourceError(Exception):
