@@ -158,10 +158,11 @@ def _diagnostic(data: dict[str, object]) -> Diagnostic:
         if not isinstance(fix, dict):
             raise TypeError("fix must be an object")
         edits = tuple(
-            Edit(e["line"], e["column"], e["end_line"], e["end_column"], e["content"]) for e in fix["edits"]
+            Edit(e["line"], e["column"], e["end_line"], e["end_column"], e["content"], e.get("cell"))
+            for e in fix["edits"]
         )
         follow_ups = tuple(_diagnostic(d) for d in fix.get("follow_ups", ()))
-        info = FixInfo(fix["safety"], fix["message"], edits, follow_ups)
+        info = FixInfo(fix["safety"], fix["message"], edits, follow_ups, fix.get("not_applied"))
     return Diagnostic(
         path=str(data["path"]),
         line=int(data["line"]),  # type: ignore[call-overload]
@@ -172,4 +173,5 @@ def _diagnostic(data: dict[str, object]) -> Diagnostic:
         name=str(data["name"]),
         message=str(data["message"]),
         fix=info,
+        cell=data.get("cell"),  # type: ignore[arg-type]
     )
