@@ -17,7 +17,7 @@ import torchdev_lint.flake8_plugin
 import torchdev_lint.report
 import torchdev_lint.rule
 from torchdev_lint.cli import fix_main, main
-from torchdev_lint.engine import is_suppressed
+from torchdev_lint.noqa import is_suppressed
 from torchdev_lint.rule import Rule, all_rules
 
 BAD = 'import torch\n\nstate = torch.load("model.pt")\n'

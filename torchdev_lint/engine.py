@@ -9,7 +9,6 @@ have findings, since LibCST's position metadata costs a second pass.
 from __future__ import annotations
 
 import ast
-import re
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -29,12 +28,11 @@ from torchdev_lint.analysis.scopes import (
 from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, FixInfo, SourceError
+from torchdev_lint.noqa import Directives
 from torchdev_lint.positions import LineIndex, Point, spans_and_code
 from torchdev_lint.rule import Fix, Rule
 
 Handler = Callable[[cst.CSTNode], object]
-
-NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z][0-9A-Z]*(?:[,\s]+[A-Z][0-9A-Z]*)*))?", re.IGNORECASE)
 
 
 @dataclass
@@ -286,6 +284,7 @@ def _locate(result: FileResult) -> None:
     positions, code = spans_and_code(module, wanted)
     result.positions = positions
     lines = result.lines = LineIndex(code)
+    directives = Directives(lines)
     unique: dict[tuple[str, int, int], Finding] = {}
     for finding in result.findings:
         start, _ = positions[id(finding.node)]
@@ -305,17 +304,6 @@ def _locate(result: FileResult) -> None:
                 name=finding.rule.name,
                 message=finding.message,
                 fix=fix_info,
-                suppressed=is_suppressed(lines.line(line), finding.rule.code),
+                suppressed=directives.suppresses(line, finding.rule.code),
             )
         )
-
-
-def is_suppressed(line: str, code: str) -> bool:
-    """flake8's `# noqa` semantics: bare suppresses all, codes match by prefix."""
-    match = NOQA.search(line)
-    if match is None:
-        return False
-    codes = match.group("codes")
-    if not codes:
-        return True
-    return any(code.startswith(c.upper()) for c in re.split(r"[,\s]+", codes) if c)
