@@ -99,6 +99,29 @@ def test_version_change_invalidates(
     assert len(checks) == 2
 
 
+def test_libcst_version_change_invalidates(
+    bad: Path, cache: ResultCache, checks: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LibCST decides what parses and how fixes are written: another version checks again."""
+    from importlib.metadata import version
+
+    assert torchdev_lint.cache.libcst_version() == version("libcst")  # found without importing it
+    process_file(str(bad), _options(cache))
+    process_file(str(bad), _options(cache))
+    monkeypatch.setattr(torchdev_lint.cache, "libcst_version", lambda: "0.0.1")
+    process_file(str(bad), _options(cache))
+    assert len(checks) == 2
+
+
+def test_dependencies_digest_is_part_of_the_key(bad: Path) -> None:
+    """Facts a file takes from other files key its entry (cross-file summaries pass their digest)."""
+    keys = {
+        torchdev_lint.cache.entry_key(str(bad), bad.read_bytes(), ["TDL101"], Settings(), False, digest)
+        for digest in ("", "a", "b")
+    }
+    assert len(keys) == 3
+
+
 def test_selection_change_invalidates(bad: Path, cache: ResultCache, checks: list[str]) -> None:
     process_file(str(bad), _options(cache))
     report = process_file(
@@ -162,7 +185,8 @@ def test_fix_never_trusts_the_cache_and_caches_the_fixed_file(
 ) -> None:
     options = _options(cache)
     # A stale entry claiming the file is clean must not stop the fix.
-    key = cache.key(str(bad), bad.read_bytes(), [r.code for r in options.rules], options.settings, False)
+    codes = [r.code for r in options.rules]
+    key = torchdev_lint.cache.entry_key(str(bad), bad.read_bytes(), codes, options.settings, False)
     cache.store(key, torchdev_lint.cache.CachedResult([], {}))
     fixed = process_file(str(bad), _options(cache, fix=True))
     assert fixed.fixed == 1 and bad.read_text() == FIXED

@@ -2,11 +2,14 @@
 
 An entry holds what the report of one checked file needs (remaining
 diagnostics with their fix info, the source lines text output shows, or the
-error that stopped the check). Its key hashes the file's path and bytes
-together with everything that changes results: the tool's own code (its
-version and the size and modification time of each of its sources, so that
-editing a rule invalidates the cache even without a version bump), the rules
-run on the file, the settings and whether fix edits were computed. Entries are
+error that stopped the check). Its key (`entry_key`, the one place keys are
+made) hashes the file's path and bytes together with everything that changes
+results: the tool's own code (its version and the size and modification time
+of each of its sources, so that editing a rule invalidates the cache even
+without a version bump), LibCST's version (it decides what parses and how code
+is generated), the rules run on the file, the settings, whether fix edits were
+computed, and a digest of what the file's result depends on in other files
+(empty until cross-file facts exist). Entries are
 single JSON files written atomically; one that cannot be read or decoded is
 treated as a miss and overwritten, never an error. Looking entries up needs
 neither LibCST nor the rules (see catalog.py).
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import os
 from collections.abc import Sequence
@@ -54,9 +58,51 @@ def tool_fingerprint() -> str:
 
 
 @cache
-def _header(fingerprint: str, codes: tuple[str, ...], settings: Settings, with_edits: bool) -> bytes:
+def libcst_version() -> str:
+    """The installed LibCST's version, found without importing it (a run the cache answers never
+    imports LibCST): the name of its distribution's metadata folder next to the package."""
+    spec = importlib.util.find_spec("libcst")
+    if spec is None or spec.origin is None:
+        return "not installed"
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    with contextlib.suppress(OSError):
+        for name in os.listdir(site):
+            if name.startswith("libcst-") and name.endswith((".dist-info", ".egg-info")):
+                return name.removeprefix("libcst-").rsplit(".", 1)[0]
+    from importlib.metadata import PackageNotFoundError, version  # slower; for unusual installs
+
+    try:
+        return version("libcst")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@cache
+def _header(
+    fingerprint: str, libcst: str, codes: tuple[str, ...], settings: Settings, with_edits: bool
+) -> bytes:
     """What the keys of one run share (computed once, not per file)."""
-    return json.dumps([fingerprint, codes, repr(settings), with_edits]).encode()
+    return json.dumps([fingerprint, libcst, codes, repr(settings), with_edits]).encode()
+
+
+def entry_key(
+    path: str,
+    source: bytes,
+    codes: Sequence[str],
+    settings: Settings,
+    with_edits: bool,
+    dependencies: str = "",
+) -> str:
+    """The cache entry of `path` holding `source`, checked with the rules `codes` and these settings.
+
+    `dependencies` is a digest of the facts the file's result takes from other files (their
+    summaries, not their text), so that an edit elsewhere that changes no fact it uses keeps
+    the entry; empty while a check reads only the file itself.
+    """
+    header = _header(tool_fingerprint(), libcst_version(), tuple(codes), settings, with_edits)
+    return hashlib.sha256(
+        b"%s\0%s\0%s\0%s" % (header, dependencies.encode(), path.encode(errors="surrogateescape"), source)
+    ).hexdigest()
 
 
 class CachedResult(NamedTuple):
@@ -85,24 +131,15 @@ class ResultCache(NamedTuple):
             return None
         return cls(directory)
 
-    def key(
-        self, path: str, source: bytes, codes: Sequence[str], settings: Settings, with_edits: bool
-    ) -> str:
-        """The entry of `path` holding `source`, checked with the rules `codes` and these settings."""
-        header = _header(tool_fingerprint(), tuple(codes), settings, with_edits)
-        return hashlib.sha256(
-            b"%s\0%s\0%s" % (header, path.encode(errors="surrogateescape"), source)
-        ).hexdigest()
-
     def report(
-        self, path: str, codes: Sequence[str], settings: Settings, with_edits: bool
+        self, path: str, codes: Sequence[str], settings: Settings, with_edits: bool, dependencies: str = ""
     ) -> FileReport | None:
         """The cached report of `path` as it is now, or None (also when it cannot be read)."""
         try:
             source = read_source(path)
         except SourceError:
             return None
-        cached = self.load(self.key(path, source, codes, settings, with_edits))
+        cached = self.load(entry_key(path, source, codes, settings, with_edits, dependencies))
         if cached is None:
             return None
         return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)

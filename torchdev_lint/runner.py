@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from torchdev_lint.cache import CachedResult, ResultCache
+from torchdev_lint.cache import CachedResult, ResultCache, entry_key
 from torchdev_lint.config import Settings, codes_for
 from torchdev_lint.diagnostics import FileReport, SourceError
 from torchdev_lint.engine import check_source
@@ -71,7 +71,7 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
     checking = not (options.fix or options.diff)
     key = None
     if cache is not None and checking:
-        key = cache.key(path, source, [r.code for r in rules], options.settings, options.with_edits)
+        key = entry_key(path, source, [r.code for r in rules], options.settings, options.with_edits)
         cached = cache.load(key) if use_cached else None
         if cached is not None:
             return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
@@ -112,7 +112,7 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
                     report.follow_ups = outcome.follow_ups
             if cache is not None and not options.diff and report.error is None:
                 # The fixer's last check (without edits) is the check of what the file now holds.
-                key = cache.key(path, outcome.source, [r.code for r in rules], options.settings, False)
+                key = entry_key(path, outcome.source, [r.code for r in rules], options.settings, False)
     except SourceError as error:
         report.error = str(error)
         if key is not None and cache is not None:
