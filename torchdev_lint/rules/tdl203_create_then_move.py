@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.checkpoints import is_test_code
 from torchdev_lint.analysis.devices import CPU, as_move, is_dtype
+from torchdev_lint.analysis.guards import name_words
 from torchdev_lint.analysis.kinds import TENSOR_FACTORIES
 from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.walk import children
 from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, positional, with_keyword
@@ -27,18 +31,14 @@ _EXACT_IN_ANY_DTYPE = frozenset({"zeros", "ones", "empty", "eye", "zeros_like", 
 _INTEGER_DTYPES = frozenset(
     {"int", "int8", "int16", "int32", "int64", "long", "short", "uint8", "uint16", "uint32", "uint64"}
 )
-# Python containers and numbers: `torch.tensor(...)` builds these on the host even with `device=`.
-_PYTHON_DATA = (
-    cst.List,
-    cst.Tuple,
-    cst.ListComp,
-    cst.GeneratorExp,
-    cst.Integer,
-    cst.Float,
-    cst.UnaryOperation,
-)
-# Built from data held by the host (a list, a number, an array) or from a tensor.
-_FROM_DATA = frozenset({"tensor", "as_tensor"})
+# Words of a function's name that say it runs once, at setup: `__init__`, `_init_weights`,
+# `_setup_train`, `distributed_init`, and availability probes (`_is_fp16_available`).
+_SETUP_WORDS = frozenset({"init", "initialize", "initialise", "setup", "available"})
+# Words of a function, class or callee that say a tensor is a dummy input for one export or
+# trace: `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `class Exporter`, `convert_to_trt`.
+_EXPORT_WORDS = frozenset({"export", "exporter", "trace", "onnx", "trt", "tensorrt", "torchscript"})
+# Calls that register a tensor as model state once: `register_buffer(name, t)`, `nn.Parameter(t)`.
+_STATE_REGISTRATIONS = frozenset({"register_buffer", "register_parameter", "Parameter", "Buffer"})
 # `.to(device, dtype, non_blocking, copy)`: parameters a freshly created tensor can drop or keep.
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 # Factory arguments that make `device=` wrong or change semantics beyond placement.
@@ -46,8 +46,8 @@ _NO_FIX_FACTORY_KEYWORDS = frozenset({"pin_memory", "out"})
 # torch builds a tensor from a list or number on the host whatever `device=` says, and
 # copies an array or tensor source straight to `device=` (torch/csrc/utils/tensor_new.cpp).
 _FROM_DATA_MESSAGE = (
-    "tensor built from host data and then copied to the device; `device=` on the factory does it in one "
-    "call and saves the intermediate CPU tensor (the data still crosses from the host)"
+    "array or CPU tensor copied into a new CPU tensor and then to the device; `device=` on the factory "
+    "copies it once and saves the intermediate CPU tensor (the data still crosses from the host)"
 )
 
 
@@ -60,28 +60,40 @@ class CreateThenMove(Rule):
     docs = """
         ## What it does
         Flags a tensor factory (`torch.zeros`, `ones`, `empty`, `full`, `rand`, `randn`,
-        `randint`, `arange`, `linspace`, `eye`, `tensor`, `as_tensor`, `zeros_like`, ...) whose
-        result is immediately moved to a device in the same chain: `torch.zeros(3).to(device)`,
+        `randint`, `arange`, `linspace`, `eye`, `tensor`, `zeros_like`, ...) whose result is
+        immediately moved to a device in the same chain: `torch.zeros(3).to(device)`,
         `torch.randn(2, 2).cuda()`. Not flagged: casts to a dtype only, moves to another tensor
         (`.to(other)`), moves to the CPU, factories already given `device=`,
         `torch.from_numpy(a).to(d)` (it has no `device=`), a factory drawing from an explicit
         `generator=` (a CPU generator cannot fill device memory), and test code. A `*_like(x)`
         factory creates its tensor where `x` lives, so it is flagged only where `x` is known to
         be on the CPU; a move to the device the source already has (`zeros_like(x).to(x.device)`,
-        `torch.tensor(t).to(t.device)`) is a no-op and never flagged, nor is `torch.tensor(t)` of
-        a tensor known to be on an accelerator. `torch.tensor`/`as_tensor` of Python data (a list,
-        tuple, number or comprehension, directly or through a name bound only to one) is not
-        flagged either: torch builds such a tensor on the host even when given `device=`, so the
-        rewrite would save nothing.
+        `torch.tensor(t).to(t.device)`) is a no-op and never flagged.
+
+        `torch.tensor(data)` is flagged only where `data` is known to be a NumPy array or a CPU
+        tensor, which it copies once more on the host before the move. Of Python data (a list,
+        a number, `[token] * batch`, a parameter or attribute holding one) torch builds the tensor
+        on the host even when given `device=`, and `torch.as_tensor` aliases an array or tensor:
+        there `device=` makes the same host tensor and the same copy, so neither is flagged.
+
+        Setup code that runs once is not flagged either: one allocation more cannot matter
+        there. That is code in a function named for setup (`__init__`, `_init_weights`,
+        `_setup_train`, `distributed_init`, an availability probe such as `_is_fp16_available`),
+        state made on first use and kept (under `if not hasattr(self, "pool"):`,
+        `if self.cache is None:` or an optimizer's `if len(state) == 0:`), a dummy input for an export or trace (inside an exporter class or function, or a name
+        handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`),
+        and a tensor registered as model state on the spot (`register_buffer(name, ...)`,
+        `nn.Parameter(...)`). Masks, padding and buffers built in `forward`, in a training step
+        or per call of a helper are what the rule is for.
 
         ## Why it matters
         The tensor is first allocated and filled on the CPU, then copied over the PCIe bus and
         the CPU copy thrown away: two allocations, a host-to-device copy and, for a pageable
         source, a synchronisation, where one kernel writing directly into device memory would
         do. In code that builds many small tensors (masks, position ids, constants in
-        `forward`) this dominates the step time. For `torch.tensor(data)`/`torch.as_tensor(data)`
-        of host data (a list, a number, an array) the data has to cross from the host either
-        way: `device=` saves the intermediate CPU tensor and the second call, not the copy.
+        `forward`) this dominates the step time. For `torch.tensor(array)` the data has to cross
+        from the host either way: `device=` saves the intermediate CPU tensor and the second
+        call, not the copy.
 
         ## Example
         ```python
@@ -108,38 +120,37 @@ class CreateThenMove(Rule):
         `torch.tensor([0.1], device=d).to(torch.float64)`: created in float64 it would hold
         0.1, not the float32 value 0.10000000149011612 the original computes).
 
-        Safe for `zeros`, `ones`, `empty`, `full`, `eye`, `tensor`, `as_tensor` and the
-        non-random `*_like` factories, and for `arange` in an explicit integer dtype: the
-        values, dtype, device and aliasing are the same (`torch.as_tensor(array, device=d)`
-        shares the array's memory exactly when `torch.as_tensor(array).to(d)` does: when `d` is
-        the CPU). Unsafe: the random factories (on a GPU they draw from its generator, so the
+        Safe for `zeros`, `ones`, `empty`, `full`, `eye`, `tensor` and the non-random `*_like`
+        factories, and for `arange` in an explicit integer dtype: the values, dtype and device
+        are the same, and the result is a new tensor either way. Unsafe: the random factories (on a GPU they draw from its generator, so the
         numbers differ from those the CPU generator gave), `arange` in a floating or unknown
         dtype, `linspace` and `logspace` (device kernels compute the values in floating point
         and may differ from the CPU's in the last bits), and factories given `requires_grad=`
         anything but `False` (`torch.zeros(3, requires_grad=True).cuda()` is a non-leaf copy of
         a CPU leaf; with `device=` the result is itself the leaf that receives `.grad`).
         No fix: factories taking `pin_memory`, `out` or `**kwargs`; moves with other arguments
-        (`memory_format`, `*args`, a device index held in a variable: `.cuda(rank)`);
-        `as_tensor(...).to(d, copy=True)` (a copy even when `d` is the CPU, where `device=`
-        would alias the source); and where no string literal can be written (nested f-strings).
+        (`memory_format`, `*args`, a device index held in a variable: `.cuda(rank)`); and where
+        no string literal can be written (nested f-strings).
         """
     invalid = (
         Invalid(
             """
+            import numpy as np
             import torch
             mask = torch.ones(4, 4).to(device)
             ids = torch.arange(10, dtype=torch.long).cuda()
             x = torch.zeros(3).to(device, torch.float16)
-            y = torch.tensor(array).to(device=dev, non_blocking=True)
+            y = torch.tensor(np.load(path)).to(device=dev, non_blocking=True)
             label = f"{torch.zeros(1).cuda()}"
             """,
-            lines=(2, 3, 4, 5, 6),
+            lines=(3, 4, 5, 6, 7),
             fixed="""
+            import numpy as np
             import torch
             mask = torch.ones(4, 4, device=device)
             ids = torch.arange(10, dtype=torch.long, device="cuda")
             x = torch.zeros(3, dtype=torch.float16, device=device)
-            y = torch.tensor(array, device=dev)
+            y = torch.tensor(np.load(path), device=dev)
             label = f"{torch.zeros(1, device='cuda')}"
             """,
         ),
@@ -147,27 +158,31 @@ class CreateThenMove(Rule):
             # A cast in the same move: created in the factory's own dtype, then cast, so that
             # the data is rounded as before; zeros/ones/eye are exact in any dtype.
             """
+            import numpy
             import torch as T
             from torch import full
 
-            def make(n, device, arr, dtype):
+            def make(n, device, path, dtype):
+                arr = numpy.loadtxt(path)
                 a = T.tensor(arr).to(device, T.float64)
                 b = full((n,), 0.1).to(device=device, dtype=T.float16)
-                c = T.as_tensor(arr).to(device, dtype)
+                c = T.tensor(arr).to(device, dtype)
                 eye = T.eye(n, dtype=T.float64).to(device, T.float32)
                 fill = full((n,), 7).cuda(1)
                 inv_freq = 1.0 / (10000 ** (T.arange(0, n, 2, dtype=T.int64).to(device=device, dtype=T.float) / n))
                 return a, b, c, eye, fill, inv_freq
             """,
-            lines=(5, 6, 7, 8, 9, 10),
+            lines=(7, 8, 9, 10, 11, 12),
             fixed="""
+            import numpy
             import torch as T
             from torch import full
 
-            def make(n, device, arr, dtype):
+            def make(n, device, path, dtype):
+                arr = numpy.loadtxt(path)
                 a = T.tensor(arr, device=device).to(T.float64)
                 b = full((n,), 0.1, device=device).to(T.float16)
-                c = T.as_tensor(arr, device=device).to(dtype)
+                c = T.tensor(arr, device=device).to(dtype)
                 eye = T.eye(n, dtype=T.float32, device=device)
                 fill = full((n,), 7, device="cuda:1")
                 inv_freq = 1.0 / (10000 ** (T.arange(0, n, 2, dtype=T.int64, device=device).to(T.float) / n))
@@ -212,28 +227,174 @@ class CreateThenMove(Rule):
             """,
         ),
         Invalid(
-            # Reported without a fix: pinned memory, **kwargs, a memory format, a device
-            # variable, a forced copy of an array that `device=` would alias on the CPU.
+            # Reported without a fix: pinned memory, **kwargs, a memory format, a device variable.
             """
             import torch
             a = torch.empty(8, pin_memory=True).to(device)
             c = torch.zeros(3, **options).to(device)
             d = torch.empty(1, 3, 4, 4).to(device, memory_format=torch.channels_last)
             e = torch.ones(2).cuda(rank)
-            f = torch.as_tensor(array).to(device, copy=True)
             """,
-            lines=(2, 3, 4, 5, 6),
+            lines=(2, 3, 4, 5),
+        ),
+        Invalid(
+            # Per forward, per step, per call: masks and padding built on the CPU and copied
+            # every time (a default mask for a missing argument too); a class's `__init__`
+            # exempts only itself. A CPU tensor copied by `torch.tensor` is copied twice.
+            """
+            import torch
+            from torch import nn
+
+            class PrefixEncoder(nn.Module):
+                def __init__(self, n_virtual):
+                    super().__init__()
+                    self.n_virtual = n_virtual
+
+                def forward(self, input_ids, attention_mask):
+                    batch = input_ids.shape[0]
+                    prefix_mask = torch.ones(batch, self.n_virtual).to(attention_mask.device)
+                    return torch.cat((prefix_mask, attention_mask), dim=1)
+
+            def pad_to(x, length, device):
+                pad = torch.zeros(x.size(0), length - x.size(1), x.size(-1)).to(device)
+                return torch.cat([x, pad], dim=1)
+
+            def train_step(model, batch, device):
+                lengths = torch.zeros(len(batch))
+                ids = torch.tensor(lengths).to(device)
+                return model(batch, ids)
+
+            def attend(q, k, mask=None):
+                if mask is None:
+                    mask = torch.ones(q.size(1), k.size(1)).to(q.device)
+                return (q @ k.transpose(-1, -2)).masked_fill(mask == 0, float("-inf"))
+            """,
+            lines=(11, 15, 20, 25),
+            fixed="""
+            import torch
+            from torch import nn
+
+            class PrefixEncoder(nn.Module):
+                def __init__(self, n_virtual):
+                    super().__init__()
+                    self.n_virtual = n_virtual
+
+                def forward(self, input_ids, attention_mask):
+                    batch = input_ids.shape[0]
+                    prefix_mask = torch.ones(batch, self.n_virtual, device=attention_mask.device)
+                    return torch.cat((prefix_mask, attention_mask), dim=1)
+
+            def pad_to(x, length, device):
+                pad = torch.zeros(x.size(0), length - x.size(1), x.size(-1), device=device)
+                return torch.cat([x, pad], dim=1)
+
+            def train_step(model, batch, device):
+                lengths = torch.zeros(len(batch))
+                ids = torch.tensor(lengths, device=device)
+                return model(batch, ids)
+
+            def attend(q, k, mask=None):
+                if mask is None:
+                    mask = torch.ones(q.size(1), k.size(1), device=q.device)
+                return (q @ k.transpose(-1, -2)).masked_fill(mask == 0, float("-inf"))
+            """,
         ),
     )
     valid = (
         Valid(
-            # Python data is built into a tensor on the host whatever `device=` says: nothing to save.
+            # Python data is built into a tensor on the host whatever `device=` says, and
+            # `as_tensor` aliases an array: `device=` would make the same host tensor and copy.
             """
+            import numpy as np
             import torch
+
+            MEAN = (0.5, 0.5, 0.5)
+
             ids = torch.tensor([1, 2, 3]).to(device)
             scale = torch.tensor(0.5).cuda()
             sizes = [h, w]
             shape = torch.as_tensor(sizes).to(device)
+
+            def reset_memory(tokens, batch_size, device):
+                return torch.tensor([tokens] * batch_size).to(device)
+
+            def encode_duration(start_seconds, device):
+                return torch.tensor(start_seconds).to(device)
+
+            class Postprocessor:
+                def unnormalize(self, masks, frame):
+                    std = torch.tensor(self.image_std).to(masks.device)
+                    mean = torch.as_tensor(MEAN).to(device=masks.device, dtype=masks.dtype)
+                    pixels = torch.as_tensor(np.ascontiguousarray(frame), dtype=torch.float16).to(masks.device)
+                    return masks * std + mean, pixels
+            """
+        ),
+        Valid(
+            # Setup run once: `__init__`, weight init, training setup, an availability probe,
+            # state registered on the spot, dummy inputs for one export or trace.
+            """
+            import torch
+            from torch import nn
+
+            class SearchSpace(nn.Module):
+                def __init__(self, blocks, ops, device="cpu"):
+                    super().__init__()
+                    self.codes = torch.ones(blocks, ops).to(device)
+
+                def _init_weights(self, module):
+                    module.bias.data = torch.linspace(3.0, 6.0, module.bias.numel()).to(module.bias.device)
+
+                def _build_cache(self, n, device):
+                    self.register_buffer("positions", torch.arange(n).to(device), persistent=False)
+
+            class Trainer:
+                def _setup_train(self):
+                    self.flag = torch.zeros(1).to(self.device)
+
+            def _fp16_available(device):
+                x = torch.zeros(2, 2, dtype=torch.float16).to(device)
+                return bool((x + x).sum() == 0)
+
+            def export_model(model, imgsz, device, path):
+                im = torch.zeros(1, 3, *imgsz).to(device)
+                model(im)
+                export_onnx(model, im, path)
+
+            def log_graph(writer, model, imgsz):
+                p = next(model.parameters())
+                im = torch.zeros(1, 3, *imgsz).to(p.device).type_as(p)
+                writer.add_graph(torch.jit.trace(model, im, strict=False), [])
+
+            def to_tensorrt(model, shape, device):
+                inputs = [torch.rand(shape).to(device)]
+                return convert_to_onnx(model, inputs)
+
+            class Exporter:
+                def __call__(self, model):
+                    im = torch.zeros(self.batch, 3, *self.imgsz).to(self.device)
+                    return model(im)
+            """
+        ),
+        Valid(
+            # Made on first use and kept: a sample pool, an optimizer's per-parameter state.
+            """
+            import torch
+
+            class PairPool:
+                def push(self, lq):
+                    b, c, h, w = lq.size()
+                    if not hasattr(self, "pool"):
+                        self.pool = torch.zeros(self.size, c, h, w).to(lq.device)
+                    self.pool[:b] = lq
+
+            class ScalarNorm(torch.optim.Optimizer):
+                def step(self):
+                    for group in self.param_groups:
+                        for p in group["params"]:
+                            state = self.state[p]
+                            if len(state) == 0:
+                                state["avg"] = torch.zeros_like(p)
+                                state["avg_sq"] = torch.zeros([]).to(state["avg"].device)
             """
         ),
         Valid(
@@ -326,15 +487,62 @@ class CreateThenMove(Rule):
         if name is None or not name.startswith("torch.") or name[6:] not in DEVICE_FACTORIES:
             return
         factory_name = name[6:]
+        if factory_name == "as_tensor":
+            # It aliases an array or tensor and builds Python data on the host: `device=`
+            # would make the same host tensor and the same copy.
+            return
         # A CPU `generator=` makes creating on the CPU the way to get reproducible numbers.
         if keyword(factory, "device") is not None or keyword(factory, "generator") is not None:
             return
         if is_test_code(self.ctx.path, self.ctx.ancestors, self.ctx.scope):
             return  # a test's speed does not matter; its tensors are built the way it reads best
+        if self._runs_once():
+            return  # setup run once: nothing measurable to save
         if not self._created_on_cpu(factory, factory_name, move.device_node):
             return
-        message = _FROM_DATA_MESSAGE if factory_name in _FROM_DATA else None
+        message = _FROM_DATA_MESSAGE if factory_name == "tensor" else None
         self.report(node, message=message, fix=self._fix(node, factory, factory_name))
+
+    def _runs_once(self) -> bool:
+        """Setup code, where one allocation more cannot matter: a function named for setup
+        (`__init__`, `_init_weights`, `_setup_train`, an availability probe), a first-use
+        branch (`if not hasattr(self, "queue"):`, `if len(state) == 0:`), a dummy input for an
+        export or trace (created in an exporter, or passed to `export_onnx(model, im)`,
+        `torch.jit.trace(model, im)`), or a tensor registered as model state on the spot
+        (`register_buffer(name, ...)`, `nn.Parameter(...)`)."""
+        ancestors = self.ctx.ancestors
+        functions = [node for node in ancestors if isinstance(node, cst.FunctionDef)]
+        if any(_SETUP_WORDS & name_words(function.name.value) for function in functions):
+            return True
+        owners = [node.name.value for node in ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
+        if any(_EXPORT_WORDS & name_words(owner) for owner in owners):
+            return True
+        innermost = next((i for i, node in enumerate(ancestors) if functions and node is functions[-1]), 0)
+        for branch, body in pairwise(ancestors[innermost:]):
+            if isinstance(branch, cst.If) and body is branch.body and _first_use(branch.test, self.ctx.scope):
+                return True
+        # Climb the chain the move's result goes through: `.to(d).type_as(p)`, `[... .to(d)]`.
+        depth = 1
+        while True:
+            parent, grandparent = self.ctx.parent(depth), self.ctx.parent(depth + 1)
+            if (
+                isinstance(parent, cst.Attribute)
+                and isinstance(grandparent, cst.Call)
+                and grandparent.func is parent
+            ):
+                depth += 2
+            elif isinstance(parent, cst.Element) and isinstance(grandparent, (cst.List, cst.Tuple)):
+                depth += 2
+            else:
+                break
+        holder = self.ctx.parent(depth)
+        if isinstance(holder, cst.Arg):
+            registration = self.ctx.parent(depth + 1)
+            return isinstance(registration, cst.Call) and _callee_name(registration) in _STATE_REGISTRATIONS
+        if not functions or not isinstance(holder, cst.Assign) or len(holder.targets) != 1:
+            return False
+        target = holder.targets[0].target
+        return isinstance(target, cst.Name) and _passed_to_export(target.value, functions[-1])
 
     def _created_on_cpu(
         self, factory: cst.Call, factory_name: str, device: cst.BaseExpression | None
@@ -343,12 +551,10 @@ class CreateThenMove(Rule):
         not to the device its source already has (`zeros_like(x).to(x.device)`: a no-op)."""
         args = positional(factory)
         source = (
-            args[0].value if args and (factory_name in _FROM_DATA or factory_name.endswith("_like")) else None
+            args[0].value if args and (factory_name == "tensor" or factory_name.endswith("_like")) else None
         )
         if source is None:
             return True
-        if factory_name in _FROM_DATA and self._python_data(source):
-            return False  # built on the host either way: `device=` would save nothing
         if (
             isinstance(device, cst.Attribute)
             and device.attr.value == "device"
@@ -359,15 +565,22 @@ class CreateThenMove(Rule):
         if factory_name.endswith("_like"):
             # Created where `source` lives: only a CPU source makes this a host-to-device copy.
             return where is not None and where.type == CPU
-        # `torch.tensor(t)` of a tensor known to be on an accelerator copies it there.
-        return where is None or where.type == CPU
+        # `torch.tensor` copies an array or a tensor once more on the host before the move;
+        # Python data (a list, a number, a name of unknown value) is built on the host either way.
+        return (where is not None and where.type == CPU) or self._numpy_array(source)
 
-    def _python_data(self, source: cst.BaseExpression) -> bool:
-        """A list, tuple, number or comprehension (directly or through a name bound only to such):
-        torch builds the tensor on the host whatever `device=` says, then copies it."""
+    def _numpy_array(self, source: cst.BaseExpression) -> bool:
+        """`np.zeros(...)`, `t.numpy()`, or a name bound only to such."""
         found = assigned_values(source, self.ctx.scope) if isinstance(source, cst.Name) else None
         values = found[0] if found is not None else [source]
-        return all(isinstance(value, _PYTHON_DATA) for value in values)
+        return all(
+            isinstance(value, cst.Call)
+            and (
+                (resolve(value.func, self.ctx.scope) or "").startswith("numpy.")
+                or (isinstance(value.func, cst.Attribute) and value.func.attr.value == "numpy")
+            )
+            for value in values
+        )
 
     def _fix(self, call: cst.Call, factory: cst.Call, factory_name: str) -> Fix | None:
         if any(arg.star == "**" for arg in factory.args):
@@ -377,10 +590,7 @@ class CreateThenMove(Rule):
         target = self._move_arguments(call)
         if target is None:
             return None
-        device, dtype, copy = target
-        # `as_tensor(array).to(d, copy=True)` copies even when `d` is the CPU; `device=` would alias.
-        if copy and factory_name == "as_tensor":
-            return None
+        device, dtype = target
         fixed: cst.BaseExpression = with_keyword(factory, "device", device)
         if dtype is not None:
             if factory_name in _EXACT_IN_ANY_DTYPE:
@@ -394,10 +604,8 @@ class CreateThenMove(Rule):
             _safety(factory, factory_name, self.ctx.scope), "Pass `device=` to the factory", {call: fixed}
         )
 
-    def _move_arguments(
-        self, call: cst.Call
-    ) -> tuple[cst.BaseExpression, cst.BaseExpression | None, bool] | None:
-        """(device, dtype, copy) of a `.to(...)`/`.cuda(...)` call, or None when it does more than that."""
+    def _move_arguments(self, call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
+        """(device, dtype) of a `.to(...)`/`.cuda(...)` call, or None when it does more than that."""
         assert isinstance(call.func, cst.Attribute)
         if call.func.attr.value == "cuda":
             if all(arg.keyword is not None and arg.keyword.value == "non_blocking" for arg in call.args):
@@ -407,7 +615,7 @@ class CreateThenMove(Rule):
                 if len(call.args) != 1 or len(args) != 1 or not isinstance(args[0].value, cst.Integer):
                     return None
                 literal = self.ctx.string(f"cuda:{args[0].value.value}", at=call)
-            return None if literal is None else (literal, None, False)
+            return None if literal is None else (literal, None)
         if any(arg.star for arg in call.args):
             return None
         if any(arg.keyword is not None and arg.keyword.value not in _TO_KEYWORDS for arg in call.args):
@@ -423,9 +631,65 @@ class CreateThenMove(Rule):
             if dtype is not None or not is_dtype(args[1].value, self.ctx.scope):
                 return None
             dtype = args[1].value
-        copy_arg = keyword(call, "copy")
-        copy = args[3].value if len(args) > 3 else (copy_arg.value if copy_arg is not None else None)
-        return device, dtype, copy is not None and not _is_false(copy)
+        return device, dtype
+
+
+def _callee_name(call: cst.Call) -> str | None:
+    """The last part of the called name: `register_buffer` of `self.register_buffer(...)`."""
+    func = call.func
+    return (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else None
+    )
+
+
+def _first_use(test: cst.BaseExpression, scope: Scope) -> bool:
+    """`not hasattr(self, "queue")`, `self.cache is None`, `len(state) == 0`: state made on first use."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        return isinstance(inner, cst.Call) and resolve(inner.func, scope) == "builtins.hasattr"
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    left, (comparison,) = test.left, test.comparisons
+    right = comparison.comparator
+    if isinstance(comparison.operator, cst.Is) and isinstance(right, cst.Name) and right.value == "None":
+        return (
+            isinstance(left, cst.Attribute)
+            and isinstance(left.value, cst.Name)
+            and left.value.value == "self"
+        )
+    return (
+        isinstance(comparison.operator, cst.Equal)
+        and isinstance(right, cst.Integer)
+        and right.value == "0"
+        and isinstance(left, cst.Call)
+        and resolve(left.func, scope) == "builtins.len"
+    )
+
+
+def _passed_to_export(name: str, function: cst.FunctionDef) -> bool:
+    """Is `name` handed (alone or in a list or tuple) to an export or trace call in `function`?"""
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        stack.extend(children(node))
+        if not isinstance(node, cst.Call):
+            continue
+        callee = _callee_name(node)
+        if callee is None or not _EXPORT_WORDS & name_words(callee):
+            continue
+        for arg in node.args:
+            items = (
+                [e.value for e in arg.value.elements]
+                if isinstance(arg.value, (cst.List, cst.Tuple))
+                else [arg.value]
+            )
+            if any(isinstance(item, cst.Name) and item.value == name for item in items):
+                return True
+    return False
 
 
 def _with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
