@@ -20,7 +20,7 @@ drop a comment) is left out and its finding reported as not fixed, with why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
@@ -217,11 +217,15 @@ def fix_source(
     unsafe: bool = False,
     max_rounds: int = MAX_ROUNDS,
     oldest_python: PythonVersion = OLDEST_PYTHON,
+    guard: Callable[[str], str | None] | None = None,
 ) -> FixOutcome:
     """Apply safe (and with `unsafe` then also unsafe) fixes until none is left to apply.
 
     `max_rounds=1` applies only fixes of findings in `source` itself, not those
     that earlier fixes give rise to (the fuzz tests check each round apart).
+    `guard(code)` says why fixed code must not be kept, or None: fixes it
+    objects to are refused like those that break the grammar (a notebook's
+    program must keep its cells and magics).
     """
     result = check_source(path, source, rules, settings)
     if result.module is None:
@@ -237,7 +241,7 @@ def fix_source(
                 if applied == 0 and result.module.bytes != source:
                     # LibCST drops form feeds and a final lone CR: writing would change other lines.
                     raise SourceError(path, "cannot fix: LibCST does not reproduce this file exactly")
-                module, tracker, kept = _apply_guarded(result.module, chosen, ledger, oldest_python)
+                module, tracker, kept = _apply_guarded(result.module, chosen, ledger, oldest_python, guard)
                 if not kept:
                     continue  # every chosen fix was refused (and recorded so): choose again
                 rounds += 1
@@ -341,28 +345,36 @@ def _choose(
 
 
 def _apply_guarded(
-    module: cst.Module, chosen: list[Finding], ledger: _Ledger, oldest: PythonVersion
+    module: cst.Module,
+    chosen: list[Finding],
+    ledger: _Ledger,
+    oldest: PythonVersion,
+    guard: Callable[[str], str | None] | None = None,
 ) -> tuple[cst.Module, _Replacer, list[Finding]]:
     """Apply the chosen fixes, leaving out those that break the file; refused findings are recorded."""
     before = Survey(module, oldest)
+
+    def problem_of(fixed: cst.Module) -> str | None:
+        return (guard(fixed.code) if guard is not None else None) or guard_problem(before, fixed, oldest)
+
     fixed, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
-    if guard_problem(before, fixed, oldest) is None:
+    if problem_of(fixed) is None:
         return fixed, tracker, chosen
     # Find the culprits: first each fix alone, then (for fixes that only break together) one by one.
     kept: list[Finding] = []
     for finding in chosen:
         assert finding.fix is not None
-        problem = guard_problem(before, _apply(module, [finding.fix])[0], oldest)
+        problem = problem_of(_apply(module, [finding.fix])[0])
         if problem is None:
             kept.append(finding)
         else:
             ledger.record(finding).not_applied = problem
     fixed, tracker = _apply(module, [f.fix for f in kept if f.fix is not None])
-    if guard_problem(before, fixed, oldest) is not None:
+    if problem_of(fixed) is not None:
         together: list[Finding] = []
         for finding in kept:
             trial = [f.fix for f in (*together, finding) if f.fix is not None]
-            problem = guard_problem(before, _apply(module, trial)[0], oldest)
+            problem = problem_of(_apply(module, trial)[0])
             if problem is None:
                 together.append(finding)
             else:
