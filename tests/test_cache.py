@@ -12,7 +12,7 @@ import torchdev_lint.runner
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.cli import main
 from torchdev_lint.config import Settings, select_rules
-from torchdev_lint.runner import FileReport, Options, process_file
+from torchdev_lint.runner import CheckOptions, FileReport, process_file
 
 BAD = 'import torch\n\nstate = torch.load("model.pt")\n'
 FIXED = 'import torch\n\nstate = torch.load("model.pt", map_location="cpu")\n'
@@ -46,9 +46,9 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def _options(cache: ResultCache, **changes: object) -> Options:
+def _options(cache: ResultCache, **changes: object) -> CheckOptions:
     fields: dict[str, object] = {"rules": tuple(select_rules()), "cache": cache, "with_edits": False}
-    return Options(**{**fields, **changes})  # type: ignore[arg-type]
+    return CheckOptions(**{**fields, **changes})  # type: ignore[arg-type]
 
 
 def _same(a: FileReport, b: FileReport) -> None:
@@ -125,7 +125,7 @@ def test_dependencies_digest_is_part_of_the_key(bad: Path) -> None:
 def test_selection_change_invalidates(bad: Path, cache: ResultCache, checks: list[str]) -> None:
     process_file(str(bad), _options(cache))
     report = process_file(
-        str(bad), Options(rules=tuple(select_rules(["TDL2"])), cache=cache, with_edits=False)
+        str(bad), CheckOptions(rules=tuple(select_rules(["TDL2"])), cache=cache, with_edits=False)
     )
     assert report.diagnostics == [] and len(checks) == 2
 

@@ -77,11 +77,11 @@ def test_spawned_workers_work_and_never_import_torch(corpus: Path) -> None:
 import concurrent.futures, functools, multiprocessing, sys
 from torchdev_lint.config import select_rules
 from torchdev_lint.parallel import _run_chunk
-from torchdev_lint.runner import Options, process_file
+from torchdev_lint.runner import CheckOptions, process_file
 
 if __name__ == "__main__":
     context = multiprocessing.get_context("spawn")
-    options = Options(rules=tuple(select_rules(["ALL"])))
+    options = CheckOptions(rules=tuple(select_rules(["ALL"])))
     check = functools.partial(process_file, options=options, use_cached=False)
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
         reports = pool.submit(_run_chunk, check, [{str(corpus / "tdl201_per_item_transfer.py")!r}]).result()

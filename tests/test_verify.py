@@ -345,6 +345,6 @@ def test_fixtures_of_the_same_name_never_share_a_run_folder(
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "same.py").write_text(Path(PER_ITEM).read_text())
-    options = session.Options(unsafe_fixes=True)  # TDL201's fix is unsafe; without it nothing changes
+    options = session.VerifyOptions(unsafe_fixes=True)  # TDL201's fix is unsafe; without it nothing changes
     session.verify([str(tmp_path / "a"), str(tmp_path / "b")], options, fixer=project_fixer)
     assert len(run_dirs) == 4 and len(set(run_dirs)) == 4

@@ -12,7 +12,7 @@ import io
 import re
 import tokenize
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from torchdev_lint.cache import CachedResult, ResultCache, entry_key
@@ -22,12 +22,13 @@ from torchdev_lint.engine import check_source
 from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
 from torchdev_lint.fixes import add_edits, fix_source, with_follow_ups
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion
+from torchdev_lint.notebooks import Notebook, is_notebook
 from torchdev_lint.report.text import frame_lines
 from torchdev_lint.rule import Rule
 
 
 @dataclass(frozen=True)
-class Options:
+class CheckOptions:
     """What to do with each file."""
 
     rules: tuple[type[Rule], ...]
@@ -45,7 +46,7 @@ class Options:
     oldest_python: PythonVersion = OLDEST_PYTHON
 
 
-def rules_for(path: str, options: Options) -> tuple[type[Rule], ...]:
+def rules_for(path: str, options: CheckOptions) -> tuple[type[Rule], ...]:
     """The selected rules minus those `per-file-ignores` turns off for this file."""
     if not options.per_file_ignores:
         return options.rules
@@ -53,7 +54,7 @@ def rules_for(path: str, options: Options) -> tuple[type[Rule], ...]:
     return tuple(r for r in options.rules if r.code in codes)
 
 
-def process_file(path: str, options: Options, *, use_cached: bool = True) -> FileReport:
+def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -> FileReport:
     """Check (and with options.fix, fix) one file; never raises for bad input.
 
     With a cache, a check is answered from it when the file is unchanged and
@@ -75,9 +76,14 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
         cached = cache.load(key) if use_cached else None
         if cached is not None:
             return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
+    notebook: Notebook | None = None
     try:
+        program = source  # what the engine reads: a notebook's code cells as one program
+        if is_notebook(path):
+            notebook = Notebook(path, source)
+            program = notebook.program_bytes
         if checking:
-            result = check_source(path, source, rules, options.settings)
+            result = check_source(path, program, rules, options.settings)
             if options.with_edits:
                 add_edits(result)
                 diagnostics = with_follow_ups(result, rules, options.settings)
@@ -86,12 +92,15 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
         else:
             outcome = fix_source(
                 path,
-                source,
+                program,
                 rules,
                 options.settings,
                 unsafe=options.unsafe_fixes,
                 oldest_python=options.oldest_python,
+                guard=notebook.guard if notebook is not None else None,
             )
+            if notebook is not None:
+                outcome = replace(outcome, source=notebook.rebuild(outcome.source))
             result = outcome.result
             diagnostics = outcome.reported
             if outcome.source != source:
@@ -103,7 +112,7 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
                     except SourceError as error:
                         # Nothing was written: what the file holds is still to report.
                         report.error = str(error)
-                        result = check_source(path, source, rules, options.settings)
+                        result = check_source(path, program, rules, options.settings)
                         if options.with_edits:
                             add_edits(result)
                         diagnostics = result.reported
@@ -114,7 +123,7 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
                 # The fixer's last check (without edits) is the check of what the file now holds.
                 key = entry_key(path, outcome.source, [r.code for r in rules], options.settings, False)
     except SourceError as error:
-        report.error = str(error)
+        report.error = str(notebook.explain(error) if notebook is not None else error)
         if key is not None and cache is not None:
             cache.store(key, CachedResult([], {}, report.error))
         return report
@@ -129,12 +138,14 @@ def process_file(path: str, options: Options, *, use_cached: bool = True) -> Fil
             for number in wanted:
                 if number <= len(lines.starts):
                     report.source_lines[number] = lines.line(number)
+        if notebook is not None:
+            notebook.locate(report, lines.text)
     if key is not None and cache is not None:
         cache.store(key, CachedResult(report.diagnostics, report.source_lines))
     return report
 
 
-def cached_report(path: str, options: Options) -> FileReport | None:
+def cached_report(path: str, options: CheckOptions) -> FileReport | None:
     """The cached report of an unchanged file, or None (also when it cannot be read)."""
     if options.cache is None or options.fix or options.diff:
         return None
@@ -166,7 +177,7 @@ def _diff_lines(source: bytes) -> list[str]:
     return re.findall(r"[^\n]*\n|[^\n]+$", text)
 
 
-def process_files(paths: Sequence[str], options: Options, jobs: int = 1) -> list[FileReport]:
+def process_files(paths: Sequence[str], options: CheckOptions, jobs: int = 1) -> list[FileReport]:
     """Reports in the order of `paths`, whatever `jobs` is.
 
     With more than one job, cache hits are answered here and only the files

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace, fixer: Fixer | None = None) -> int:
         )
         return EXIT_USAGE
     from torchdev_lint.verify.report import table, write_json, write_plot
-    from torchdev_lint.verify.session import Options, UsageError, project_fixer, verify
+    from torchdev_lint.verify.session import UsageError, VerifyOptions, project_fixer, verify
 
     if args.plot:
         try:
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace, fixer: Fixer | None = None) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-    options = Options(
+    options = VerifyOptions(
         device=args.device,
         unsafe_fixes=args.unsafe_fixes,
         rtol=args.rtol,

@@ -40,7 +40,7 @@ class UsageError(Exception):
 
 
 @dataclass(frozen=True)
-class Options:
+class VerifyOptions:
     device: str = "auto"
     unsafe_fixes: bool = False
     rtol: float = 0.0
@@ -188,7 +188,7 @@ def choose_target(device: str) -> Target:
     return Target(f"cuda:{index}", emulated=True)
 
 
-def environment(target: Target, options: Options) -> dict[str, Any]:
+def environment(target: Target, options: VerifyOptions) -> dict[str, Any]:
     real_cuda = target.device.startswith("cuda") and not target.emulated
     name = torch.cuda.get_device_name(torch.device(target.device)) if real_cuda else _cpu_name()
     return {
@@ -303,7 +303,13 @@ def _child_environment(run_dir: str, shim: str, threads: int) -> dict[str, str]:
 
 
 def _run_child(
-    fixture_path: str, run_dir: str, shim: str, target: Target, n: int, options: Options, timed: bool = True
+    fixture_path: str,
+    run_dir: str,
+    shim: str,
+    target: Target,
+    n: int,
+    options: VerifyOptions,
+    timed: bool = True,
 ) -> tuple[RunResult, str | None]:
     """Run one version in a fresh process; the result and the path of its saved output."""
     os.makedirs(run_dir, exist_ok=True)
@@ -418,7 +424,7 @@ def verify_fixture(
     work: str,
     shim: str,
     target: Target,
-    options: Options,
+    options: VerifyOptions,
     fixer: Fixer,
 ) -> FixtureResult | None:
     source = read_source(path)
@@ -460,7 +466,7 @@ def verify_fixture(
 
 def verify(
     paths: Sequence[str],
-    options: Options,
+    options: VerifyOptions,
     fixer: Fixer = project_fixer,
     progress: Callable[[str], None] = lambda message: None,
 ) -> tuple[dict[str, Any], list[FixtureResult]]:
