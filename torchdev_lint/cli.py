@@ -120,12 +120,22 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
     )
     fixing.add_argument("--no-unsafe-fixes", dest="unsafe_fixes", action="store_false")
     fixing.add_argument("--diff", action="store_true", help="print the diff --fix would apply; write nothing")
+    fixing.add_argument(
+        "--add-noqa",
+        action="store_true",
+        help="add `# noqa: CODE` directives that silence every finding, instead of reporting or fixing",
+    )
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     output.add_argument("--output-file", "-o", metavar="PATH", help="write the report here, not to stdout")
     output.add_argument("--show-fixes", action="store_true", help="show each fix's preview in text output")
     output.add_argument("--statistics", action="store_true", help="print the number of findings per code")
     output.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
+    output.add_argument(
+        "--report-unused-noqa",
+        action="store_true",
+        help="also report `# noqa` directives whose TDL codes silence no finding (as code NOQA)",
+    )
 
 
 def build_parser(*, verify_options: bool = True) -> argparse.ArgumentParser:
@@ -281,7 +291,27 @@ def _check_output_file(path: str) -> str | None:
     return None
 
 
+def _conflicting(args: argparse.Namespace, fixer: bool) -> str | None:
+    """Why the options asked for cannot go together; or None."""
+    if not args.add_noqa:
+        return None
+    if fixer:
+        return "torchdev-fix applies fixes; add noqa directives with `torchdev-lint check --add-noqa`"
+    for option, given in (
+        ("--fix", args.fix),
+        ("--diff", args.diff),
+        ("--report-unused-noqa", args.report_unused_noqa),
+    ):
+        if given:
+            return f"--add-noqa cannot be combined with {option}"
+    return None
+
+
 def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
+    conflict = _conflicting(args, fixer_summary)
+    if conflict is not None:
+        _error(conflict)
+        return EXIT_ERROR
     try:
         config = _file_config(args)
         plan = _plan(args, config, fix=args.fix or fixer_summary)
@@ -299,12 +329,16 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
     paths, errors = discover(args.paths, exclude, root=config.root, respect_gitignore=args.respect_gitignore)
     if not paths and not errors:
         _warn(f"no Python files found under {', '.join(args.paths)}")
+    if args.add_noqa:
+        return _add_noqa(paths, errors, args, config, plan)
     reports = None if plan.fix or args.diff else _from_cache(paths, plan, config)
     if reports is None:
         from torchdev_lint.parallel import default_jobs
         from torchdev_lint.runner import process_files
 
         reports = process_files(paths, _options(args, config, plan), jobs=args.jobs or default_jobs())
+    if args.report_unused_noqa:
+        _add_unused_noqa(reports, args, config, plan)
     messages = [str(e) for e in errors] + [r.error for r in reports if r.error]
     for message in messages:
         _error(message)
@@ -349,6 +383,49 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
     if args.diff:
         return EXIT_FINDINGS if any(r.diff for r in reports) else EXIT_CLEAN
     return EXIT_FINDINGS if diagnostics else EXIT_CLEAN
+
+
+def _add_noqa(
+    paths: Sequence[str], errors: Sequence[object], args: argparse.Namespace, config: FileConfig, plan: _Plan
+) -> int:
+    """`check --add-noqa`: a directive for every finding, then `Added N noqa directives to M files.`"""
+    from functools import partial
+
+    from torchdev_lint.files import remove_stale_temp_files
+    from torchdev_lint.noqa_files import add_noqa_file
+    from torchdev_lint.parallel import default_jobs, map_files
+
+    remove_stale_temp_files(paths)  # left by a writer that was killed while writing
+    options = _options(args, config, plan)
+    added = map_files(partial(add_noqa_file, options=options), paths, args.jobs or default_jobs())
+    messages = [str(e) for e in errors] + [a.error for a in added if a.error]
+    for message in messages:
+        _error(message)
+    if not args.quiet:
+        directives = sum(a.directives for a in added)
+        files = sum(1 for a in added if a.directives)
+        print(f"Added {plural(directives, 'noqa directive')} to {plural(files, 'file')}.", file=sys.stderr)
+    return EXIT_ERROR if messages else EXIT_CLEAN
+
+
+def _add_unused_noqa(
+    reports: Sequence[FileReport], args: argparse.Namespace, config: FileConfig, plan: _Plan
+) -> None:
+    """`--report-unused-noqa`: each report gets its file's unused directives as findings."""
+    from functools import partial
+
+    from torchdev_lint.noqa_files import unused_noqa_file
+    from torchdev_lint.parallel import default_jobs, map_files
+
+    paths = [r.path for r in reports if r.error is None]
+    options = _options(args, config, plan)
+    found = map_files(partial(unused_noqa_file, options=options), paths, args.jobs or default_jobs())
+    by_path = {extra.path: extra for extra in found}
+    for report in reports:
+        extra = by_path.get(report.path)
+        if extra is not None and extra.diagnostics:
+            report.diagnostics = [*report.diagnostics, *extra.diagnostics]
+            report.source_lines = {**report.source_lines, **extra.source_lines}
 
 
 def _fixed_summary(reports: Sequence[FileReport], diff: bool, *, in_files: bool) -> str:

@@ -1,0 +1,125 @@
+"""`check --add-noqa` and `check --report-unused-noqa`, one file at a time: read, check, then
+place directives (written atomically, as fixes are) or judge the ones there.
+
+Each function takes a path and the runner's options and returns plain data,
+so the CLI can run files in worker processes (`parallel.map_files`).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from torchdev_lint.catalog import RULES
+from torchdev_lint.diagnostics import Diagnostic, FileReport, SourceError
+from torchdev_lint.engine import check_source
+from torchdev_lint.files import read_source, write_atomic
+from torchdev_lint.noqa import NoqaError, apply_edits, noqa_edits, unused_codes
+from torchdev_lint.positions import LineIndex
+from torchdev_lint.runner import rules_for
+
+if TYPE_CHECKING:
+    from torchdev_lint.runner import CheckOptions
+
+# The code and name that unused directives are reported under (they are no rule's findings).
+UNUSED_CODE = "NOQA"
+UNUSED_NAME = "unused-noqa"
+
+_TDL_DIRECTIVE = re.compile(rb"#\s*noqa:\s?[^\r\n]*tdl", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class NoqaAdded:
+    """What `--add-noqa` did to one file."""
+
+    path: str
+    directives: int = 0  # lines that got a directive or more codes in one
+    error: str | None = None
+
+
+def _decode(path: str, source: bytes) -> tuple[str, str]:
+    """The text and the encoding it round-trips through exactly (a BOM kept as `utf-8-sig`)."""
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+        text = source.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
+        raise SourceError(path, f"cannot decode: {error}") from None
+    if text.encode(encoding) != source:
+        raise SourceError(path, f"cannot decode exactly as {encoding}")
+    return text, encoding
+
+
+def _compiles(source: bytes) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(source, "<noqa>", "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def add_noqa_file(path: str, options: CheckOptions) -> NoqaAdded:
+    """Silence every finding left in the file with a `# noqa: CODE` directive; never raises for bad input."""
+    try:
+        source = read_source(path)
+        result = check_source(path, source, rules_for(path, options), options.settings)
+        findings = [(d.line, d.code) for d in result.reported]
+        if not findings:
+            return NoqaAdded(path)
+        text, encoding = _decode(path, source)
+        try:
+            edits = noqa_edits(text, findings)
+        except NoqaError as error:
+            raise SourceError(path, f"cannot add noqa directives: {error}") from None
+        changed = apply_edits(text, edits).encode(encoding)
+        if not _compiles(changed) and _compiles(source):
+            raise SourceError(path, "cannot add noqa directives: the file would not compile; nothing written")
+        if changed != source:
+            write_atomic(path, changed)
+        return NoqaAdded(path, len(edits))
+    except SourceError as error:
+        return NoqaAdded(path, error=str(error))
+
+
+def unused_noqa_file(path: str, options: CheckOptions) -> FileReport:
+    """The file's directives for TDL codes that silence no finding, as diagnostics.
+
+    Only files with such a directive are checked (again: the check's report
+    leaves out the findings that directives silence). A file that cannot be
+    read or parsed gives nothing here; the check reports it.
+    """
+    report = FileReport(path)
+    try:
+        source = read_source(path)
+        if _TDL_DIRECTIVE.search(source) is None:
+            return report
+        rules = rules_for(path, options)
+        result = check_source(path, source, rules, options.settings)
+        text, _ = _decode(path, source)
+    except SourceError:
+        return report
+    silenced = [(d.line, d.code) for d in result.diagnostics if d.suppressed]
+    known = [rule.code for rule in RULES]
+    lines = LineIndex(text)
+    for unused in unused_codes(text, silenced, [r.code for r in rules], known):
+        why = "no finding here" if unused.known else "no rule has this code"
+        report.diagnostics.append(
+            Diagnostic(
+                path=path,
+                line=unused.line,
+                column=unused.column + 1,
+                end_line=unused.line,
+                end_column=unused.end_column + 1,
+                code=UNUSED_CODE,
+                name=UNUSED_NAME,
+                message=f"Unused `noqa` directive for {unused.code}: {why}",
+            )
+        )
+        report.source_lines[unused.line] = lines.line(unused.line)
+    return report
