@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from torchdev_lint.analysis.project_facts import FileFacts
 from torchdev_lint.analysis.quotes import QuoteStyle
 from torchdev_lint.analysis.scopes import (
     Scope,
@@ -57,6 +58,8 @@ class FileResult:
     positions: Mapping[int, tuple[Point, Point]] = field(default_factory=dict)
     # The module's lines, when it has findings (for code frames and noqa).
     lines: LineIndex | None = None
+    # What the check knew from other files of the project (re-checks after fixes reuse it).
+    project: FileFacts | None = None
 
     @property
     def reported(self) -> list[Diagnostic]:
@@ -67,10 +70,14 @@ class FileResult:
 class FileContext:
     """What rules see of the file being checked: names, scopes, ancestors, reporting."""
 
-    def __init__(self, path: str, module: cst.Module, settings: Settings) -> None:
+    def __init__(
+        self, path: str, module: cst.Module, settings: Settings, project: FileFacts | None = None
+    ) -> None:
         self.path = path
         self.module = module
         self.settings = settings
+        # Facts from other files of the project (analysis/project_facts.py); None: this file alone.
+        self.project = project
         self.ancestors: list[cst.CSTNode] = []
         self.scope: Scope = Scope(module, "module", None)
         self.findings: list[Finding] = []
@@ -244,6 +251,7 @@ def check_source(
     settings: Settings | None = None,
     *,
     skip_filter: bool = True,
+    project: FileFacts | None = None,
 ) -> FileResult:
     """Check one file's bytes; raises SourceError when it cannot be parsed.
 
@@ -251,9 +259,9 @@ def check_source(
     `fixes.add_edits` computes those for the callers that show them.
     """
     if skip_filter and not could_match(source, rules):
-        return FileResult(path, None)
+        return FileResult(path, None, project=project)
     module = parse(path, source)
-    return check_module(path, module, rules, settings or Settings())
+    return check_module(path, module, rules, settings or Settings(), project=project)
 
 
 def check_module(
@@ -261,11 +269,13 @@ def check_module(
     module: cst.Module,
     rules: Sequence[type[Rule]],
     settings: Settings,
+    *,
+    project: FileFacts | None = None,
 ) -> FileResult:
-    ctx = FileContext(path, module, settings)
+    ctx = FileContext(path, module, settings, project)
     instances = [rule(ctx) for rule in rules]
     dispatcher = _Dispatcher(ctx, instances)
-    result = FileResult(path, module, ctx.findings)
+    result = FileResult(path, module, ctx.findings, project=project)
     try:
         walk(module, dispatcher.enter, dispatcher.leave)
         if ctx.findings:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from torchdev_lint.analysis.project_facts import FileFacts
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
 from torchdev_lint.engine import FileResult, Finding, check_module, check_source
@@ -218,6 +219,7 @@ def fix_source(
     max_rounds: int = MAX_ROUNDS,
     oldest_python: PythonVersion = OLDEST_PYTHON,
     guard: Callable[[str], str | None] | None = None,
+    project: FileFacts | None = None,
 ) -> FixOutcome:
     """Apply safe (and with `unsafe` then also unsafe) fixes until none is left to apply.
 
@@ -227,7 +229,7 @@ def fix_source(
     objects to are refused like those that break the grammar (a notebook's
     program must keep its cells and magics).
     """
-    result = check_source(path, source, rules, settings)
+    result = check_source(path, source, rules, settings, project=project)
     if result.module is None:
         return FixOutcome(source, 0, result)
     ledger = _Ledger(result)
@@ -249,7 +251,7 @@ def fix_source(
                     ledger.record(loser).not_applied = f"conflicts with {winner}"
                 applied += len(kept)
                 follow_ups += sum(ledger.record(finding).follow_up for finding in kept)
-                after = check_module(path, module, rules, settings)
+                after = check_module(path, module, rules, settings, project=project)
                 ledger.advance(result, kept, tracker, after)
                 result = after
         new_source = source if applied == 0 or result.module is None else result.module.bytes
@@ -292,7 +294,7 @@ def _follow_ups(
     ledger = _Ledger(result)
     chosen, _ = _choose(result, ledger, unsafe=True)
     together, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
-    after = check_module(result.path, together, rules, settings)
+    after = check_module(result.path, together, rules, settings, project=result.project)
     ledger.advance(result, chosen, tracker, after)
     if not _new_findings(after, ledger):
         return {}
@@ -300,7 +302,7 @@ def _follow_ups(
     for finding in chosen:
         assert finding.fix is not None
         alone, tracker = _apply(module, [finding.fix])
-        after = check_module(result.path, alone, rules, settings)
+        after = check_module(result.path, alone, rules, settings, project=result.project)
         add_edits(after)
         own = _Ledger(result)
         own.advance(result, [finding], tracker, after)

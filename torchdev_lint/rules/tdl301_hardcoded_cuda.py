@@ -526,7 +526,7 @@ class HardcodedCuda(Rule):
             or flag_condition(node, self.ctx.ancestors, scope, strict=False)
             or _expected_to_raise(self.ctx.ancestors)
             or benchmark_path(self.ctx.path)
-            or cuda_requirements(scope, self.ctx.path).requires_cuda(site)
+            or cuda_requirements(scope, self.ctx.path, self.ctx.project).requires_cuda(site)
         ):
             return
         statement = next(a for a in reversed(self.ctx.ancestors) if isinstance(a, cst.BaseStatement))

@@ -221,7 +221,7 @@ class CudaBoolDevice(Rule):
         if (
             settings.device_policy == "cuda-only"
             or test_path(self.ctx.path)
-            or cuda_requirements(self.ctx.scope, self.ctx.path).requires_cuda(node)
+            or cuda_requirements(self.ctx.scope, self.ctx.path, self.ctx.project).requires_cuda(node)
         ):
             return
         hint = _ACCELERATOR_HINT if settings.target_torch_version >= ACCELERATOR_SINCE else ""

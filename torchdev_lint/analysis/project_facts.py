@@ -1,0 +1,296 @@
+"""Project facts: pass 1 over the checked files, to a fixed point, and what each check receives.
+
+Today one fact crosses files: which functions stop the program where CUDA is
+missing (`utils.init_distributed_mode()` exits, raises or asserts without CUDA,
+or joins an NCCL process group), so that TDL301/TDL311 stay silent after a call
+of one. Pass 1 parses only the files that can matter: those whose text could
+hold a gate of their own, then, round by round, those naming a function already
+known to gate (a caller, or a package `__init__` re-exporting it). Summaries are
+cached on disk by content (`analysis/summaries.py`), so a warm run parses
+nothing, and this module imports LibCST only on a miss.
+
+A file's check receives `FileFacts`: the callees it names that gate. Their
+digest is what the file's cache key adds, so an edit elsewhere that leaves those
+facts alone re-checks nothing, and one that changes them re-checks exactly the
+files that name the function. Unknown (third-party, unparsable, ambiguous) never
+gates: without facts a file is checked as it is on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
+
+from torchdev_lint.analysis.project import ProjectIndex
+from torchdev_lint.diagnostics import SourceError
+from torchdev_lint.files import read_all, read_source
+
+# A gate of the file's own needs a CUDA word and a way to stop: text with both is parsed, and
+# so is every file a TDL301/TDL311 finding could be in (its imports may lead out of the checked files).
+_SITE_TEXT = b"cuda"
+_CUDA_TEXT = re.compile(rb"cuda|gpu|nccl|cpu|is_available|device_count", re.IGNORECASE)
+_STOP_TEXT = re.compile(rb"exit|quit|skip|raise|assert|set_device|current_device|init_process_group")
+_MAX_ALIASES = 8
+FOLDER = "summaries"
+
+Summary = dict[str, Any]
+Target = tuple[str, str]
+Parse = Callable[[str, bytes], Any]
+
+
+class FileFacts(NamedTuple):
+    """What a file's check learns from the rest of the project."""
+
+    gating: frozenset[str] = frozenset()
+
+    def gates(self, callee: str) -> bool:
+        """`callee`, written as the file writes it, stops the program where CUDA is missing."""
+        return callee in self.gating
+
+    @property
+    def digest(self) -> str:
+        """A hash of these facts for the file's cache key; empty when there are none."""
+        if not self.gating:
+            return ""
+        return hashlib.sha256("\0".join(sorted(self.gating)).encode()).hexdigest()
+
+
+class ProjectFacts(NamedTuple):
+    """The facts of every checked file that has some (plain data: workers receive it)."""
+
+    files: dict[str, FileFacts]
+
+    def of(self, path: str) -> FileFacts | None:
+        return self.files.get(path)
+
+    def digest(self, path: str) -> str:
+        facts = self.files.get(path)
+        return facts.digest if facts is not None else ""
+
+
+def project_facts(paths: Iterable[str], parse: Parse, cache_directory: str | None = None) -> ProjectFacts:
+    """Pass 1 over `paths` (and the project files they lead to): the facts of each path.
+
+    `parse(path, source)` returns a LibCST module or raises SourceError (the engine's parse,
+    which refuses what would crash the parser).
+    """
+    given = {os.path.abspath(path): path for path in paths}
+    analysis = _Pass(parse, cache_directory, set(given))
+    for path in given:
+        analysis.add(path)
+    facts = analysis.run()
+    return ProjectFacts({given[path]: found for path, found in facts.items() if path in given})
+
+
+class _Pass:
+    """Summaries of the files read so far, and the fixed point over them."""
+
+    def __init__(self, parse: Parse, cache_directory: str | None, checked: set[str]) -> None:
+        self.checked = checked
+        self.index = ProjectIndex()
+        self.parse = parse
+        self.cache_directory = cache_directory
+        self.summaries: dict[str, Summary] = {}
+        self.unparsed: dict[str, bytes] = {}  # checked, no summary yet (no gate text of its own)
+        self.seen: set[str] = set()
+        self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
+        self.names: set[str] = set()  # the names gating functions go by
+        self._targets: dict[tuple[str, str], Target | None] = {}
+
+    def add(self, path: str) -> None:
+        """A checked file: parsed now when its text could hold a gate, else kept for later rounds."""
+        source = self._read(path)
+        if source is None:
+            return
+        if _SITE_TEXT in source or (_CUDA_TEXT.search(source) and _STOP_TEXT.search(source)):
+            self._summarize(path, source)
+        else:
+            self.unparsed[path] = source
+
+    def run(self) -> dict[str, FileFacts]:
+        """Rounds until no file is left that could name a gating function: the files whose
+        text names one, the modules a reference to one leads to (a re-exporting package), and
+        any project module outside the checked files that they call."""
+        while True:
+            gating = self._fixed_point()
+            self.names = {qualname.rsplit(".", 1)[-1] for _, qualname in gating} | self._gating_aliases(
+                gating
+            )
+            self._targets.clear()
+            facts = {path: self._facts(path, gating) for path in self.summaries if path in self.checked}
+            encoded = [name.encode() for name in self.names]
+            new = [path for path, source in self.unparsed.items() if any(n in source for n in encoded)]
+            new += [path for path in self.wanted if path not in self.summaries]
+            self.wanted.clear()
+            progressed = False
+            for path in dict.fromkeys(new):
+                source = self.unparsed.pop(path, None)
+                if source is None:
+                    source = self._read(path)
+                if source is not None:
+                    self._summarize(path, source)
+                    progressed = progressed or path in self.summaries
+            if not progressed:
+                return {path: found for path, found in facts.items() if found.gating}
+
+    def _read(self, path: str) -> bytes | None:
+        """The bytes of a file not read before (None when seen already or unreadable)."""
+        if path in self.seen:
+            return None
+        self.seen.add(path)
+        try:
+            return read_source(path)
+        except SourceError:
+            return None
+
+    def _fixed_point(self) -> set[Target]:
+        """Every function known to gate: its own gate, or a gating callee called before it returns.
+        Starts from none, so recursion alone proves nothing."""
+        self._targets.clear()
+        gating: set[Target] = set()
+        changed = True
+        while changed:
+            changed = False
+            for path, summary in self.summaries.items():
+                for qualname, function in summary["functions"].items():
+                    if (path, qualname) in gating:
+                        continue
+                    if function["then"] == "gate" or any(
+                        self._target(path, reference) in gating for reference in function["calls"]
+                    ):
+                        gating.add((path, qualname))
+                        changed = True
+        return gating
+
+    def _gating_aliases(self, gating: set[Target]) -> set[str]:
+        """Names a module re-exports a gating function under (`from .dist import init as setup`)."""
+        return {
+            name
+            for path, summary in self.summaries.items()
+            for name, reference in summary["aliases"].items()
+            if self._target(path, reference) in gating
+        }
+
+    def _facts(self, path: str, gating: set[Target]) -> FileFacts:
+        sites = self.summaries[path]["sites"]
+        return FileFacts(
+            frozenset(
+                text
+                for text, reference in sites.items()
+                if reference is not None and self._target(path, reference) in gating
+            )
+        )
+
+    # Resolution ------------------------------------------------------------
+
+    def _target(self, path: str, reference: list[Any], depth: int = 0) -> Target | None:
+        """The project function a reference of `path` names, or None (unknown)."""
+        key = (path, json.dumps(reference))
+        if key not in self._targets:
+            self._targets[key] = None  # a cycle of re-exports names nothing
+            self._targets[key] = self._resolve(path, reference, depth)
+        return self._targets[key]
+
+    def _resolve(self, path: str, reference: list[Any], depth: int) -> Target | None:
+        kind = reference[0]
+        if kind == "here":
+            return path, reference[1]
+        if kind == "star":
+            return self._from_stars(path, reference[1], depth)
+        located = self.index.locate(path, reference[1], reference[2])
+        if located is None or located.file is None:
+            return None
+        return self._member(located.file, located.attributes, depth)
+
+    def _member(self, path: str, attributes: tuple[str, ...], depth: int) -> Target | None:
+        """The function `attributes` names in module `path`: defined there, re-exported from
+        another module, or bound by one of its `import *`."""
+        if not attributes or depth > _MAX_ALIASES:
+            return None
+        summary = self.summaries.get(path)
+        if summary is None:
+            if attributes[-1] in self.names or path not in self.checked:
+                self.wanted.add(path)
+            return None
+        qualname = ".".join(attributes)
+        if qualname in summary["functions"]:
+            return path, qualname
+        alias = summary["aliases"].get(attributes[0])
+        if alias is not None:
+            level, dotted = alias[1], ".".join((alias[2], *attributes[1:]))
+            return self._target(path, ["module", level, dotted], depth + 1)
+        if len(attributes) == 1:
+            return self._from_stars(path, attributes[0], depth)
+        return None
+
+    def _from_stars(self, path: str, name: str, depth: int) -> Target | None:
+        for level, module in reversed(self.summaries[path]["stars"]):
+            located = self.index.locate(path, level, module)
+            if located is not None and located.file is not None and not located.attributes:
+                found = self._member(located.file, (name,), depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    # Summaries, parsed or cached -------------------------------------------
+
+    def _summarize(self, path: str, source: bytes) -> None:
+        entry = self._entry(source)
+        summary = _load(entry) if entry is not None else None
+        if summary is None:
+            from torchdev_lint.analysis.summaries import summarize  # LibCST: only on a miss
+
+            try:
+                summary = summarize(self.parse(path, source), path)
+            except (SourceError, RecursionError):
+                return
+            if entry is not None:
+                _store(entry, summary)
+        self.summaries[path] = summary
+
+    def _entry(self, source: bytes) -> str | None:
+        if self.cache_directory is None:
+            return None
+        from torchdev_lint.cache import tool_fingerprint
+
+        key = hashlib.sha256(b"%s\0%s" % (tool_fingerprint().encode(), source)).hexdigest()
+        return os.path.join(self.cache_directory, FOLDER, key[:2], key + ".json")
+
+
+def _load(entry: str) -> Summary | None:
+    try:
+        fd = os.open(entry, os.O_RDONLY)
+        try:
+            data = json.loads(read_all(fd))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return None
+    return (
+        data if isinstance(data, dict) and {"functions", "sites", "aliases", "stars"} <= data.keys() else None
+    )
+
+
+def _store(entry: str, summary: Summary) -> None:
+    """Write atomically; a failure only costs the entry."""
+    import tempfile
+
+    folder = os.path.dirname(entry)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                json.dump(summary, stream, separators=(",", ":"))
+            os.replace(temporary, entry)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    except OSError:
+        pass

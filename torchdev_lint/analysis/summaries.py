@@ -1,0 +1,221 @@
+"""Pass 1: what one file tells the rest of the project, computed from its tree alone.
+
+A summary is plain JSON, a function of the file's bytes only (import names are
+kept as written; the project index resolves them later, see
+`analysis/project_facts.py`), so it can be cached by content and hashed:
+
+- `functions`: for each module-level function and method (`"init"`, `"Trainer.setup"`)
+  that can stop its caller where CUDA is missing: `then` is `"gate"` when its body
+  reaches a gate of its own (`requirements.CudaRequirements.stops_caller`) before it
+  can return, else `"return"` or `"end"`; `calls` are the project callees its body
+  calls unconditionally before that point: any of them gating makes it gate too.
+- `sites`: every callee the file names in a call (`"utils.init_distributed_mode"`),
+  with the reference it stands for; the facts a file's check receives are keyed by
+  these texts. A text bound two ways in the file maps to None (unknown).
+- `aliases`: module-level imports (`from .utils import init`), so that a package's
+  `__init__.py` re-exporting a function leads to it; `stars`: its `import *` modules.
+
+A reference is `["module", level, "dotted.path.name"]` (an import: `level` leading
+dots), `["here", "name"]` or `["here", "Class.method"]` (this file), or
+`["star", "name"]` (a name bound by no statement but maybe by an `import *`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import libcst as cst
+
+from torchdev_lint.analysis.requirements import CudaRequirements, may_return, runs_later
+from torchdev_lint.analysis.scopes import (
+    BUILTIN_NAMES,
+    Scope,
+    block_statements,
+    collect_bindings,
+    collect_comprehension_bindings,
+    collect_function_bindings,
+    dotted_name,
+)
+from torchdev_lint.analysis.walk import walk
+
+Reference = list[Any]
+Summary = dict[str, Any]
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def summarize(module: cst.Module, path: str) -> Summary:
+    """The summary of one parsed file (`path` only tells a CUDA-only folder; see requirements)."""
+    scope = Scope(module, "module", None)
+    collect_bindings(scope, module.body)
+    requirements = CudaRequirements(scope, path)
+    stars = _stars(module)
+    references = _References(scope, bool(stars))
+    sites: dict[str, Reference | None] = {}
+    walk(module, references.enter, references.leave)
+    for text, reference in references.sites:
+        if text in sites and sites[text] != reference:
+            reference = None
+        sites[text] = reference
+    functions = {}
+    for qualname, function, owner in _functions(module, scope):
+        summary = _function_summary(function, owner, requirements, bool(stars))
+        if summary["then"] == "gate" or summary["calls"]:
+            functions[qualname] = summary
+    aliases = {}
+    for name, bindings in scope.bindings.items():
+        reference = _import_reference(name, bindings, ())
+        if reference is not None:
+            aliases[name] = reference
+    return {
+        "functions": functions,
+        "sites": sites,
+        "aliases": aliases,
+        "stars": stars,
+    }
+
+
+def digest(summary: Summary) -> str:
+    """A stable hash of a summary (key order does not matter)."""
+    return hashlib.sha256(json.dumps(summary, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _functions(module: cst.Module, scope: Scope) -> list[tuple[str, cst.FunctionDef, Scope]]:
+    """Module-level functions and the methods of module-level classes, with their scope's parent."""
+    found = []
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            found.append((statement.name.value, statement, scope))
+        elif isinstance(statement, cst.ClassDef):
+            owner = Scope(statement, "class", scope)
+            collect_bindings(owner, block_statements(statement.body))
+            for member in block_statements(statement.body):
+                if isinstance(member, cst.FunctionDef):
+                    found.append((f"{statement.name.value}.{member.name.value}", member, owner))
+    return found
+
+
+def _function_summary(
+    function: cst.FunctionDef, parent: Scope, requirements: CudaRequirements, stars: bool
+) -> Summary:
+    """Where the body stops its caller without CUDA, and the project calls made before."""
+    if runs_later(function):
+        return {"then": "end", "calls": []}
+    scope = Scope(function, "function", parent)
+    collect_function_bindings(scope, function)
+    calls: list[Reference] = []
+    for statement in block_statements(function.body):
+        if requirements.stops_caller(statement):
+            return {"then": "gate", "calls": calls}
+        if isinstance(statement, cst.SimpleStatementLine):
+            references = _References(scope, stars)
+            walk(statement, references.enter, references.leave)
+            calls += [reference for _, reference in references.sites if reference not in calls]
+        if may_return(statement):
+            return {"then": "return", "calls": calls}
+    return {"then": "end", "calls": calls}
+
+
+class _References:
+    """The callees of the calls in a subtree, with the scopes name lookup needs."""
+
+    def __init__(self, scope: Scope, stars: bool) -> None:
+        self.scope = scope
+        self.stars = stars  # the file has an `import *`: an unbound name may come from it
+        self.sites: list[tuple[str, Reference]] = []
+
+    def enter(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Call):
+            text = dotted_name(node.func)
+            if text is not None:
+                reference = reference_of(text, self.scope)
+                if reference is not None and (self.stars or reference[0] != "star"):
+                    self.sites.append((text, reference))
+        elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            self.scope = Scope(
+                node, "function" if isinstance(node, cst.FunctionDef) else "lambda", self.scope
+            )
+            collect_function_bindings(self.scope, node)
+        elif isinstance(node, cst.ClassDef):
+            self.scope = Scope(node, "class", self.scope)
+            collect_bindings(self.scope, block_statements(node.body))
+        elif isinstance(node, _COMPREHENSIONS):
+            self.scope = Scope(node, "comprehension", self.scope)
+            collect_comprehension_bindings(self.scope, node)
+
+    def leave(self, node: cst.CSTNode) -> None:
+        if node is self.scope.node and self.scope.parent is not None:
+            self.scope = self.scope.parent
+
+
+def reference_of(text: str, scope: Scope) -> Reference | None:
+    """What the callee written `text` (`u.init`, `self._setup`) refers to from `scope`: an
+    import, a function or method of this file, a name only an `import *` can bind; None for
+    anything else (a local value, a parameter, a builtin)."""
+    head, *rest = text.split(".")
+    if head in ("self", "cls"):
+        return _method_reference(scope, rest)
+    found = scope.lookup(head)
+    if found is None:
+        if head in BUILTIN_NAMES or rest:
+            return None
+        return ["star", head]
+    owner, bindings = found
+    nodes = {id(binding.node) for binding in bindings}
+    if len(nodes) != 1:
+        return None
+    node = bindings[0].node
+    if isinstance(node, (cst.Import, cst.ImportFrom)):
+        return _import_reference(head, bindings, tuple(rest))
+    if owner.kind == "module" and isinstance(node, cst.FunctionDef) and not rest:
+        return ["here", head]
+    if owner.kind == "module" and isinstance(node, cst.ClassDef) and len(rest) == 1:
+        return ["here", f"{head}.{rest[0]}"]
+    return None
+
+
+def _method_reference(scope: Scope, rest: list[str]) -> Reference | None:
+    """`self.setup` inside a method of class `C`: `C.setup` of this file (no inheritance)."""
+    function = scope
+    while function.kind in ("comprehension", "lambda") and function.parent is not None:
+        function = function.parent
+    owner = function.parent
+    if len(rest) != 1 or function.kind != "function" or owner is None or owner.kind != "class":
+        return None
+    if owner.parent is None or owner.parent.kind != "module":
+        return None
+    assert isinstance(owner.node, cst.ClassDef)
+    return ["here", f"{owner.node.name.value}.{rest[0]}"]
+
+
+def _import_reference(name: str, bindings: list[Any], rest: tuple[str, ...]) -> Reference | None:
+    """The import path a name bound only by one import statement stands for, plus `rest`."""
+    nodes = {id(binding.node) for binding in bindings}
+    node = bindings[0].node if len(nodes) == 1 else None
+    if isinstance(node, cst.Import):
+        target = bindings[0].import_target
+        return ["module", 0, ".".join((target, *rest))]
+    if not isinstance(node, cst.ImportFrom) or isinstance(node.names, cst.ImportStar):
+        return None
+    module = dotted_name(node.module) if node.module is not None else ""
+    for alias in node.names:
+        local = alias.asname.name if alias.asname is not None else alias.name
+        if isinstance(local, cst.Name) and local.value == name:
+            imported = dotted_name(alias.name) or ""
+            dotted = ".".join(part for part in (module, imported, *rest) if part)
+            return ["module", len(node.relative), dotted]
+    return None
+
+
+def _stars(module: cst.Module) -> list[list[Any]]:
+    """`from x import *` at module level, as `[level, "x"]`."""
+    found = []
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                    name = dotted_name(small.module) if small.module is not None else ""
+                    found.append([len(small.relative), name or ""])
+    return found
