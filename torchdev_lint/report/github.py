@@ -16,13 +16,19 @@ def escape_property(value: str) -> str:
 
 
 def github(diagnostic: Diagnostic) -> str:
-    properties = {
-        "file": diagnostic.path,
-        "line": str(diagnostic.line),
-        "col": str(diagnostic.column),
-        "endLine": str(diagnostic.end_line),
-        "endColumn": str(diagnostic.end_column),
-        "title": f"{diagnostic.code} {diagnostic.name}",
-    }
+    """The annotation of one finding. A notebook's finding is annotated on the file, with the cell,
+    line and column in the message: its lines are counted in the cell, not in the file's JSON."""
+    properties = {"file": diagnostic.path}
+    message = f"{diagnostic.code} {diagnostic.message}"
+    if diagnostic.cell is None:
+        properties.update(
+            line=str(diagnostic.line),
+            col=str(diagnostic.column),
+            endLine=str(diagnostic.end_line),
+            endColumn=str(diagnostic.end_column),
+        )
+    else:
+        message = f"cell {diagnostic.cell}, line {diagnostic.line}, column {diagnostic.column}: {message}"
+    properties["title"] = f"{diagnostic.code} {diagnostic.name}"
     joined = ",".join(f"{key}={escape_property(value)}" for key, value in properties.items())
-    return f"::error {joined}::{escape_data(f'{diagnostic.code} {diagnostic.message}')}"
+    return f"::error {joined}::{escape_data(message)}"

@@ -42,6 +42,8 @@ def _rule(rule: type[Rule]) -> dict[str, object]:
 
 
 def _result(diagnostic: Diagnostic, index: int) -> dict[str, object]:
+    if diagnostic.cell is not None:
+        return _notebook_result(diagnostic, index)
     location = _uri(diagnostic.path)
     result: dict[str, object] = {
         "ruleId": diagnostic.code,
@@ -86,6 +88,27 @@ def _result(diagnostic: Diagnostic, index: int) -> dict[str, object]:
             }
         ]
     return result
+
+
+def _notebook_result(diagnostic: Diagnostic, index: int) -> dict[str, object]:
+    """A finding in a notebook: its lines are counted in a cell, not in the file's JSON, so the
+    location names the file without a region, and the message and properties give the cell,
+    line and column (and no fix is attached: its edits are cell-relative too)."""
+    where = f"cell {diagnostic.cell}, line {diagnostic.line}, column {diagnostic.column}"
+    return {
+        "ruleId": diagnostic.code,
+        "ruleIndex": index,
+        "level": "error",
+        "message": {"text": f"{where}: {diagnostic.message}"},
+        "locations": [{"physicalLocation": {"artifactLocation": _uri(diagnostic.path)}}],
+        "properties": {
+            "cell": diagnostic.cell,
+            "line": diagnostic.line,
+            "column": diagnostic.column,
+            "endLine": diagnostic.end_line,
+            "endColumn": diagnostic.end_column,
+        },
+    }
 
 
 def sarif(diagnostics: Sequence[Diagnostic], selected: Sequence[str]) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo
+from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo, line_key
 
 BOLD, RED, CYAN, GREEN, DIM, RESET = "\033[1m", "\033[31m", "\033[36m", "\033[32m", "\033[2m", "\033[0m"
 
@@ -27,10 +27,16 @@ def _message(diagnostic: Diagnostic) -> str:
     return diagnostic.message
 
 
+def location(diagnostic: Diagnostic) -> str:
+    """`path:line:col`, or `path:cell N:line:col` in a notebook (the line counted in the cell)."""
+    cell = f"cell {diagnostic.cell}:" if diagnostic.cell is not None else ""
+    return f"{diagnostic.path}:{cell}{diagnostic.line}:{diagnostic.column}"
+
+
 def concise(diagnostic: Diagnostic, color: bool = False) -> str:
-    """flake8's line: `path:line:col: CODE message`."""
-    location = _paint(f"{diagnostic.path}:{diagnostic.line}:{diagnostic.column}:", BOLD, color)
-    return f"{location} {_paint(diagnostic.code, RED, color)} {_message(diagnostic)}"
+    """flake8's line: `path:line:col: CODE message` (`path:cell N:line:col: ...` in a notebook)."""
+    where = _paint(f"{location(diagnostic)}:", BOLD, color)
+    return f"{where} {_paint(diagnostic.code, RED, color)} {_message(diagnostic)}"
 
 
 # A code frame shows at most this many lines of a multi-line finding (and `...` for the rest).
@@ -66,14 +72,14 @@ def text(
     carets under the start of the first and the end of the last.
     """
     marker = _paint("[*] ", CYAN, color) if fixable(diagnostic, unsafe_fixes) else ""
-    location = _paint(f"{diagnostic.path}:{diagnostic.line}:{diagnostic.column}:", BOLD, color)
-    head = f"{location} {_paint(diagnostic.code, RED, color)} {marker}{_message(diagnostic)}"
+    where = _paint(f"{location(diagnostic)}:", BOLD, color)
+    head = f"{where} {_paint(diagnostic.code, RED, color)} {marker}{_message(diagnostic)}"
     shown: list[tuple[int, str] | None] = []
     for number in frame_lines(diagnostic.line, diagnostic.end_line):
         if number is None:
             shown.append(None)
             continue
-        source_line = source_lines.get((diagnostic.path, number))
+        source_line = source_lines.get((diagnostic.path, line_key(number, diagnostic.cell)))
         if source_line is None:  # not stored: end the frame at the last line there is
             break
         shown.append((number, source_line.expandtabs(1).rstrip("\r\n")))
@@ -100,12 +106,13 @@ def text(
 
 
 def _preview(diagnostic: Diagnostic, source_lines: Mapping[tuple[str, int], str], color: bool) -> str:
-    """The lines the fix touches, before (-) and after (+)."""
+    """The lines the fix touches, before (-) and after (+); only the title for a fix of other cells."""
     assert diagnostic.fix is not None
     first = min(e.line for e in diagnostic.fix.edits)
     last = max(e.end_line for e in diagnostic.fix.edits)
-    before = [source_lines.get((diagnostic.path, n)) for n in range(first, last + 1)]
-    if any(line is None for line in before):
+    cell = diagnostic.cell
+    before = [source_lines.get((diagnostic.path, line_key(n, cell))) for n in range(first, last + 1)]
+    if any(line is None for line in before) or any(e.cell != cell for e in diagnostic.fix.edits):
         return f"{diagnostic.fix.safety} fix: {diagnostic.fix.message}\n"
     old = "\n".join(line.rstrip("\r\n") for line in before if line is not None)
     new = _apply(old, first, diagnostic.fix.edits)
@@ -119,13 +126,14 @@ def _follow_ups(fix: FixInfo, color: bool) -> str:
     """The findings this fix gives rise to and their fixes, positioned in the text after this fix."""
     text_ = ""
     for follow_up in fix.follow_ups:
-        where = f"{follow_up.line}:{follow_up.column}"
+        where = location(follow_up).removeprefix(f"{follow_up.path}:")
         text_ += f"then, after this fix, {follow_up.code} at {where}: {follow_up.message}\n"
         if follow_up.fix is not None:
             title = f"  {follow_up.fix.safety} fix: {follow_up.fix.message}"
             text_ += _paint(title, CYAN, color) + "\n"
             for edit in follow_up.fix.edits:
-                span = f"{edit.line}:{edit.column}-{edit.end_line}:{edit.end_column}"
+                cell = f"cell {edit.cell}:" if edit.cell is not None else ""
+                span = f"{cell}{edit.line}:{edit.column}-{edit.end_line}:{edit.end_column}"
                 text_ += _paint(f"  {span} becomes {edit.content!r}", GREEN, color) + "\n"
     return text_
 
