@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
+from torchdev_lint.analysis.project_facts import ProjectFacts, project_facts
 from torchdev_lint.cache import CachedResult, ResultCache, entry_key
 from torchdev_lint.config import Settings, codes_for
 from torchdev_lint.diagnostics import FileReport, SourceError
-from torchdev_lint.engine import check_source
+from torchdev_lint.engine import check_source, parse
 from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
 from torchdev_lint.fixes import add_edits, fix_source, with_follow_ups
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion
@@ -44,6 +45,16 @@ class CheckOptions:
     cache: ResultCache | None = None
     # Fixed files must parse on this Python (the project's `requires-python` lower bound).
     oldest_python: PythonVersion = OLDEST_PYTHON
+    # Facts from other files of the project (pass 1, see `with_project`); None: each file alone.
+    project: ProjectFacts | None = None
+
+
+def with_project(paths: Sequence[str], options: CheckOptions) -> CheckOptions:
+    """The options with the project facts of `paths` (pass 1; summaries cached with the results)."""
+    if options.project is not None:
+        return options
+    directory = options.cache.directory if options.cache is not None else None
+    return replace(options, project=project_facts(paths, parse, directory))
 
 
 def rules_for(path: str, options: CheckOptions) -> tuple[type[Rule], ...]:
@@ -70,9 +81,13 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
         return report
     cache = options.cache
     checking = not (options.fix or options.diff)
+    facts = options.project.of(path) if options.project is not None else None
+    dependencies = facts.digest if facts is not None else ""
     key = None
     if cache is not None and checking:
-        key = entry_key(path, source, [r.code for r in rules], options.settings, options.with_edits)
+        key = entry_key(
+            path, source, [r.code for r in rules], options.settings, options.with_edits, dependencies
+        )
         cached = cache.load(key) if use_cached else None
         if cached is not None:
             return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
@@ -83,7 +98,7 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
             notebook = Notebook(path, source)
             program = notebook.program_bytes
         if checking:
-            result = check_source(path, program, rules, options.settings)
+            result = check_source(path, program, rules, options.settings, project=facts)
             if options.with_edits:
                 add_edits(result)
                 diagnostics = with_follow_ups(result, rules, options.settings)
@@ -98,6 +113,7 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
                 unsafe=options.unsafe_fixes,
                 oldest_python=options.oldest_python,
                 guard=notebook.guard if notebook is not None else None,
+                project=facts,
             )
             if notebook is not None:
                 outcome = replace(outcome, source=notebook.rebuild(outcome.source))
@@ -112,7 +128,7 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
                     except SourceError as error:
                         # Nothing was written: what the file holds is still to report.
                         report.error = str(error)
-                        result = check_source(path, program, rules, options.settings)
+                        result = check_source(path, program, rules, options.settings, project=facts)
                         if options.with_edits:
                             add_edits(result)
                         diagnostics = result.reported
@@ -121,7 +137,9 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
                     report.follow_ups = outcome.follow_ups
             if cache is not None and not options.diff and report.error is None:
                 # The fixer's last check (without edits) is the check of what the file now holds.
-                key = entry_key(path, outcome.source, [r.code for r in rules], options.settings, False)
+                key = entry_key(
+                    path, outcome.source, [r.code for r in rules], options.settings, False, dependencies
+                )
     except SourceError as error:
         report.error = str(notebook.explain(error) if notebook is not None else error)
         if key is not None and cache is not None:
@@ -150,7 +168,8 @@ def cached_report(path: str, options: CheckOptions) -> FileReport | None:
     if options.cache is None or options.fix or options.diff:
         return None
     codes = [r.code for r in rules_for(path, options)]
-    return options.cache.report(path, codes, options.settings, options.with_edits)
+    dependencies = options.project.digest(path) if options.project is not None else ""
+    return options.cache.report(path, codes, options.settings, options.with_edits, dependencies)
 
 
 def unified_diff(path: str, before: bytes, after: bytes) -> str:
@@ -185,6 +204,7 @@ def process_files(paths: Sequence[str], options: CheckOptions, jobs: int = 1) ->
     """
     if options.fix and not options.diff:
         remove_stale_temp_files(paths)  # left by a fixer that was killed while writing
+    options = with_project(paths, options)  # once here: workers receive the facts with the options
     if jobs <= 1 or len(paths) < 2:
         return [process_file(path, options) for path in paths]
     from torchdev_lint.parallel import map_files

@@ -79,7 +79,7 @@ def project_facts(paths: Iterable[str], parse: Parse, cache_directory: str | Non
     `parse(path, source)` returns a LibCST module or raises SourceError (the engine's parse,
     which refuses what would crash the parser).
     """
-    given = {os.path.abspath(path): path for path in paths}
+    given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
     analysis = _Pass(parse, cache_directory, set(given))
     for path in given:
         analysis.add(path)
