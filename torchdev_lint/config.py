@@ -152,7 +152,14 @@ SECTION = "torchdev-lint"
 # spelling is the project's everywhere (as ruff reads only [tool.ruff]).
 MISSPELT_SECTION = "torchdev_lint"
 LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
-KEYS = (*LIST_KEYS, "per-file-ignores", "target-torch-version", "unsafe-fixes", "device-policy")
+KEYS = (
+    *LIST_KEYS,
+    "per-file-ignores",
+    "target-torch-version",
+    "unsafe-fixes",
+    "device-policy",
+    "include-notebooks",
+)
 
 
 @dataclass(frozen=True)
@@ -170,6 +177,8 @@ class FileConfig:
     target_torch_version: tuple[int, int] | None = None
     unsafe_fixes: bool | None = None
     device_policy: str | None = None
+    # Whether folder walks find Jupyter notebooks (`.ipynb`); a notebook named on the command line is checked anyway.
+    include_notebooks: bool = True
     # Problems that do not stop the run (a misspelt table), for the CLI to print.
     warnings: tuple[str, ...] = ()
 
@@ -291,6 +300,9 @@ def load_config(path: str, *, required: bool = False) -> FileConfig:
     unsafe = table.get("unsafe-fixes")
     if unsafe is not None and not isinstance(unsafe, bool):
         raise ConfigError(f"{where}: unsafe-fixes = {_toml(unsafe)}: expected true or false")
+    notebooks = table.get("include-notebooks", True)
+    if not isinstance(notebooks, bool):
+        raise ConfigError(f"{where}: include-notebooks = {_toml(notebooks)}: expected true or false")
     policy = table.get("device-policy")
     try:
         parsed_policy = None if policy is None else parse_device_policy(policy)
@@ -308,6 +320,7 @@ def load_config(path: str, *, required: bool = False) -> FileConfig:
         target_torch_version=parsed_version,
         unsafe_fixes=unsafe,
         device_policy=parsed_policy,
+        include_notebooks=notebooks,
         warnings=warnings,
     )
 

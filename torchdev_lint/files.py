@@ -37,6 +37,7 @@ SKIPPED_DIRS = frozenset(
     }
 )
 PYTHON_SUFFIXES = (".py", ".pyi")
+NOTEBOOK_SUFFIX = ".ipynb"
 
 
 def is_excluded(path: str, patterns: Sequence[str], root: str = ".") -> bool:
@@ -54,20 +55,23 @@ def discover(
     *,
     root: str = ".",
     respect_gitignore: bool = False,
+    include_notebooks: bool = True,
 ) -> tuple[list[str], list[SourceError]]:
     """Python files under `paths`, sorted, and an error for each path that is missing.
 
     Files named explicitly are checked whatever their suffix (as flake8 does)
     unless an exclude glob matches them; directories are searched for
-    `.py`/`.pyi` files without following symlinks, so a symlink loop cannot
-    trap the walk, and (with `respect_gitignore`) without the files git ignores.
+    `.py`/`.pyi` files (and `.ipynb` notebooks with `include_notebooks`)
+    without following symlinks, so a symlink loop cannot trap the walk, and
+    (with `respect_gitignore`) without the files git ignores.
     """
+    suffixes = (*PYTHON_SUFFIXES, NOTEBOOK_SUFFIX) if include_notebooks else PYTHON_SUFFIXES
     found: list[str] = []
     errors: list[SourceError] = []
     for raw in paths:
         path = os.path.normpath(raw) if raw not in (".", "") else "."
         if os.path.isdir(path):
-            walked = list(_walk(path, exclude, root))
+            walked = list(_walk(path, exclude, root, suffixes))
             if respect_gitignore:
                 walked = _drop_git_ignored(path, walked)
             found.extend(walked)
@@ -79,7 +83,7 @@ def discover(
     return sorted(dict.fromkeys(found)), errors
 
 
-def _walk(top: str, exclude: Sequence[str], root: str) -> Iterable[str]:
+def _walk(top: str, exclude: Sequence[str], root: str, suffixes: tuple[str, ...]) -> Iterable[str]:
     for directory, subdirs, files in os.walk(top):
         subdirs[:] = sorted(
             d
@@ -91,7 +95,7 @@ def _walk(top: str, exclude: Sequence[str], root: str) -> Iterable[str]:
         )
         for name in files:
             path = os.path.join(directory, name)
-            if name.endswith(PYTHON_SUFFIXES) and not is_excluded(path, exclude, root):
+            if name.endswith(suffixes) and not is_excluded(path, exclude, root):
                 yield path.removeprefix("./")
 
 

@@ -35,8 +35,7 @@ from dataclasses import dataclass, replace
 from json.decoder import scanstring
 
 from torchdev_lint.diagnostics import Diagnostic, Edit, FileReport, SourceError, line_key
-
-SUFFIX = ".ipynb"
+from torchdev_lint.files import NOTEBOOK_SUFFIX
 
 # Cell magics that run their body as Python in the kernel's namespace: the body is analysed.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
@@ -49,7 +48,7 @@ _COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
 
 def is_notebook(path: str) -> bool:
-    return path.endswith(SUFFIX)
+    return path.endswith(NOTEBOOK_SUFFIX)
 
 
 def split_lines(text: str) -> list[str]:
