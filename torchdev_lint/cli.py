@@ -326,7 +326,13 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
         _warn(warning)
     exclude = args.exclude if args.exclude is not None else list(config.exclude or ())
     exclude = [*exclude, *config.extend_exclude, *args.extend_exclude]
-    paths, errors = discover(args.paths, exclude, root=config.root, respect_gitignore=args.respect_gitignore)
+    paths, errors = discover(
+        args.paths,
+        exclude,
+        root=config.root,
+        respect_gitignore=args.respect_gitignore,
+        include_notebooks=config.include_notebooks,
+    )
     if not paths and not errors:
         _warn(f"no Python files found under {', '.join(args.paths)}")
     if args.add_noqa:
