@@ -266,14 +266,25 @@ def _from_cache(paths: Sequence[str], plan: _Plan, config: FileConfig) -> list[F
     """Every file's report from the cache, or None as soon as one file is not there."""
     if plan.cache is None:
         return None
+    from torchdev_lint.analysis.project_facts import project_facts
+
+    # Pass 1 from cached summaries: a key holds the facts a file takes from other files.
+    project = project_facts(paths, _parse, plan.cache.directory)
     reports = []
     for path in paths:
         codes = codes_for(path, plan.codes, config.per_file_ignores, config.root)
-        report = plan.cache.report(path, codes, plan.settings, plan.with_edits)
+        report = plan.cache.report(path, codes, plan.settings, plan.with_edits, project.digest(path))
         if report is None:
             return None
         reports.append(report)
     return reports
+
+
+def _parse(path: str, source: bytes) -> object:
+    """The engine's parse, imported only when a summary is not in the cache."""
+    from torchdev_lint.engine import parse
+
+    return parse(path, source)
 
 
 def _use_color(stream: TextIO) -> bool:
