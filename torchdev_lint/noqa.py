@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from torchdev_lint.positions import LineIndex
+from torchdev_lint.rule import Rule
 
 # flake8's NOQA_INLINE_REGEXP with `#\s*` for `# `: every directive flake8 sees is seen here.
 NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>(?:[A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
@@ -231,6 +232,39 @@ def apply_edits(text: str, edits: Sequence[LineEdit]) -> str:
 
 
 # Unused directives ------------------------------------------------------------
+
+
+class UnusedNoqa(Rule):
+    """What `check --report-unused-noqa` reports. Not a rule the engine runs (it judges the
+    other rules' results), but described like one, so that SARIF can list it."""
+
+    code = "NOQA"
+    name = "unused-noqa"
+    message = "Unused `noqa` directive"
+    default_enabled = False
+    docs = """
+    ## What it does
+    With `--report-unused-noqa`, reports each TDL code in a `# noqa: ...` comment that silences
+    no finding of its statement (or that no rule has). Blanket `# noqa` comments, other tools'
+    codes and codes of rules that did not run are never reported.
+
+    ## Why it matters
+    A suppression whose finding is gone (the code was fixed, or the rule got more precise) would
+    silently hide the next real finding on that line.
+
+    ## Example
+    ```python
+    state = torch.load(path, map_location="cpu")  # noqa: TDL101
+    ```
+
+    ## Use instead
+    ```python
+    state = torch.load(path, map_location="cpu")
+    ```
+
+    ## Fix safety
+    No fix: remove the code (or the comment) by hand.
+    """
 
 
 @dataclass(frozen=True)

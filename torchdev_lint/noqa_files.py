@@ -19,16 +19,12 @@ from torchdev_lint.catalog import RULES
 from torchdev_lint.diagnostics import Diagnostic, FileReport, SourceError
 from torchdev_lint.engine import check_source
 from torchdev_lint.files import read_source, write_atomic
-from torchdev_lint.noqa import NoqaError, apply_edits, noqa_edits, unused_codes
+from torchdev_lint.noqa import NoqaError, UnusedNoqa, apply_edits, noqa_edits, unused_codes
 from torchdev_lint.positions import LineIndex
 from torchdev_lint.runner import rules_for
 
 if TYPE_CHECKING:
     from torchdev_lint.runner import CheckOptions
-
-# The code and name that unused directives are reported under (they are no rule's findings).
-UNUSED_CODE = "NOQA"
-UNUSED_NAME = "unused-noqa"
 
 _TDL_DIRECTIVE = re.compile(rb"#\s*noqa:\s?[^\r\n]*tdl", re.IGNORECASE)
 
@@ -116,9 +112,9 @@ def unused_noqa_file(path: str, options: CheckOptions) -> FileReport:
                 column=unused.column + 1,
                 end_line=unused.line,
                 end_column=unused.end_column + 1,
-                code=UNUSED_CODE,
-                name=UNUSED_NAME,
-                message=f"Unused `noqa` directive for {unused.code}: {why}",
+                code=UnusedNoqa.code,
+                name=UnusedNoqa.name,
+                message=f"{UnusedNoqa.message} for {unused.code}: {why}",
             )
         )
         report.source_lines[unused.line] = lines.line(unused.line)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from torchdev_lint import __version__
 from torchdev_lint.diagnostics import Diagnostic
+from torchdev_lint.noqa import UnusedNoqa
 from torchdev_lint.rule import Rule, rules_by_code
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -114,7 +115,7 @@ def _notebook_result(diagnostic: Diagnostic, index: int) -> dict[str, object]:
 def sarif(diagnostics: Sequence[Diagnostic], selected: Sequence[str]) -> dict[str, object]:
     """The run as a SARIF log; `selected` are the codes of the rules run (this imports the rules,
     whose documentation the log carries)."""
-    known = rules_by_code()
+    known = {**rules_by_code(), UnusedNoqa.code: UnusedNoqa}  # --report-unused-noqa's findings too
     codes = [*selected, *sorted({d.code for d in diagnostics} - set(selected))]
     listed = [known[code] for code in codes]
     index = {rule.code: i for i, rule in enumerate(listed)}
