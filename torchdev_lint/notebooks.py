@@ -5,10 +5,12 @@ cell 5 uses, as in the kernel. The program is what the engine and the fixer
 see; this module turns a notebook into it and a fixed program back into the
 notebook, and maps positions between the two. It does not analyse code.
 
-The program holds a marker comment before each code cell (`# <tag>:N`, N the
-cell's 1-based number among all cells, markdown included, as Jupyter shows
-them) followed by the cell's lines, so every cell line is one program line
-and columns stay the same. IPython syntax that is not Python is masked: a
+The program holds a marker line before each code cell (`pass  # <tag>:N`, N
+the cell's 1-based number among all cells, markdown included, as Jupyter
+shows them) followed by the cell's lines, so every cell line is one program
+line and columns stay the same. The marker is a statement, not a bare
+comment: LibCST would attach a comment to the statement after it, so code a
+fix inserts before a cell's first statement would land in the cell above. IPython syntax that is not Python is masked: a
 line magic (`%matplotlib inline`, `x = %time f()`), a shell escape
 (`!pip install x`, `files = !ls`) or a help request (`x?`, `?x`) becomes
 `pass  # <tag>-magic` at the same indentation. A cell magic masks its whole
@@ -122,7 +124,7 @@ class Notebook:
     # The program ------------------------------------------------------------
 
     def _marker(self, number: int) -> str:
-        return f"# {self.tag}:{number}\n"
+        return f"pass  # {self.tag}:{number}\n"
 
     @property
     def program_bytes(self) -> bytes:
@@ -138,7 +140,7 @@ class Notebook:
         segments: list[list[str]] = []
         leading: list[str] = []
         numbers = []
-        marker = re.compile(rf"# {re.escape(self.tag)}:(\d+)\n")
+        marker = re.compile(rf"pass  # {re.escape(self.tag)}:(\d+)\n")
         for line in split_lines(program):
             found = marker.fullmatch(line)
             if found:
@@ -289,7 +291,7 @@ class CellPositions:
     """
 
     def __init__(self, tag: str, program: str) -> None:
-        marker = re.compile(rf"# {re.escape(tag)}:(\d+)")
+        marker = re.compile(rf"pass  # {re.escape(tag)}:(\d+)")
         self._cells: list[tuple[int, int]] = []  # per program line: (cell, line in cell); (0, 0) for markers
         self._starts: dict[int, int] = {}  # cell number -> program line of its marker
         cell = line = 0
