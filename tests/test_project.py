@@ -358,3 +358,19 @@ def test_flake8_keeps_per_file_behaviour(tmp_path: Path) -> None:
     result = subprocess.run(flake8, cwd=tmp_path, capture_output=True, text=True)
     assert result.stdout.startswith("main.py:7:13: TDL301"), result.stdout + result.stderr
     assert _findings(tmp_path, "main.py") == []
+
+
+def test_same_file_helper_that_returns_early_does_not_gate(tmp_path: Path) -> None:
+    """DETR's `init_distributed_mode` returns when not launched distributed, before its
+    `set_device`: the program goes on without CUDA, in the same file as across files."""
+    main = dedent(RETURNS) + dedent(
+        """
+        def main(args):
+            init_distributed_mode(args)
+            model = torch.nn.Linear(2, 2).cuda()
+        """
+    )
+    _write(tmp_path, {"setup.py": "", "main.py": main})
+    assert _findings(tmp_path) == ["main.py:15 TDL301"]
+    _write(tmp_path, {"main.py": main.replace("        return\n", "        raise SystemExit\n")})
+    assert _findings(tmp_path) == []
