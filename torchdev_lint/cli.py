@@ -37,7 +37,7 @@ from torchdev_lint.rule import all_rules
 
 if TYPE_CHECKING:
     from torchdev_lint.grammar import PythonVersion
-    from torchdev_lint.runner import Options
+    from torchdev_lint.runner import CheckOptions
 
 # A run that the cache answers whole imports neither LibCST nor the rules: the runner,
 # the engine and the rules are imported only when a file has to be checked or fixed.
@@ -229,11 +229,11 @@ def _plan(args: argparse.Namespace, config: FileConfig, fix: bool) -> _Plan:
     )
 
 
-def _options(args: argparse.Namespace, config: FileConfig, plan: _Plan) -> Options:
+def _options(args: argparse.Namespace, config: FileConfig, plan: _Plan) -> CheckOptions:
     """The runner's options: this imports the rules (and LibCST)."""
-    from torchdev_lint.runner import Options
+    from torchdev_lint.runner import CheckOptions
 
-    return Options(
+    return CheckOptions(
         rules=tuple(select_rules(plan.select, plan.ignore, plan.extend_select)),
         settings=plan.settings,
         fix=plan.fix,
@@ -411,9 +411,10 @@ def _add_noqa(
     from torchdev_lint.files import remove_stale_temp_files
     from torchdev_lint.noqa_files import add_noqa_file
     from torchdev_lint.parallel import default_jobs, map_files
+    from torchdev_lint.runner import with_project
 
     remove_stale_temp_files(paths)  # left by a writer that was killed while writing
-    options = _options(args, config, plan)
+    options = with_project(paths, _options(args, config, plan))
     added = map_files(partial(add_noqa_file, options=options), paths, args.jobs or default_jobs())
     messages = [str(e) for e in errors] + [a.error for a in added if a.error]
     for message in messages:
@@ -433,9 +434,10 @@ def _add_unused_noqa(
 
     from torchdev_lint.noqa_files import unused_noqa_file
     from torchdev_lint.parallel import default_jobs, map_files
+    from torchdev_lint.runner import with_project
 
     paths = [r.path for r in reports if r.error is None]
-    options = _options(args, config, plan)
+    options = with_project(paths, _options(args, config, plan))
     found = map_files(partial(unused_noqa_file, options=options), paths, args.jobs or default_jobs())
     by_path = {extra.path: extra for extra in found}
     for report in reports:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from torchdev_lint.catalog import RULES
 from torchdev_lint.diagnostics import Diagnostic, FileReport, SourceError
-from torchdev_lint.engine import check_source
+from torchdev_lint.engine import FileResult, check_source
 from torchdev_lint.files import read_source, write_atomic
 from torchdev_lint.noqa import NoqaError, UnusedNoqa, apply_edits, noqa_edits, unused_codes
+from torchdev_lint.notebooks import Notebook, is_notebook
 from torchdev_lint.positions import LineIndex
 from torchdev_lint.runner import rules_for
 
@@ -60,27 +61,46 @@ def _compiles(source: bytes) -> bool:
     return True
 
 
+def _checked(path: str, source: bytes, options: CheckOptions) -> tuple[bytes, Notebook | None, FileResult]:
+    """What the engine reads (a notebook's code cells as one program), the notebook, and the
+    check of it with the project's facts: as `runner.process_file` checks a file."""
+    notebook = Notebook(path, source) if is_notebook(path) else None
+    program = notebook.program_bytes if notebook is not None else source
+    facts = options.project.of(path) if options.project is not None else None
+    return (
+        program,
+        notebook,
+        check_source(path, program, rules_for(path, options), options.settings, project=facts),
+    )
+
+
 def add_noqa_file(path: str, options: CheckOptions) -> NoqaAdded:
-    """Silence every finding left in the file with a `# noqa: CODE` directive; never raises for bad input."""
+    """Silence every finding left in the file with a `# noqa: CODE` directive; never raises for bad input.
+
+    A notebook gets its directives in the cells' sources; nothing else in it changes.
+    """
+    notebook = None
     try:
         source = read_source(path)
-        result = check_source(path, source, rules_for(path, options), options.settings)
+        program, notebook, result = _checked(path, source, options)
         findings = [(d.line, d.code) for d in result.reported]
         if not findings:
             return NoqaAdded(path)
-        text, encoding = _decode(path, source)
+        text, encoding = _decode(path, program)
         try:
             edits = noqa_edits(text, findings)
         except NoqaError as error:
             raise SourceError(path, f"cannot add noqa directives: {error}") from None
         changed = apply_edits(text, edits).encode(encoding)
-        if not _compiles(changed) and _compiles(source):
+        if not _compiles(changed) and _compiles(program):
             raise SourceError(path, "cannot add noqa directives: the file would not compile; nothing written")
+        if notebook is not None:
+            changed = notebook.rebuild(changed)
         if changed != source:
             write_atomic(path, changed)
         return NoqaAdded(path, len(edits))
     except SourceError as error:
-        return NoqaAdded(path, error=str(error))
+        return NoqaAdded(path, error=str(notebook.explain(error) if notebook is not None else error))
 
 
 def unused_noqa_file(path: str, options: CheckOptions) -> FileReport:
@@ -95,15 +115,15 @@ def unused_noqa_file(path: str, options: CheckOptions) -> FileReport:
         source = read_source(path)
         if _TDL_DIRECTIVE.search(source) is None:
             return report
-        rules = rules_for(path, options)
-        result = check_source(path, source, rules, options.settings)
-        text, _ = _decode(path, source)
+        program, notebook, result = _checked(path, source, options)
+        text, _ = _decode(path, program)
     except SourceError:
         return report
     silenced = [(d.line, d.code) for d in result.diagnostics if d.suppressed]
     known = [rule.code for rule in RULES]
+    selected = [rule.code for rule in rules_for(path, options)]
     lines = LineIndex(text)
-    for unused in unused_codes(text, silenced, [r.code for r in rules], known):
+    for unused in unused_codes(text, silenced, selected, known):
         why = "no finding here" if unused.known else "no rule has this code"
         report.diagnostics.append(
             Diagnostic(
@@ -118,4 +138,6 @@ def unused_noqa_file(path: str, options: CheckOptions) -> FileReport:
             )
         )
         report.source_lines[unused.line] = lines.line(unused.line)
+    if notebook is not None and report.diagnostics:
+        notebook.locate(report, text)
     return report
