@@ -4,6 +4,7 @@ silences the finding; afterwards `check` (and flake8) report nothing and a secon
 from __future__ import annotations
 
 import codecs
+import json
 import stat
 import subprocess
 import sys
@@ -265,3 +266,45 @@ def test_written_atomically_with_permissions_kept(
     assert written == [str(path)]
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.py"]  # no temporary file left
+
+
+def test_notebook_cells_get_directives_and_nothing_else_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    cells = [
+        {"cell_type": "markdown", "id": "a", "metadata": {}, "source": ["# Title"]},
+        {
+            "cell_type": "code",
+            "execution_count": 1,
+            "id": "b",
+            "metadata": {},
+            "outputs": [],
+            "source": ["%matplotlib inline\n", "import torch\n", 'state = torch.load("a.pt")'],
+        },
+        {
+            "cell_type": "code",
+            "execution_count": 2,
+            "id": "c",
+            "metadata": {"tags": ["x"]},
+            "outputs": [{"name": "stdout", "output_type": "stream", "text": ["hi\n"]}],
+            "source": ["x = torch.load(\n", '    "b.pt",\n', ")  # noqa: E501\n", "print('hi')"],
+        },
+    ]
+    document = {
+        "cells": cells,
+        "metadata": {"language_info": {"name": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "n.ipynb"
+    original = json.dumps(document, indent=1) + "\n"
+    path.write_text(original)
+    assert main([*CHECK, "--add-noqa", str(path)]) == 0
+    assert capsys.readouterr().err == "Added 2 noqa directives to 1 file.\n"
+    expected = original.replace('torch.load(\\"a.pt\\")"', 'torch.load(\\"a.pt\\")  # noqa: TDL101"').replace(
+        '"x = torch.load(\\n"', '"x = torch.load(  # noqa: TDL101\\n"'
+    )
+    assert path.read_text() == expected
+    nbformat.validate(nbformat.read(str(path), as_version=4))
+    assert _check([path], capsys) == (0, "")
