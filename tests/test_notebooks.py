@@ -469,3 +469,22 @@ def test_folders_include_notebooks_unless_configured_off(
     (tmp_path / "pyproject.toml").write_text('[tool.torchdev-lint]\ninclude-notebooks = "no"\n')
     assert main(["check", "--no-cache", "."]) == 2
     assert 'include-notebooks = "no": expected true or false' in capsys.readouterr().err
+
+
+def test_positions_map_both_ways_after_an_insertion_at_the_top() -> None:
+    """Lines a fix puts above the first cell's marker belong to that cell (as written back)."""
+    nb = Notebook("n.ipynb", nbformat.writes(notebook(("markdown", "m"), "a = 1\nb = 2", "c = 3")).encode())
+    program = "import os\n" + nb.program
+    assert nb.cell_texts(program) == ["import os\na = 1\nb = 2", "c = 3"]
+    where = nb.positions(program)
+    cells = [where.cell_line(line) for line in range(1, 7)]
+    assert cells == [(2, 1), (0, 0), (2, 2), (2, 3), (0, 0), (3, 1)]
+    assert [where.program_line(cell, line) for cell, line in cells if cell] == [1, 3, 4, 6]
+
+
+def test_a_coding_cookie_in_a_cell_does_not_change_the_encoding(tmp_path: Path) -> None:
+    path = tmp_path / "cookie.ipynb"
+    write(path, notebook("# -*- coding: latin-1 -*-\nimport torch\nx = torch.load('\u00e9\u2603.pt')"))
+    assert main(["check", "--isolated", "--no-cache", "--fix", str(path)]) == 0
+    source = nbformat.read(str(path), 4).cells[0].source
+    assert source.endswith("x = torch.load('\u00e9\u2603.pt', map_location='cpu')")

@@ -46,7 +46,6 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # a line with its brea
 _ASSIGNED_MAGIC = re.compile(r"[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[%!]")
 _CELL_MAGIC = re.compile(r"\s*%%(\w*)")
 _SYNTAX_AT = re.compile(r"\bat line (\d+), column (\d+)")
-_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 
 
 def is_notebook(path: str) -> bool:
@@ -108,7 +107,6 @@ class Notebook:
                 if cell.get("cell_type") == "code":
                     self.cells.append(self._cell(index + 1, _joined(cell["source"]), spans[index]))
         self.program = "".join(self._marker(cell.number) + "".join(cell.program_lines) for cell in self.cells)
-        _refuse_foreign_encoding(path, self.program)
 
     def _cell(self, number: int, text: str, span: tuple[int, int]) -> _Cell:
         lines = split_lines(text)
@@ -202,7 +200,7 @@ class Notebook:
             position = end
         out.append(self.text[position:])
         new_text = "".join(out)
-        self._check_written(new_text, dict((cell.number, text) for cell, text in changed))
+        self._check_written(new_text, {cell.number: text for cell, text in changed})
         return (codecs.BOM_UTF8 if self.bom else b"") + new_text.encode("utf-8")
 
     def _check_written(self, new_text: str, sources: dict[int, str]) -> None:
@@ -286,24 +284,29 @@ class Notebook:
 class CellPositions:
     """Program lines ↔ (cell number, line in the cell), read from the markers of a program.
 
-    `add-noqa` and the reports use it: a directive for a program line goes on
-    `cell_line(n)`; a cell position is `program_line(cell, line)` in the program.
+    Reports map findings with `cell_line`; a tool that edits cells by their
+    positions (`--add-noqa`) finds their program lines with `program_line`.
+    Lines a fix put above the first marker belong to the first code cell, as
+    `Notebook.cell_texts` has it.
     """
 
     def __init__(self, tag: str, program: str) -> None:
         marker = re.compile(rf"pass  # {re.escape(tag)}:(\d+)")
-        self._cells: list[tuple[int, int]] = []  # per program line: (cell, line in cell); (0, 0) for markers
-        self._starts: dict[int, int] = {}  # cell number -> program line of its marker
-        cell = line = 0
-        for number, text in enumerate(split_lines(program), start=1):
-            found = marker.fullmatch(text.rstrip("\r\n"))
-            if found:
-                cell, line = int(found[1]), 0
-                self._starts[cell] = number
+        lines = split_lines(program)
+        found = [marker.fullmatch(text.rstrip("\r\n")) for text in lines]
+        first = next((int(match[1]) for match in found if match), 0)
+        self._cells: list[tuple[int, int]] = []  # per program line: (cell, line in cell); (0, 0): a marker
+        self._lines: dict[tuple[int, int], int] = {}
+        cell, line = first, 0
+        for number, match in enumerate(found, start=1):
+            if match:
+                cell = int(match[1])
+                line = line if cell == first else 0
                 self._cells.append((0, 0))
-            else:
-                line += 1
-                self._cells.append((cell, line))
+                continue
+            line += 1
+            self._cells.append((cell, line))
+            self._lines[(cell, line)] = number
 
     def cell_line(self, program_line: int) -> tuple[int, int]:
         """The (cell, line) of a 1-based program line; (0, 0) for a marker or a line past the end."""
@@ -312,13 +315,8 @@ class CellPositions:
         return (0, 0)
 
     def program_line(self, cell: int, line: int) -> int:
-        """The program line of 1-based `line` of cell number `cell` (KeyError for a cell with no code)."""
-        return self._starts[cell] + line
-
-
-def read_notebook(path: str, raw: bytes) -> Notebook:
-    """The notebook in `raw`; SourceError (one line naming the reason) when it is not one."""
-    return Notebook(path, raw)
+        """The 1-based program line of 1-based `line` of cell number `cell` (KeyError if it has none)."""
+        return self._lines[(cell, line)]
 
 
 def _check_structure(path: str, data: object, text: str) -> None:
@@ -394,21 +392,6 @@ def _unused_tag(text: str) -> str:
         number += 1
         tag = f"torchdev-lint-cell-{number}"
     return tag
-
-
-def _refuse_foreign_encoding(path: str, program: str) -> None:
-    """A coding cookie on a cell's first line would make the program read as another encoding."""
-    for line in split_lines(program)[:2]:
-        found = _COOKIE.match(line)
-        if found and _codec_name(found[1]) != "utf-8":
-            raise SourceError(path, f"cell 1 declares the encoding {found[1]!r}; notebooks are UTF-8")
-
-
-def _codec_name(encoding: str) -> str:
-    try:
-        return codecs.lookup(encoding).name
-    except LookupError:
-        return encoding
 
 
 # Masking IPython syntax ---------------------------------------------------------
