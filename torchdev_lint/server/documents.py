@@ -1,0 +1,135 @@
+"""Open documents and checking their text: the engine and the fixer, handed a buffer instead of a file.
+
+Nothing here speaks LSP or touches the event loop: checks run on a worker
+thread, and each result carries the version of the text it was made from, so
+a result that a newer change overtook can be recognised and dropped.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse
+
+from torchdev_lint.analysis.project_facts import FileFacts, project_facts
+from torchdev_lint.config import ConfigError
+from torchdev_lint.diagnostics import Diagnostic, SourceError
+from torchdev_lint.engine import check_source, parse
+from torchdev_lint.fixes import add_edits, fix_source
+from torchdev_lint.server.project import Project, Projects
+
+
+@dataclass(frozen=True)
+class Lint:
+    """One check of one version of a document."""
+
+    version: int
+    text: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    project: Project | None = None
+    facts: FileFacts | None = None
+    # Why the text was not checked: a syntax error, an invalid configuration.
+    error: str | None = None
+
+
+@dataclass
+class Document:
+    """What the server keeps about an open document: its latest text and its latest check."""
+
+    uri: str
+    path: str | None  # None for a buffer that is no file (`untitled:`)
+    text: str
+    version: int
+    lint: Lint | None = None
+    # The scheduled or running check (an asyncio task), replaced on every change.
+    pending: object | None = field(default=None, repr=False)
+    # What the file takes from the rest of the project, and the file's (mtime, size) it was found for.
+    facts: tuple[tuple[int, int] | None, FileFacts | None] | None = field(default=None, repr=False)
+
+    def project_facts(self, project: Project) -> FileFacts | None:
+        """The facts `check` gives this file (pass 1 over the file as saved): found again only
+        when the file changed on disk, so a keystroke costs one `stat`."""
+        if self.path is None:
+            return None
+        try:
+            status = os.stat(self.path)
+            stamp: tuple[int, int] | None = (status.st_mtime_ns, status.st_size)
+        except OSError:
+            stamp = None  # not saved yet: checked on its own, as `check` cannot see it
+        if self.facts is None or self.facts[0] != stamp:
+            found = None
+            if stamp is not None:
+                found = project_facts([self.path], parse, project.cache_directory).of(self.path)
+            self.facts = (stamp, found)
+        return self.facts[1]
+
+
+def path_of(uri: str) -> str | None:
+    """The file system path of a `file:` URI; None for other schemes."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    path = unquote(parsed.path)
+    if re.match(r"/[A-Za-z]:", path):  # file:///C:/x on Windows
+        path = path[1:]
+    return path
+
+
+def lint(document: Document, version: int, text: str, projects: Projects) -> Lint:
+    """Check `text` (version `version` of the document) as `torchdev-lint check` would check its file."""
+    try:
+        project = projects.for_path(document.path)
+    except ConfigError as error:
+        return Lint(version, text, error=str(error))
+    if project.excluded:
+        return Lint(version, text, project=project)
+    try:
+        facts = document.project_facts(project)
+        result = check_source(
+            document.path or document.uri, text, project.rules, project.settings, project=facts
+        )
+        add_edits(result)
+    except SourceError as error:
+        return Lint(version, text, project=project, error=error.reason)
+    return Lint(version, text, tuple(result.reported), project, facts)
+
+
+def fix_all(document: Document, lint: Lint) -> str | None:
+    """The checked text with every safe fix applied as `--fix` applies them; None when nothing changes."""
+    project = lint.project
+    if project is None or project.excluded or lint.error is not None:
+        return None
+    encoding = _declared_encoding(lint.text)
+    try:
+        source = lint.text.encode(encoding)
+        outcome = fix_source(
+            document.path or document.uri,
+            source,
+            project.rules,
+            project.settings,
+            oldest_python=project.oldest_python,
+            project=lint.facts,
+        )
+        fixed = outcome.source.decode(encoding)
+    except (SourceError, UnicodeError):
+        return None
+    return fixed if fixed != lint.text else None
+
+
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
+
+
+def _declared_encoding(text: str) -> str:
+    """The encoding the text's coding cookie declares (the fixer re-encodes with it), else UTF-8."""
+    for line in text.splitlines()[:2]:
+        match = _CODING.match(line)
+        if match is not None:
+            try:
+                return codecs.lookup(match.group(1)).name
+            except LookupError:
+                return "utf-8"
+        if line.strip() and not line.lstrip().startswith("#"):
+            break
+    return "utf-8"

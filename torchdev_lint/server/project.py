@@ -1,0 +1,121 @@
+"""The settings a document is checked with: those `torchdev-lint check` would use for its file.
+
+The CLI reads the nearest pyproject.toml with a `[tool.torchdev-lint]` table
+above the checked paths; for one document that is the table above the
+document's own path. The parsed table is kept until the file changes on disk,
+so a keystroke costs a walk up the folders (a few `stat` calls), not a TOML parse.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from torchdev_lint.cache import FOLDER, ResultCache
+from torchdev_lint.config import (
+    ConfigError,
+    FileConfig,
+    Settings,
+    _load_toml,
+    codes_for,
+    find_config,
+    load_config,
+    select_rules,
+)
+from torchdev_lint.files import is_excluded
+from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion, requires_python_floor
+from torchdev_lint.rule import Rule
+
+
+@dataclass(frozen=True)
+class Project:
+    """What checking and fixing one file uses: its rules, settings and the oldest Python to keep."""
+
+    config: FileConfig
+    rules: tuple[type[Rule], ...]  # selected, minus those `per-file-ignores` turns off for the file
+    settings: Settings
+    oldest_python: PythonVersion
+    excluded: bool  # `exclude`/`extend-exclude` name the file: the CLI would not check it
+    cache_directory: str | None  # where the CLI keeps the project's summaries (None: not writable)
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A configuration file as read, with the selection and settings it gives every file."""
+
+    config: FileConfig
+    rules: tuple[type[Rule], ...]
+    settings: Settings
+    oldest_python: PythonVersion
+    cache_directory: str | None
+
+
+class Projects:
+    """Resolves each document's project, re-reading a pyproject.toml only when it changed on disk."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str | None, tuple[tuple[int, int] | None, _Table]] = {}
+
+    def for_path(self, path: str | None) -> Project:
+        """The project of a file at `path` (None: a buffer without a file, checked with the defaults).
+
+        Raises ConfigError when the configuration file is invalid, as the CLI does.
+        """
+        config_path = find_config([path]) if path is not None else None
+        table = self._table(config_path)
+        config = table.config
+        rules = table.rules
+        excluded = False
+        if path is not None:
+            codes = set(codes_for(path, [r.code for r in rules], config.per_file_ignores, config.root))
+            rules = tuple(r for r in rules if r.code in codes)
+            excluded = is_excluded(path, [*(config.exclude or ()), *config.extend_exclude], config.root)
+        return Project(config, rules, table.settings, table.oldest_python, excluded, table.cache_directory)
+
+    def _table(self, config_path: str | None) -> _Table:
+        stamp = _stamp(config_path)
+        known = self._tables.get(config_path)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        config = load_config(config_path) if config_path is not None else FileConfig()
+        table = _Table(
+            config=config,
+            rules=tuple(select_rules(config.select, config.ignore, config.extend_select)),
+            settings=Settings(
+                target_torch_version=config.target_torch_version or Settings.target_torch_version,
+                device_policy=config.device_policy or Settings.device_policy,
+            ),
+            oldest_python=_oldest_python(config),
+            cache_directory=_cache_directory(config),
+        )
+        self._tables[config_path] = (stamp, table)
+        return table
+
+
+def _stamp(path: str | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        status = os.stat(path)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    return status.st_mtime_ns, status.st_size
+
+
+def _cache_directory(config: FileConfig) -> str | None:
+    """The CLI's cache folder of a configured project; without a configuration file, none (the
+    CLI would put it in the folder it runs in, which a server does not have)."""
+    if config.path is None:
+        return None
+    cache = ResultCache.open(os.path.join(config.root, FOLDER))
+    return cache.directory if cache is not None else None
+
+
+def _oldest_python(config: FileConfig) -> PythonVersion:
+    """The lower bound of `[project] requires-python` beside the settings, as `--fix` keeps it."""
+    if config.path is None:
+        return OLDEST_PYTHON
+    project = _load_toml(config.path).get("project")
+    specifier = project.get("requires-python") if isinstance(project, dict) else None
+    floor = requires_python_floor(specifier) if isinstance(specifier, str) else None
+    return floor or OLDEST_PYTHON
