@@ -308,3 +308,26 @@ def test_notebook_cells_get_directives_and_nothing_else_changes(
     assert path.read_text() == expected
     nbformat.validate(nbformat.read(str(path), as_version=4))
     assert _check([path], capsys) == (0, "")
+
+
+def test_every_rule_example_is_silenced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from torchdev_lint.rule import all_rules
+
+    for rule in all_rules():
+        for index, example in enumerate(rule.invalid):
+            if not example.settings:
+                (tmp_path / f"{rule.code.lower()}_{index}.py").write_text(example.source)
+    command = ["check", "--isolated", "--no-cache", "--select", "ALL"]
+    assert main([*command, "--format", "concise", str(tmp_path)]) == 1
+    capsys.readouterr()
+    assert main([*command, "--add-noqa", str(tmp_path)]) == 0
+    assert not capsys.readouterr().err.startswith("Added 0 ")
+    for path in tmp_path.iterdir():
+        compile(path.read_bytes(), str(path), "exec")
+    assert main([*command, "--format", "concise", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == ""
+    assert main([*command, "--add-noqa", str(tmp_path)]) == 0
+    assert capsys.readouterr().err == "Added 0 noqa directives to 0 files.\n"
+    flake8 = [sys.executable, "-m", "flake8", "--isolated", "--select", "TDL", "."]
+    result = subprocess.run(flake8, cwd=tmp_path, capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (0, "")
