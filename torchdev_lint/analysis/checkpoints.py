@@ -8,8 +8,9 @@
   it onto the CPU change nothing the program sees.
 - `SavedFiles`: what the file writes (`saved_on_cpu`, `path_key`), so that loads
   of what it has just written, or wrote from host memory, are known for what they are.
-- `in_memory_buffer`, `package_data`, `holds_numbers_only`, `discards_device`, `is_test_code`:
-  other signs that a load restores no tensor onto a device this machine lacks.
+- `in_memory_buffer`, `package_data`, `holds_numbers_only`, `restores_host_data`, `names_host_file`,
+  `runs_on_xla`, `pickling_format`, `discards_device`, `is_test_code`: other signs that a load restores no tensor onto
+  a device this machine lacks.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.flow import device_of
 from torchdev_lint.analysis.flow_values import CPU
+from torchdev_lint.analysis.guards import name_words
 from torchdev_lint.analysis.requirements import test_file_name
 from torchdev_lint.analysis.scopes import (
     Scope,
@@ -104,6 +106,8 @@ class Loader:
 
     qualname: str
     map_location_index: int
+    # Its first argument is a URL to download from, not a file.
+    downloads: bool = False
 
 
 LOADERS = {
@@ -111,14 +115,16 @@ LOADERS = {
     for loader in (
         Loader("torch.load", 1),
         Loader("torch.jit.load", 1),
-        Loader("torch.hub.load_state_dict_from_url", 2),
+        Loader("torch.hub.load_state_dict_from_url", 2, downloads=True),
         # The same function object as `torch.hub.load_state_dict_from_url`.
-        Loader("torch.utils.model_zoo.load_url", 2),
+        Loader("torch.utils.model_zoo.load_url", 2, downloads=True),
     )
 }
 
 # Uses of a container that read it without depending on where its tensors live.
 _HARMLESS_BUILTINS = frozenset({"builtins.isinstance", "builtins.len"})
+# Calls that take NumPy arrays: what they receive was pickled from host memory.
+_HOST_CONSUMERS = frozenset({"torch.from_numpy", "numpy.asarray", "numpy.array"})
 # Methods returning an item of a dict checkpoint: the item is then judged by its own uses.
 _ITEM_METHODS = frozenset({"get", "pop"})
 # Name positions that bind or name something rather than read the variable.
@@ -211,7 +217,7 @@ class UseIndex:
         func = call.func
         if resolve(func, scope) in _HARMLESS_BUILTINS:
             return True
-        if is_rng_setter(func, scope):
+        if is_rng_setter(func, scope) or resolve(func, scope) in _HOST_CONSUMERS:
             self._receivers.append(func)
             return True
         if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
@@ -290,8 +296,11 @@ class UseIndex:
         )
 
 
-# Methods whose result lives on the host whatever their receiver was.
-_TO_HOST = frozenset({"cpu", "numpy", "tolist", "item"})
+# Methods whose result lives on the host whatever their receiver was; a generator's state is a
+# CPU ByteTensor (or Python numbers) whichever device the generator belongs to.
+_TO_HOST = frozenset(
+    {"cpu", "numpy", "tolist", "item", "get_state", "get_rng_state", "get_rng_state_all", "getstate"}
+)
 _HOST_BUILTINS = frozenset(f"builtins.{name}" for name in ("len", "int", "float", "str", "bool"))
 _HOST_LITERALS = (
     cst.Integer,
@@ -305,7 +314,8 @@ _HOST_LITERALS = (
 def saved_on_cpu(obj: cst.BaseExpression, scope: Scope) -> bool:
     """Is the object given to `torch.save` evidently in host memory, by its spelling?
 
-    `x.cpu()`, `x.detach().cpu().numpy()`, `x.to("cpu")`, numbers and strings,
+    `x.cpu()`, `x.detach().cpu().numpy()`, `x.to("cpu")`, `generator.get_state()`,
+    `torch.cuda.get_rng_state_all()`, numbers and strings,
     a literal dict/list/tuple (or dict comprehension) whose every value is one
     of these, or a name every binding of which is.
     """
@@ -376,6 +386,28 @@ def package_data(path: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool
     return False
 
 
+def fixed_url(url: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """A URL the code's authors chose: a literal, or a module constant or table of literals
+    (`FID_WEIGHTS_URL`, `model_urls["resnet18"]`). They published those weights and load
+    them on every machine the package supports, CPU-only ones included."""
+    if isinstance(url, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(url, cst.Subscript):
+        return fixed_url(url.value, scope, depth)
+    if isinstance(url, cst.Dict):
+        return bool(url.elements) and all(
+            isinstance(e, cst.DictElement) and fixed_url(e.value, scope, depth) for e in url.elements
+        )
+    if isinstance(url, cst.Name) and depth < 3:
+        assigned = assigned_values(url, scope)
+        return (
+            assigned is not None
+            and assigned[1].kind == "module"
+            and all(fixed_url(value, assigned[1], depth + 1) for value in assigned[0])
+        )
+    return False
+
+
 # State that holds Python numbers only, named by its owner: LR schedulers (and their
 # `ReduceLROnPlateau`), gradient scalers.
 _NUMBERS_ONLY_OWNERS = ("schedul", "plateau", "scaler")
@@ -389,14 +421,91 @@ def holds_numbers_only(owner: cst.BaseExpression | str) -> bool:
 
 
 def is_rng_setter(func: cst.BaseExpression, scope: Scope) -> bool:
-    """`torch.cuda.set_rng_state_all(...)`, `random.setstate(...)`: generator state is a CPU
-    ByteTensor (or Python numbers) by construction, whichever device it seeds."""
+    """`torch.cuda.set_rng_state_all(...)`, `random.setstate(...)`, a project's
+    `set_rng_state_for_device(...)`: generator state is a CPU ByteTensor (or Python numbers)
+    by construction, whichever device it seeds."""
     name = resolve(func, scope)
     if name is None:
         return False
     if name in ("random.setstate", "numpy.random.set_state"):
         return True
-    return name.startswith(("torch.", "torch_xla.")) and name.endswith(("set_rng_state", "set_rng_state_all"))
+    return name.rsplit(".", 1)[-1].startswith("set_rng_state")
+
+
+def restores_host_data(receiver: cst.BaseExpression, scope: Scope) -> bool:
+    """Does a `UseIndex.state_dict_receivers` receiver take host data only? A scheduler or
+    scaler (plain numbers), a generator (CPU bytes), `torch.from_numpy` (arrays)."""
+    return (
+        holds_numbers_only(receiver)
+        or is_rng_setter(receiver, scope)
+        or resolve(receiver, scope) in _HOST_CONSUMERS
+    )
+
+
+# Words of a loaded path that name host data: generator states, bookkeeping metadata.
+_HOST_FILE_WORDS = frozenset({"rng", "metadata", "meta"})
+
+
+def names_host_file(path: cst.BaseExpression, scope: Scope) -> bool:
+    """`rng_file`, `"rng_state.pth"`, `path / _METADATA_FILENAME`, `cache_dir / meta_file`:
+    the path (or the value of a name it is) says the file holds generator states or metadata,
+    which a program writes from host memory."""
+    assigned = assigned_values(path, scope)
+    expressions = [path, *(assigned[0] if assigned is not None else [])]
+    stack: list[cst.CSTNode] = list(expressions)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            text = node.value
+        elif isinstance(node, cst.SimpleString):
+            text = str(node.evaluated_value)
+        elif isinstance(node, cst.FormattedStringText):
+            text = node.value
+        else:
+            stack.extend(children(node))
+            continue
+        if _HOST_FILE_WORDS & name_words(text):
+            return True
+    return False
+
+
+# Libraries whose checkpoints pickle arbitrary objects (client state, optimizer classes):
+# reading them needs `weights_only=False`.
+_PICKLING_FORMATS = ("deepspeed.",)
+
+
+def pickling_format(path: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+    """A path a DeepSpeed helper found (`get_optim_files(dir)[0]`, `get_model_state_file(...)`),
+    directly or through names bound to it: a checkpoint format that pickles arbitrary objects."""
+    stack: list[cst.CSTNode] = [path]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and (resolve(node.func, scope) or "").startswith(_PICKLING_FORMATS):
+            return True
+        if isinstance(node, cst.Name) and depth < 2:
+            assigned = assigned_values(node, scope)
+            if assigned is not None and any(pickling_format(v, assigned[1], depth + 1) for v in assigned[0]):
+                return True
+        stack.extend(children(node))
+    return False
+
+
+def runs_on_xla(function: cst.CSTNode) -> bool:
+    """A function that imports `torch_xla`: it runs on TPUs, whose checkpoints XLA writes
+    from host memory (`xm.save` moves every tensor to the CPU); no CUDA device is restored."""
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.ImportFrom) and node.module is not None:
+            if (dotted_name(node.module) or "").split(".")[0] == "torch_xla":
+                return True
+        elif isinstance(node, cst.Import):
+            if any((dotted_name(alias.name) or "").split(".")[0] == "torch_xla" for alias in node.names):
+                return True
+        stack.extend(children(node))
+    return False
 
 
 _DEVICE_PARAMETERS = frozenset({"device", "map_location"})

@@ -13,11 +13,16 @@ from torchdev_lint.analysis.checkpoints import (
     SavedFiles,
     UseIndex,
     discards_device,
+    fixed_url,
     holds_numbers_only,
-    is_rng_setter,
     is_test_code,
+    names_host_file,
     package_data,
+    restores_host_data,
+    runs_on_xla,
 )
+from torchdev_lint.analysis.datasets import is_dataset_class
+from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, with_keyword
@@ -54,6 +59,21 @@ class LoadWithoutMapLocation(Rule):
         `load_state_dict` of a scheduler or a scaler (`lr_scheduler`, `self.scaler`), or that
         a scheduler or scaler class makes of its own state (`class WarmupScheduler`): those
         states hold plain numbers.
+
+        Also left alone, because the data is host data by construction: a path that names
+        generator states or metadata (`rng_file`, `"rng_state.pth"`, `path / _METADATA_FILENAME`,
+        `meta_file`); a file the same file saves from generator states (`g.get_state()`,
+        `torch.cuda.get_rng_state_all()`); a loaded value whose every use goes into a
+        generator setter (`set_rng_state_for_device(...)` included) or into
+        `torch.from_numpy`/`np.asarray` (pickled arrays); loads in a `Dataset` class (its
+        caches and statistics hold samples) and in a function that imports `torch_xla` (XLA
+        writes checkpoints from host memory). `load_state_dict_from_url`/`load_url` of a URL
+        fixed in the code (a literal, a module constant, a table of them: `model_urls["resnet18"]`)
+        is left alone too: its authors publish those weights and load them on every machine
+        they support. A `torch.jit.load` in code that cannot run without CUDA (a function that
+        raises or exits when CUDA is missing, a CUDA-only module) is not flagged: a scripted
+        TensorRT engine cannot be mapped to the CPU. Weights a class saves and loads itself
+        are still flagged: the file may come from a GPU machine.
 
         ## Why it matters
         Without `map_location`, every tensor is restored onto the device it was saved from. A
@@ -192,18 +212,20 @@ class LoadWithoutMapLocation(Rule):
         Invalid(
             """
             import torch
-            URL = "https://example.com/w.pth"
             scripted = torch.jit.load("model.ts")
-            sd = torch.hub.load_state_dict_from_url(URL, "/tmp/hub")
-            net.load_state_dict(sd)
+
+            def from_url(net, url):
+                sd = torch.hub.load_state_dict_from_url(url, "/tmp/hub")
+                net.load_state_dict(sd)
             """,
-            lines=(3, 4),
+            lines=(2, 5),
             fixed="""
             import torch
-            URL = "https://example.com/w.pth"
             scripted = torch.jit.load("model.ts", map_location="cpu")
-            sd = torch.hub.load_state_dict_from_url(URL, "/tmp/hub", map_location="cpu")
-            net.load_state_dict(sd)
+
+            def from_url(net, url):
+                sd = torch.hub.load_state_dict_from_url(url, "/tmp/hub", map_location="cpu")
+                net.load_state_dict(sd)
             """,
         ),
         # In an f-string the literal takes the quote that is legal there on Python 3.10;
@@ -299,6 +321,30 @@ class LoadWithoutMapLocation(Rule):
                 ckpt = torch.load(path, map_location="cpu")
                 model.load_state_dict(ckpt["model"])
                 scheduler.load_state_dict(ckpt["scheduler"])
+            """,
+        ),
+        # A class writing and reading its own weights: the file may come from a GPU machine.
+        Invalid(
+            """
+            import torch
+
+            class Checkpointer:
+                def save(self, model, path):
+                    torch.save(model.state_dict(), path)
+
+                def restore(self, model, path):
+                    model.load_state_dict(torch.load(path))
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+
+            class Checkpointer:
+                def save(self, model, path):
+                    torch.save(model.state_dict(), path)
+
+                def restore(self, model, path):
+                    model.load_state_dict(torch.load(path, map_location="cpu"))
             """,
         ),
     )
@@ -486,6 +532,89 @@ class LoadWithoutMapLocation(Rule):
                 trainer.scaler.load_state_dict(torch.load(checkpoint + "/scaler.pt"))
             """
         ),
+        # Host data by construction: generator states (named so, or saved from `get_state()`),
+        # bookkeeping metadata, NumPy tables, XLA checkpoints, a dataset's own cache.
+        Valid(
+            """
+            import os
+            import random
+
+            import torch
+            from torch.utils.data import Dataset
+
+            from .utils import set_rng_state_for_device
+
+            _META_FILE = "meta.pt"
+
+            def restore_generators(checkpoint, rank, distributed):
+                rng_file = os.path.join(checkpoint, f"rng_state_{rank}.pth")
+                state = torch.load(rng_file, weights_only=True)
+                random.setstate(state["python"])
+                set_rng_state_for_device("CUDA", torch.cuda, state, distributed)
+
+            class SeedKeeper:
+                def save(self, path):
+                    torch.save({name: g.get_state() for name, g in self.generators.items()}, path)
+
+                def load(self, path):
+                    for name, state in torch.load(path).items():
+                        self.generators[name].set_state(state)
+
+            class ShardedStrategy:
+                def save_checkpoint(self, path, metadata):
+                    torch.save(metadata, path / _META_FILE)
+
+                def load_checkpoint(self, path, state, weights_only=None):
+                    metadata = torch.load(path / _META_FILE, weights_only=weights_only)
+                    state.update(metadata)
+
+                def load_xla_shard(self, module, file):
+                    import torch_xla.core.xla_model as xm
+
+                    shard = torch.load(file)
+                    module.load_state_dict(shard["model"])
+                    xm.rendezvous("loaded")
+
+            def pitch_codebook(tables_path, n_units):
+                tables = torch.load(tables_path)
+                return torch.from_numpy(tables[n_units])
+
+            class CachedItems(Dataset):
+                def __getitem__(self, index):
+                    hashfile = self.cache_dir / f"{index}.pt"
+                    if hashfile.is_file():
+                        return torch.load(hashfile, weights_only=True)
+                    item = self.transform(self.data[index])
+                    torch.save(item, hashfile)
+                    return item
+            """
+        ),
+        # Weights at a URL the authors fixed in the code (they publish and test them on the CPU);
+        # a scripted TensorRT engine in code that cannot run without CUDA.
+        Valid(
+            """
+            import torch
+            import torch.utils.model_zoo as model_zoo
+            from torch.hub import load_state_dict_from_url
+
+            FID_WEIGHTS_URL = "https://example.com/pt_inception.pth"
+            model_urls = {
+                "resnet18": "https://example.com/resnet18.pth",
+                "resnet34": "https://example.com/resnet34.pth",
+            }
+
+            def resnet18(model):
+                model.load_state_dict(model_zoo.load_url(model_urls["resnet18"]), strict=False)
+
+            def fid_inception(model):
+                model.load_state_dict(load_state_dict_from_url(FID_WEIGHTS_URL, progress=True))
+
+            def load_engine(path):
+                if not torch.cuda.is_available():
+                    raise RuntimeError("TensorRT engines need a CUDA device")
+                return torch.jit.load(path)
+            """
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -513,16 +642,37 @@ class LoadWithoutMapLocation(Rule):
             return
         owner = self.ctx.scope.owner
         path = argument(node, 0, "f")
-        if path is not None and self.saved.written_here(path.value, owner):
-            return  # read back what this function has just written, on this machine
+        if not self._restores_no_device(node, loader, owner, path.value if path is not None else None):
+            self.loads.append((node, loader, owner))
+
+    def _restores_no_device(
+        self, call: cst.Call, loader: Loader, owner: Scope, path: cst.BaseExpression | None
+    ) -> bool:
+        """Signs, at the call, that the load cannot meet a device this machine lacks."""
+        if path is not None and self.saved.written_here(path, owner):
+            return True  # read back what this function has just written, on this machine
         if is_test_code(self.ctx.path, self.ctx.ancestors, owner) or discards_device(owner.node):
-            return
-        if any(
-            isinstance(node, cst.ClassDef) and holds_numbers_only(node.name.value)
-            for node in self.ctx.ancestors
-        ):
-            return  # a scheduler or scaler restoring its own state: plain numbers
-        self.loads.append((node, loader, owner))
+            return True
+        if path is not None and names_host_file(path, self.ctx.scope):
+            return True  # generator states or metadata: written from host memory
+        if path is not None and loader.downloads and fixed_url(path, self.ctx.scope):
+            return True  # weights the authors publish and load everywhere they support
+        if runs_on_xla(owner.node):
+            return True  # XLA writes checkpoints from host memory; no CUDA device to restore
+        if loader.qualname == "torch.jit.load" and cuda_requirements(
+            self.ctx.scope, self.ctx.path
+        ).requires_cuda(call):
+            return (
+                True  # a CUDA-only program's scripted (TensorRT) module: a CPU map_location cannot serve it
+            )
+        for node in self.ctx.ancestors:
+            if not isinstance(node, cst.ClassDef):
+                continue
+            if holds_numbers_only(node.name.value):
+                return True  # a scheduler or scaler restoring its own state: plain numbers
+            if is_dataset_class(node, self.ctx.scope):
+                return True  # a dataset's files (caches, statistics) hold samples: host data
+        return False
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
@@ -539,8 +689,8 @@ class LoadWithoutMapLocation(Rule):
             if index is None:
                 index = indexes[id(owner.node)] = UseIndex(owner.node)
             receivers = index.state_dict_receivers(call, owner)
-            if receivers and all(holds_numbers_only(r) or is_rng_setter(r, owner) for r in receivers):
-                continue  # scheduler and scaler states are plain numbers; generator states CPU bytes
+            if receivers and all(restores_host_data(r, owner) for r in receivers):
+                continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
             fix = self._fix(call, loader, safe=receivers is not None and not self.defines_load_state_dict)
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
 

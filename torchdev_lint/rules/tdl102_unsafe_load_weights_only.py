@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import SAVED_OBJECT, SavedFiles, is_test_code
+from torchdev_lint.analysis.checkpoints import SAVED_OBJECT, SavedFiles, is_test_code, pickling_format
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
@@ -36,7 +36,9 @@ class UnsafeLoadWeightsOnly(Rule):
         module that imports pytest or unittest), which read back files they have just written,
         and loads of what the program itself has just serialized: a path the same function
         has saved to, or an in-memory `io.BytesIO` buffer read by the class (or function) that
-        saves into such buffers.)
+        saves into such buffers.) Files a DeepSpeed helper located (`get_optim_files(dir)`,
+        `get_model_state_file(...)`) are left alone too: DeepSpeed pickles the client state and
+        optimizer objects into them, so reading them needs `weights_only=False`.
 
         ## Why it matters
         `torch.load` reads a pickle. With `weights_only=False` the unpickler may import any
@@ -186,6 +188,23 @@ class UnsafeLoadWeightsOnly(Rule):
                     return torch.load(io.BytesIO(data), weights_only=False)
             """
         ),
+        # DeepSpeed's own checkpoint files hold pickled client state: full unpickling is required.
+        Valid(
+            """
+            import torch
+
+            def to_fp32(checkpoint_dir, output_file):
+                from deepspeed.utils.zero_to_fp32 import get_model_state_file, get_optim_files
+
+                optim_files = get_optim_files(checkpoint_dir)
+                optim_state = torch.load(optim_files[0], map_location="cpu", weights_only=False)
+                stage = optim_state["optimizer_state_dict"]["zero_stage"]
+                client_state = torch.load(
+                    get_model_state_file(checkpoint_dir, stage), map_location="cpu", weights_only=False
+                )
+                torch.save(client_state, output_file)
+            """
+        ),
         # A unit test reads back the file it has just written: nothing untrusted is unpickled.
         Valid(
             """
@@ -230,6 +249,8 @@ class UnsafeLoadWeightsOnly(Rule):
             path is not None and self.saved.written_here(path.value, self.ctx.scope)
         ):
             return  # the file just written by this test or function: nothing untrusted
+        if path is not None and pickling_format(path.value, self.ctx.scope):
+            return  # DeepSpeed's files pickle client state: `weights_only=False` is required there
         given = keyword(node, "weights_only")
         # `weights_only=True` refuses an explicit `pickle_module`: no fix there.
         custom_pickle = argument(node, 2, "pickle_module") is not None
