@@ -7,6 +7,7 @@ environment serves both hooks.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -66,10 +67,12 @@ def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("pre-commit-home")
 
 
-def _try_repo(hooks_repo: Path, home: Path, project: Path, hook: str) -> subprocess.CompletedProcess[str]:
+def _try_repo(
+    hooks_repo: Path, home: Path, project: Path, hook: str, name: str = "bad.py"
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(home), "NO_COLOR": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(hooks_repo), hook, "--files", "bad.py"],
+        [sys.executable, "-m", "pre_commit", "try-repo", str(hooks_repo), hook, "--files", name],
         cwd=project,
         capture_output=True,
         text=True,
@@ -97,3 +100,29 @@ def test_hooks_check_then_fix(hooks_repo: Path, pre_commit_home: Path, tmp_path:
 
     again = _try_repo(hooks_repo, pre_commit_home, project, "torchdev-lint")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_hooks_cover_notebooks(hooks_repo: Path, pre_commit_home: Path, tmp_path: Path) -> None:
+    """`types_or: [python, pyi, jupyter]`: pre-commit hands notebooks to both hooks."""
+    project = tmp_path / "project"
+    project.mkdir()
+    cell = {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": []}
+    notebook = {
+        "cells": [{**cell, "source": BAD.splitlines(keepends=True)}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = project / "bad.ipynb"
+    path.write_text(json.dumps(notebook, indent=1) + "\n")
+    _git(project, "init", "-q")
+    _git(project, "add", "bad.ipynb")
+
+    check = _try_repo(hooks_repo, pre_commit_home, project, "torchdev-lint", "bad.ipynb")
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert "bad.ipynb:cell 1:3:9: TDL101" in check.stdout
+
+    fix = _try_repo(hooks_repo, pre_commit_home, project, "torchdev-fix", "bad.ipynb")
+    assert fix.returncode == 1, fix.stdout + fix.stderr
+    fixed = {**notebook, "cells": [{**cell, "source": FIXED.splitlines(keepends=True)}]}
+    assert path.read_text() == json.dumps(fixed, indent=1) + "\n"
