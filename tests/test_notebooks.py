@@ -17,6 +17,8 @@ import libcst as cst
 import nbformat
 import pytest
 from cli_inputs import BAD, errors
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from torchdev_lint.cli import fix_main, main
 from torchdev_lint.notebooks import Notebook
@@ -488,3 +490,89 @@ def test_a_coding_cookie_in_a_cell_does_not_change_the_encoding(tmp_path: Path) 
     assert main(["check", "--isolated", "--no-cache", "--fix", str(path)]) == 0
     source = nbformat.read(str(path), 4).cells[0].source
     assert source.endswith("x = torch.load('\u00e9\u2603.pt', map_location='cpu')")
+
+
+# Properties ----------------------------------------------------------------------------------------
+
+_POOL = [
+    "import torch",
+    "x = torch.ones(2)",
+    "%matplotlib inline",
+    "!pip install x",
+    "files = !ls",
+    "torch.load?",
+    "?torch.save",
+    "for i in range(2):",
+    "    %time y = i",
+    "    z = i % 2",
+    "s = '''",
+    "%inside a string",
+    "'''",
+    "t = (1,",
+    "     % 2)",
+    "# caf\u00e9 \u2603 comment",
+    "",
+    "    ",
+]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cells=st.lists(
+        st.tuples(
+            st.sampled_from(["code", "code", "markdown"]),
+            st.lists(st.sampled_from(_POOL), max_size=6),
+            st.booleans(),  # trailing newline
+            st.sampled_from(["", "%%time\n", "%%bash\n"]),
+        ),
+        max_size=5,
+    ),
+    edit=st.integers(min_value=0, max_value=50),
+)
+def test_round_trip_and_positions(cells: list[tuple[str, list[str], bool, str]], edit: int) -> None:
+    """Any notebook: its program goes back unchanged, every cell line has one program line, and
+    a changed line changes only its own cell's source in the file."""
+    nb = nbformat.v4.new_notebook()
+    for kind, lines, newline, magic in cells:
+        text = magic + "\n".join(lines) + ("\n" if newline and lines else "")
+        nb.cells.append(
+            nbformat.v4.new_code_cell(text) if kind == "code" else nbformat.v4.new_markdown_cell(text)
+        )
+    raw = (nbformat.writes(nb) + "\n").encode()
+    notebook_ = Notebook("p.ipynb", raw)
+    program = notebook_.program
+    assert notebook_.rebuild(program.encode()) == raw
+    texts = ["".join(c["source"]) for c in notebook_.data["cells"] if c["cell_type"] == "code"]
+    assert notebook_.cell_texts(program) == texts
+    where = notebook_.positions(program)
+    program_lines = program.splitlines()
+    editable = []
+    for number, text in enumerate(program_lines, start=1):
+        cell, line = where.cell_line(number)
+        if not cell:
+            continue
+        assert where.program_line(cell, line) == number
+        source = "".join(notebook_.data["cells"][cell - 1]["source"])
+        original = source.splitlines()[line - 1]
+        if f"{notebook_.tag}-magic" in text:
+            assert source.startswith("%%bash") or (
+                original.lstrip()[:1] in ("%", "!", "?")
+                or original.rstrip().endswith("?")
+                or "= !" in original
+            )
+        else:
+            assert text == original
+            editable.append(number)
+    if not editable:
+        return
+    number = editable[edit % len(editable)]
+    changed = program_lines[:]
+    changed[number - 1] += "  # fixed"
+    after = notebook_.rebuild(("\n".join(changed) + "\n").encode())
+    nbformat.validate(nbformat.reads(after.decode(), 4))
+    cell, _ = where.cell_line(number)
+    before_cells, after_cells = json.loads(raw)["cells"], json.loads(after)["cells"]
+    assert [c for i, c in enumerate(after_cells) if i != cell - 1] == [
+        c for i, c in enumerate(before_cells) if i != cell - 1
+    ]
+    assert "# fixed" in "".join(after_cells[cell - 1]["source"])
