@@ -1,14 +1,16 @@
-"""The abstract values of the device-flow analysis (`analysis.flow`): kinds, devices, joins.
+"""The abstract values of the device-flow analysis (`analysis.flow`): kinds, devices, joins, states.
 
 A `Value` says what the analysis knows about one expression at one point of a
 function: its kind (tensor, module, device, loader, other) and, for tensors and
 modules, the device it lives on. Every field is "known" or left at its
 "unknown" default; joining two facts that disagree forgets the field, so the
-lattice is shallow and fixed points are reached in a few rounds.
+lattice is shallow and fixed points are reached in a few rounds. A `State`
+holds the values of every name at one program point.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -157,3 +159,65 @@ def join(a: Value | None, b: Value | None) -> Value | None:
         a.stateful and b.stateful,
         a.pending if a.pending is b.pending else None,
     )
+
+
+class State:
+    """Facts at one program point: values by key (`x`, `self.fc`), and whether factories land on the CPU."""
+
+    __slots__ = ("vars", "default_cpu", "dead")
+
+    def __init__(self, values: dict[str, Value] | None = None, default_cpu: bool = True) -> None:
+        self.vars: dict[str, Value] = values if values is not None else {}
+        self.default_cpu = default_cpu
+        self.dead = False
+
+    def copy(self) -> State:
+        state = State(dict(self.vars), self.default_cpu)
+        state.dead = self.dead
+        return state
+
+    def set(self, key: str, value: Value | None) -> None:
+        self.forget(key)
+        if value is not None:
+            self.vars[key] = value
+
+    def forget(self, key: str) -> None:
+        self.vars.pop(key, None)
+        prefix = key + "."
+        for stale in [k for k in self.vars if k.startswith(prefix)]:
+            del self.vars[stale]
+
+    def same(self, other: State) -> bool:
+        return self.dead == other.dead and self.default_cpu == other.default_cpu and self.vars == other.vars
+
+    def sync(self) -> None:
+        """Everything copied so far has landed: forget pending copies."""
+        for key, value in list(self.vars.items()):
+            if value.pending is not None:
+                self.vars[key] = replace(value, pending=None)
+
+
+def dead_state() -> State:
+    """The state after `return`/`raise`: no path reaches here."""
+    state = State()
+    state.dead = True
+    return state
+
+
+def join_states(states: Sequence[State]) -> State:
+    """The facts that hold on every live path."""
+    live = [s for s in states if not s.dead]
+    if not live:
+        return dead_state()
+    first = live[0]
+    values = dict(first.vars)
+    default_cpu = first.default_cpu
+    for other in live[1:]:
+        default_cpu = default_cpu and other.default_cpu
+        merged = {}
+        for key, value in values.items():
+            joined = join(value, other.vars.get(key))
+            if joined is not None:
+                merged[key] = joined
+        values = merged
+    return State(values, default_cpu)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 BUILTIN_NAMES = frozenset(dir(builtins))
+COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _MAX_ALIAS_DEPTH = 8
 
 
@@ -152,6 +153,23 @@ def assigned_values(node: cst.BaseExpression, scope: Scope) -> tuple[list[cst.Ba
     if not values or any(value is None for value in values):
         return None
     return values, owner  # type: ignore[return-value]
+
+
+def open_scope(node: cst.CSTNode, parent: Scope) -> Scope | None:
+    """The scope `node` opens inside `parent`, with its bindings; None for a node that opens none."""
+    kind = type(node)
+    if kind is cst.FunctionDef or kind is cst.Lambda:
+        scope = Scope(node, "function" if kind is cst.FunctionDef else "lambda", parent)
+        collect_function_bindings(scope, node)  # type: ignore[arg-type]
+    elif kind is cst.ClassDef:
+        scope = Scope(node, "class", parent)
+        collect_bindings(scope, node.body.body)  # type: ignore[attr-defined]
+    elif kind in COMPREHENSIONS:
+        scope = Scope(node, "comprehension", parent)
+        collect_comprehension_bindings(scope, node)  # type: ignore[arg-type]
+    else:
+        return None
+    return scope
 
 
 def collect_function_bindings(scope: Scope, node: cst.FunctionDef | cst.Lambda) -> None:

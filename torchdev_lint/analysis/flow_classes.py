@@ -1,0 +1,167 @@
+"""What a file's own nn.Module subclasses declare about their attributes.
+
+`self.fc = nn.Linear(...)` in a method makes `fc` a stateful submodule that the
+module's `.to()` moves along; `self.register_buffer("mean", ...)` a tensor
+that follows it; `self.cache = torch.zeros(...)` a tensor that stays where it
+was built. The device flow reads these facts when it sees `self.fc` in a
+method or an instance of the class elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis import kinds
+from torchdev_lint.analysis.flow_values import TENSOR, Kind, Value
+from torchdev_lint.analysis.scopes import Scope, block_statements, resolve, small_statements
+from torchdev_lint.analysis.torch_api import CONTAINERS, PARAMETER_CLASSES, STATEFUL_NN
+from torchdev_lint.analysis.units import memo
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+@dataclass
+class ClassFacts:
+    """What a module-level nn.Module subclass declares about its attributes.
+
+    `attrs` maps `self.<name>` to (value, follows): `follows` is True for
+    parameters, buffers and submodules, which the module's `.to()` moves along.
+    """
+
+    node: cst.ClassDef
+    attrs: dict[str, tuple[Value, bool]]
+    stateful: bool
+    _moves_inputs: bool | None = None
+
+
+def module_class_node(name: str, scope: Scope) -> cst.ClassDef | None:
+    module = scope.module
+    if name not in kinds.local_module_classes(module):
+        return None
+    for binding in module.bindings.get(name, ()):
+        if isinstance(binding.node, cst.ClassDef):
+            return binding.node
+    return None
+
+
+def class_facts(node: cst.ClassDef, ctx: FileContext) -> ClassFacts | None:
+    """Attributes a module class gives itself in its methods (memoised per class)."""
+    cache = memo(ctx)
+    key = ("class", node)
+    if key in cache:
+        return cache[key]  # type: ignore[return-value]
+    cache[key] = None  # guards against a class that (indirectly) derives from itself
+    module_scope = ctx.scope.module
+    if node.name.value not in kinds.local_module_classes(module_scope):
+        return None
+    attrs: dict[str, tuple[Value, bool]] = {}
+    stateful = False
+    for base in node.bases:
+        name = resolve(base.value, module_scope)
+        if name is not None and name.startswith("torch.nn."):
+            last = name.rsplit(".", 1)[-1]
+            stateful = stateful or bool(STATEFUL_NN.match(last)) or last in CONTAINERS
+        elif isinstance(base.value, cst.Name):
+            parent = module_class_node(base.value.value, module_scope)
+            facts = class_facts(parent, ctx) if parent is not None else None
+            if facts is not None:
+                attrs.update(facts.attrs)
+                stateful = stateful or facts.stateful
+    found: dict[str, list[tuple[Value | None, bool]]] = {}
+    for statement in block_statements(node.body):
+        if isinstance(statement, cst.FunctionDef) and statement.params.params:
+            self_name = statement.params.params[0].name.value
+            for small in small_statements(block_statements(statement.body)):
+                _class_assignment(small, self_name, module_scope, found, node)
+    for attr, entries in found.items():
+        values = {value for value, _ in entries}
+        if len(values) == 1 and None not in values:
+            value = values.pop()
+            follows = all(f for _, f in entries)
+            attrs[attr] = (value, follows)  # type: ignore[assignment]
+            stateful = stateful or (follows and (value.kind is Kind.TENSOR or value.stateful))  # type: ignore[union-attr]
+        else:
+            attrs.pop(attr, None)
+    facts = ClassFacts(node, attrs, stateful)
+    cache[key] = facts
+    return facts
+
+
+def _class_assignment(
+    small: cst.BaseSmallStatement,
+    self_name: str,
+    scope: Scope,
+    found: dict[str, list[tuple[Value | None, bool]]],
+    class_node: cst.ClassDef,
+) -> None:
+    if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+        for target in targets:
+            if (
+                isinstance(target, cst.Attribute)
+                and isinstance(target.value, cst.Name)
+                and target.value.value == self_name
+            ):
+                found.setdefault(target.attr.value, []).append(
+                    _attribute_value(small.value, scope, class_node)
+                )
+    elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == self_name
+            and func.attr.value in ("register_buffer", "register_parameter", "add_module", "register_module")
+            and len(call.args) >= 2
+            and isinstance(call.args[0].value, cst.SimpleString)
+        ):
+            attr = call.args[0].value.evaluated_value
+            if not isinstance(attr, str):
+                return
+            value = call.args[1].value
+            if isinstance(value, cst.Name) and value.value == "None":
+                entry: tuple[Value | None, bool] = (None, True)
+            elif func.attr.value in ("add_module", "register_module"):
+                entry = (Value(Kind.MODULE, stateful=True), True)
+            else:
+                entry = (TENSOR, True)
+            found.setdefault(attr, []).append(entry)
+
+
+def _attribute_value(
+    value: cst.BaseExpression, scope: Scope, class_node: cst.ClassDef
+) -> tuple[Value | None, bool]:
+    if isinstance(value, cst.Call):
+        name = resolve(value.func, scope)
+        if name in PARAMETER_CLASSES:
+            return TENSOR, True
+        if kinds.constructs_module(value, scope):
+            last = (name or "").rsplit(".", 1)[-1]
+            local = isinstance(value.func, cst.Name) and value.func.value in kinds.local_module_classes(scope)
+            stateful = (
+                local
+                or bool(STATEFUL_NN.match(last))
+                or last in CONTAINERS
+                or (name or "").startswith("torchvision.")
+            )
+            return Value(Kind.MODULE, stateful=stateful), True
+        if kinds.is_tensor_factory_call(value, scope):
+            return TENSOR, False
+    return None, False
+
+
+def moves_inputs(facts: ClassFacts, ctx: FileContext) -> bool:
+    """Does the class move data itself (a `.to(`/`.cuda(` outside `__init__`)? Then its inputs may be anywhere."""
+    if facts._moves_inputs is None:
+        code = "".join(
+            ctx.module.code_for_node(statement)
+            for statement in block_statements(facts.node.body)
+            if not (isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__")
+        )
+        facts._moves_inputs = ".to(" in code or ".cuda(" in code
+    return facts._moves_inputs

@@ -1,0 +1,103 @@
+"""What torch's functions and methods do to devices: one table the analyses share.
+
+Names are the last part of a `torch.<name>` function or a tensor/module
+method. Each set answers one question the device-flow analysis asks ("does
+this build a tensor?", "does this keep its receiver's device?", "does this
+wait for the GPU?"), so a newcomer looks here, not in the interpreter, to
+learn or extend what a torch API means.
+"""
+
+from __future__ import annotations
+
+import re
+
+# -- building tensors and modules ------------------------------------------------
+
+# `torch.<name>(...)` that builds a new tensor, on the CPU unless told otherwise.
+FACTORIES = frozenset(
+    """zeros ones empty full rand randn randint randperm arange linspace logspace eye tensor
+    as_tensor from_numpy zeros_like ones_like empty_like full_like rand_like randn_like
+    randint_like""".split()
+)
+# Factories whose result always has at least one dimension.
+ALWAYS_NONSCALAR_FACTORIES = frozenset({"arange", "linspace", "logspace", "randperm", "eye"})
+# `torch.<name>([a, b])`: joins tensors that must share a device.
+JOINS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack", "column_stack"})
+# `tensor.<name>(...)`: a new tensor on the receiver's device (unless `device=` says otherwise).
+NEW_TENSOR_METHODS = frozenset({"new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"})
+# torch.nn classes whose instances hold parameters or buffers.
+STATEFUL_NN = re.compile(
+    r"^(Lazy)?(Linear|Bilinear|Conv\w*|BatchNorm\w*|SyncBatchNorm|LayerNorm|GroupNorm|RMSNorm|"
+    r"Embedding\w*|RNN\w*|LSTM\w*|GRU\w*|Transformer\w*|MultiheadAttention|PReLU)$"
+)
+# torch.nn containers: stateful when what they hold is.
+CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+
+# -- operations whose operands must share a device ---------------------------------
+
+# The elementwise ones accept a CPU 0-dim tensor next to a CUDA tensor.
+ELEMENTWISE = frozenset(
+    """add sub subtract mul multiply div divide true_divide pow maximum minimum where eq ne lt le gt ge
+    atan2 add_ sub_ mul_ div_ pow_""".split()
+)
+STRICT = frozenset({"matmul", "mm", "bmm", "mv", "dot", "index_select", "cdist", "linear", "bilinear"})
+STRICT_FUNCTIONAL = frozenset({"linear", "bilinear", "conv1d", "conv2d", "conv3d", "embedding"})
+# torch functions that do not return one tensor.
+NOT_ONE_TENSOR = frozenset(
+    """split chunk unbind tensor_split sort topk max min median mode kthvalue var_mean std_mean meshgrid
+    broadcast_tensors unique unique_consecutive frexp aminmax histogram save load equal allclose is_tensor
+    numel is_nonzero is_floating_point is_complex result_type""".split()
+)
+
+# -- what a method returns --------------------------------------------------------
+
+# Device moves (`.to()`, `.cuda()`, `.cpu()`).
+MOVE_METHODS = frozenset({"to", "cuda", "cpu"})
+# Module methods that return the module itself.
+MODULE_SAME = frozenset({"eval", "train", "half", "float", "double", "bfloat16", "share_memory"})
+# Tensor methods returning a tensor on the receiver's device with at least its dimensions.
+KEEP_SHAPE = frozenset(
+    """detach clone contiguous float half double bfloat16 long int bool short byte char abs exp log sqrt
+    rsqrt relu sigmoid tanh neg softmax log_softmax clamp clamp_ pin_memory requires_grad_ flatten
+    unsqueeze permute transpose t reshape view type_as expand expand_as repeat add sub mul div pow
+    sin cos floor ceil round sign masked_fill detach_ add_ sub_ mul_ div_ zero_ fill_ normal_ uniform_
+    copy_ cumsum flip roll eq ne lt le gt ge maximum minimum where""".split()
+)
+# Tensor methods returning a tensor on the receiver's device, maybe 0-dim.
+SAME_DEVICE = frozenset(
+    """sum mean prod std var norm argmax argmin squeeze matmul mm bmm mv dot index_select gather
+    narrow select masked_select nonzero logsumexp all any""".split()
+)
+# Tensor methods whose result is a host value (a number, a list, a numpy array).
+HOST_VALUES = frozenset({"numpy", "tolist", "item", "size", "dim", "numel", "data_ptr", "stride"})
+# Tensor attributes that are the tensor itself (or a view of it) and ones that are host metadata.
+SELF_ATTRIBUTES = frozenset({"T", "mT", "H", "data", "real", "imag"})
+METADATA_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "requires_grad", "is_cuda"})
+
+# -- synchronisation ----------------------------------------------------------------
+
+# Methods that do not read a tensor's data (queue more device work, or look at metadata only).
+NOT_READING = frozenset(
+    {"to", "cuda", "record_stream", "size", "dim", "numel", "stride", "data_ptr", "is_pinned", "pin_memory"}
+)
+# Tensor methods that wait for the device to produce the value.
+BLOCKING = frozenset({"item", "tolist"})
+# Builtins that read the data they are given.
+READERS = frozenset(
+    f"builtins.{name}" for name in ("print", "int", "float", "bool", "str", "repr", "list", "tuple", "sum")
+)
+SYNCS = frozenset(
+    {
+        "torch.cuda.synchronize",
+        "torch.accelerator.synchronize",
+        "torch.xpu.synchronize",
+        "torch.mps.synchronize",
+    }
+)
+# Stream/event methods that wait for (or poll) queued work.
+SYNC_METHODS = frozenset({"synchronize", "wait", "query"})
+
+# -- process-wide settings ------------------------------------------------------------
+
+DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})

@@ -1,0 +1,107 @@
+"""The units the device flow analyses (a module body, a function) and where each one sits.
+
+A unit's analysis depends only on its code and on the names its enclosing
+scopes bind, never on how far the engine's traversal has got, so it can be
+asked for at any time from anywhere: while the traversal is inside the unit,
+its own scopes are used; otherwise the unit's scope chain is built from the
+file's statements with the same binder the traversal uses (`scopes.open_scope`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis.scopes import Scope, block_statements, open_scope
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+Unit = cst.FunctionDef | cst.Module
+_NESTED_BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")
+
+
+def memo(ctx: FileContext) -> dict[object, object]:
+    """What the flow analyses remember about one file: unit results, class facts, built scopes."""
+    found = getattr(ctx, "_flow_cache", None)
+    if found is None:
+        found = {}
+        ctx._flow_cache = found  # type: ignore[attr-defined]
+    return found
+
+
+def current_unit(ctx: FileContext) -> Unit | None:
+    """The function (or module) whose analysis covers the node being visited (None in class bodies)."""
+    owner = ctx.scope.owner
+    if owner.kind in ("function", "module"):
+        return owner.node  # type: ignore[return-value]
+    return None
+
+
+def scope_of(node: cst.CSTNode, ctx: FileContext) -> Scope | None:
+    """The scope a module, class or function opens, from any point of the traversal.
+
+    None when `node` is not a module, class or function statement of this file.
+    """
+    scope: Scope | None = ctx.scope
+    while scope is not None and scope.node is not node:
+        scope = scope.parent
+    if scope is not None:
+        return scope
+    cache = memo(ctx)
+    key = ("scope", node)
+    if key not in cache:
+        parent = _parents(ctx).get(node)
+        parent_scope = scope_of(parent, ctx) if parent is not None else None
+        cache[key] = open_scope(node, parent_scope) if parent_scope is not None else None
+    return cache[key]  # type: ignore[return-value]
+
+
+def method_class(function: cst.FunctionDef, scope: Scope) -> cst.ClassDef | None:
+    """The class `function` (whose scope is `scope`) is a plain method of, if any.
+
+    Only a def directly in the class body counts (not one under an `if`), and
+    not a `staticmethod` or `classmethod`.
+    """
+    parent = scope.parent
+    if parent is None or parent.kind != "class":
+        return None
+    class_node: cst.ClassDef = parent.node  # type: ignore[assignment]
+    if not any(statement is function for statement in block_statements(class_node.body)):
+        return None
+    if any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+        for d in function.decorators
+    ):
+        return None
+    return class_node
+
+
+def _parents(ctx: FileContext) -> dict[cst.CSTNode, cst.CSTNode]:
+    """Each class and function statement of the file, mapped to the module, class or function holding it."""
+    cache = memo(ctx)
+    found = cache.get("parents")
+    if found is None:
+        found = {}
+        stack: list[tuple[cst.CSTNode, cst.CSTNode]] = [(s, ctx.module) for s in ctx.module.body]
+        while stack:
+            statement, owner = stack.pop()
+            if isinstance(statement, cst.SimpleStatementLine):
+                continue
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                found[statement] = owner
+                stack.extend((s, statement) for s in block_statements(statement.body))
+                continue
+            for attr in _NESTED_BLOCKS:
+                child = getattr(statement, attr, None)
+                if child is None:
+                    continue
+                if isinstance(child, cst.BaseSuite):
+                    stack.extend((s, owner) for s in block_statements(child))
+                elif isinstance(child, (list, tuple)):
+                    stack.extend((c, owner) for c in child)  # except handlers, match cases
+                elif isinstance(child, cst.CSTNode):
+                    stack.append((child, owner))  # an `else`, `elif` or `finally` clause
+        cache["parents"] = found
+    return found  # type: ignore[return-value]
