@@ -727,3 +727,95 @@ def _values(code: str) -> list[tuple[str, Value | None]]:
     _Probe.seen = []
     check_module("t.py", cst.parse_module(textwrap.dedent(code)), [_Probe], Settings())
     return _Probe.seen
+
+
+_ASKED_EARLY = """
+import torch
+from torch import nn
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.register_buffer("scale", torch.ones(2))
+
+    def forward(self, x):
+        cpu = torch.randn(4, 2)
+        return self.fc(x) + self.scale, cpu.cuda() + cpu
+
+
+def train(batch):
+    model = Net().to(DEVICE)
+    data = torch.randn(8, 2)
+
+    def inner():
+        return model(data)
+
+    y = model(data).to("cpu", non_blocking=True)
+    print(y)
+    return model(data), inner()
+"""
+
+
+class _AskEarly(Rule):
+    """Asks for every function's analysis while the traversal is still at the module's start."""
+
+    code = "TDL998"
+    name = "ask-early"
+    message = "ask early"
+    docs = ""
+    digests: dict[str, list[str]] = {}
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for unit in _units(node):
+            _AskEarly.digests[unit.name.value] = _digest(flow.analyse(unit, self.ctx), self.ctx)
+
+
+class _AskInside(_AskEarly):
+    """Asks for each function's analysis from inside it, as rules do."""
+
+    def visit_Module(self, node: cst.Module) -> None:
+        pass
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        _AskEarly.digests[node.name.value] = _digest(flow.analyse(node, self.ctx), self.ctx)
+
+
+def _units(module: cst.Module) -> list[cst.FunctionDef]:
+    found: list[cst.FunctionDef] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            found.append(node)
+
+    module.visit(Collect())
+    return found
+
+
+def _digest(result: flow.Flow, ctx: object) -> list[str]:
+    code = ctx.code_for  # type: ignore[attr-defined]
+    return [f"{code(e).strip()}={v}" for e, v in result.values.items()] + [
+        f"conflict {code(c.node)}" for c in result.conflicts
+    ]
+
+
+def test_facts_asked_from_outside_a_function_equal_its_own() -> None:
+    """A function's analysis asked before the traversal reaches it is the one it gets inside it,
+    and asking early changes none of the function's own findings."""
+    module = cst.parse_module(_ASKED_EARLY)
+    rules = [rules_by_code()[c] for c in ("TDL302", "TDL303", "TDL306", "TDL310")]
+    _AskEarly.digests = {}
+    early = check_module("t.py", module, [_AskEarly, *rules], Settings())
+    asked_early = dict(_AskEarly.digests)
+    _AskEarly.digests = {}
+    inside = check_module("t.py", module, [_AskInside, *rules], Settings())
+    assert set(asked_early) == {"__init__", "forward", "train", "inner"}
+    assert asked_early == _AskEarly.digests
+    # Facts, not an empty result: the class's buffer, and the CPU tensor added to a CUDA one.
+    assert any(line.startswith("self.scale=Value(kind=<Kind.TENSOR") for line in asked_early["forward"])
+    assert any(line.startswith("conflict") for line in asked_early["forward"])
+    assert [(d.code, d.line) for d in early.diagnostics] == [(d.code, d.line) for d in inside.diagnostics]
+    assert {d.code for d in inside.diagnostics} >= {"TDL302", "TDL310"}
