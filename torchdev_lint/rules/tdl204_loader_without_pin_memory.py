@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.batches import batch_move
 from torchdev_lint.analysis.datasets import collate_reference
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.flow_values import CPU, Kind
 from torchdev_lint.analysis.loaders import (
     TENSOR_DATASET_CLASSES,
     LoaderFate,
-    batch_move,
     built_from,
     dataset_argument,
     is_dataloader_call,

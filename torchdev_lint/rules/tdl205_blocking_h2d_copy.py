@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.batches import HostWrite, batch_move, host_written_after, pinned_batch
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.loaders import HostWrite, batch_move, host_written_after, pinned_batch
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, positional, with_keyword
 
