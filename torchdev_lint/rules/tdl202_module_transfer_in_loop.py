@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.loops import invariant_move
+from torchdev_lint.analysis.invariant_moves import invariant_move
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 

@@ -8,8 +8,9 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.invariant_moves import InvariantMove, aliases, invariant_move, reads_only
 from torchdev_lint.analysis.kinds import is_tensor_factory_call
-from torchdev_lint.analysis.loops import InvariantMove, aliases, invariant_move, names_in, reads_only
+from torchdev_lint.analysis.loops import names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
