@@ -30,7 +30,6 @@ from torchdev_lint.analysis.flow_values import (
     Value,
     conflicting,
 )
-from torchdev_lint.analysis.kinds import MODULE_ONLY_METHODS
 from torchdev_lint.analysis.scopes import dotted_name, resolve
 from torchdev_lint.analysis.torch_api import (
     ALWAYS_NONSCALAR_FACTORIES,
@@ -42,6 +41,7 @@ from torchdev_lint.analysis.torch_api import (
     HOST_VALUES,
     JOINS,
     KEEP_SHAPE,
+    MODULE_ONLY_METHODS,
     MODULE_SAME,
     MOVE_METHODS,
     NEW_TENSOR_METHODS,

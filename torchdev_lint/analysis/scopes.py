@@ -277,6 +277,15 @@ def _bind_target(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpres
         _bind_target(scope, target.value, None)
 
 
+def scope_body(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements of a module, function or class body (nothing for other nodes)."""
+    if isinstance(node, cst.Module):
+        return list(node.body)
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return list(block_statements(node.body))
+    return []
+
+
 def block_statements(body: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
     """The statements of a suite, an indented block or `if x: a; b` alike."""
     if isinstance(body, cst.IndentedBlock):

@@ -54,6 +54,34 @@ NOT_ONE_TENSOR = frozenset(
 
 # Device moves (`.to()`, `.cuda()`, `.cpu()`).
 MOVE_METHODS = frozenset({"to", "cuda", "cpu"})
+# Methods only an nn.Module has: optimizers share state_dict/load_state_dict/zero_grad,
+# tensors share .to/.cuda/.half/.requires_grad_/.share_memory_.
+MODULE_ONLY_METHODS = frozenset(
+    {
+        "eval",
+        "train",
+        "parameters",
+        "named_parameters",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "buffers",
+        "named_buffers",
+        "forward",
+        "register_buffer",
+        "register_parameter",
+        "register_module",
+        "add_module",
+        "get_submodule",
+        "get_parameter",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+    }
+)
+# Moves, casts and mode switches: the result is the receiver's kind (a module stays a module).
+SAME_KIND_METHODS = MOVE_METHODS | {"half", "float", "double", "bfloat16", "eval", "train"}
 # Module methods that return the module itself.
 MODULE_SAME = frozenset({"eval", "train", "half", "float", "double", "bfloat16", "share_memory"})
 # Tensor methods returning a tensor on the receiver's device with at least its dimensions.

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.kinds import (
+from torchdev_lint.analysis.loaded_modules import (
     loaded_checkpoint,
     loads_used_as_modules,
     module_use_receiver,

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.kinds import (
+from torchdev_lint.analysis.kinds import probably_module
+from torchdev_lint.analysis.loaded_modules import (
     loaded_checkpoint,
     loads_used_as_modules,
     module_use_receiver,
-    probably_module,
     unmoved,
 )
 from torchdev_lint.analysis.scopes import Scope, dotted_name
