@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -331,3 +332,29 @@ def test_every_rule_example_is_silenced(tmp_path: Path, capsys: pytest.CaptureFi
     flake8 = [sys.executable, "-m", "flake8", "--isolated", "--select", "TDL", "."]
     result = subprocess.run(flake8, cwd=tmp_path, capture_output=True, text=True)
     assert (result.returncode, result.stdout) == (0, "")
+
+
+def test_files_the_cache_knows_clean_are_not_checked_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torchdev_lint.noqa_files
+
+    checked: list[str] = []
+    real = torchdev_lint.noqa_files.check_source
+
+    def spy(path: str, *args: object, **kwargs: object) -> object:
+        checked.append(os.path.basename(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torchdev_lint.noqa_files, "check_source", spy)
+    (tmp_path / "clean.py").write_text("import torch\nx = torch.zeros(1)\n")
+    (tmp_path / "dirty.py").write_text('import torch\nm = torch.load("m.pt")\n')
+    command = ["check", "--isolated", "--select", "TDL101", "-j", "1", "--cache-dir", str(tmp_path / "cache")]
+    assert main([*command, str(tmp_path / "clean.py"), str(tmp_path / "dirty.py")]) == 1
+    assert main([*command, "--add-noqa", str(tmp_path / "clean.py"), str(tmp_path / "dirty.py")]) == 0
+    assert checked == ["dirty.py"]
+    assert main([*command, "--add-noqa", str(tmp_path / "clean.py"), str(tmp_path / "dirty.py")]) == 0
+    assert checked == ["dirty.py", "dirty.py"]  # its new content was never checked by `check`
+    assert main([*command, "--add-noqa", str(tmp_path / "clean.py"), str(tmp_path / "dirty.py")]) == 0
+    assert checked == ["dirty.py", "dirty.py"]  # found clean above, and cached
+    capsys.readouterr()

@@ -15,6 +15,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from torchdev_lint.cache import CachedResult, entry_key
 from torchdev_lint.catalog import RULES
 from torchdev_lint.diagnostics import Diagnostic, FileReport, SourceError
 from torchdev_lint.engine import FileResult, check_source
@@ -74,17 +75,41 @@ def _checked(path: str, source: bytes, options: CheckOptions) -> tuple[bytes, No
     )
 
 
+def _cache_key(path: str, source: bytes, options: CheckOptions, with_edits: bool) -> str:
+    """The key under which `check` caches this file's result (the runner's key)."""
+    codes = [rule.code for rule in rules_for(path, options)]
+    dependencies = options.project.digest(path) if options.project is not None else ""
+    return entry_key(path, source, codes, options.settings, with_edits, dependencies)
+
+
+def _cached_clean(path: str, source: bytes, options: CheckOptions) -> bool:
+    """Whether the cache knows this very content to have nothing to report."""
+    if options.cache is None:
+        return False
+    for with_edits in (False, True):
+        cached = options.cache.load(_cache_key(path, source, options, with_edits))
+        if cached is not None:
+            return not cached.diagnostics and cached.error is None
+    return False
+
+
 def add_noqa_file(path: str, options: CheckOptions) -> NoqaAdded:
     """Silence every finding left in the file with a `# noqa: CODE` directive; never raises for bad input.
 
     A notebook gets its directives in the cells' sources; nothing else in it changes.
+    A file the cache knows to be clean is not checked again; one found clean is
+    cached as `check` would cache it.
     """
     notebook = None
     try:
         source = read_source(path)
+        if _cached_clean(path, source, options):
+            return NoqaAdded(path)
         program, notebook, result = _checked(path, source, options)
         findings = [(d.line, d.code) for d in result.reported]
         if not findings:
+            if options.cache is not None:
+                options.cache.store(_cache_key(path, source, options, False), CachedResult([], {}))
             return NoqaAdded(path)
         text, encoding = _decode(path, program)
         try:
