@@ -99,6 +99,10 @@ SAME_DEVICE = frozenset(
 )
 # Tensor methods whose result is a host value (a number, a list, a numpy array).
 HOST_VALUES = frozenset({"numpy", "tolist", "item", "size", "dim", "numel", "data_ptr", "stride"})
+# Tensor methods whose result lives on the host (a number, a list, an array, a CPU copy, a size).
+HOST_RESULT_METHODS = frozenset(
+    {"item", "tolist", "numpy", "cpu", "size", "dim", "numel", "nelement", "element_size", "data_ptr"}
+)
 # Tensor attributes that are the tensor itself (or a view of it) and ones that are host metadata.
 SELF_ATTRIBUTES = frozenset({"T", "mT", "H", "data", "real", "imag"})
 METADATA_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "requires_grad", "is_cuda"})

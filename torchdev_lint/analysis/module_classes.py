@@ -1,0 +1,110 @@
+"""The anatomy of a class's methods: `self`, `self.<name>`, `__init__`'s statements, its locals.
+
+Small syntactic questions that rules about nn.Module subclasses ask of a
+method: what it calls its instance, which `self.<name>` an expression is,
+its statements in order (through `if`/`for`/`with`/`try`), whether a
+statement initialises the base module (`super().__init__()`), and the names
+a method binds itself.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchdev_lint.analysis.scopes import block_statements
+
+
+def local_names(method: cst.FunctionDef) -> set[str]:
+    """The method's parameters and the names it assigns (its inputs and what it derives from them)."""
+    params = method.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+
+    class _Targets(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            names.update(_plain_names(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            names.update(_plain_names(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            names.update(_plain_names(node.target))
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is method
+
+    method.visit(_Targets())
+    return names
+
+
+def _plain_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for element in target.elements for n in _plain_names(element.value)}
+    return set()
+
+
+def instance_name(method: cst.FunctionDef) -> str | None:
+    """The name a plain method calls its instance (`self`); None for static and class methods."""
+    if any(
+        isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+        for d in method.decorators
+    ):
+        return None
+    params = method.params.posonly_params or method.params.params
+    return params[0].name.value if params else None
+
+
+def self_attribute(node: cst.BaseExpression, self_name: str) -> str | None:
+    """`name` for `self.name`, else None."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == self_name:
+        return node.attr.value
+    return None
+
+
+def init_statements(body: cst.BaseSuite) -> list[cst.BaseStatement]:
+    """A method's statements in order, those nested in `if`/`for`/`with`/`try` included."""
+    found: list[cst.BaseStatement] = []
+    for statement in block_statements(body):
+        found.append(statement)
+        if isinstance(statement, (cst.If, cst.For, cst.While, cst.With, cst.Try)):
+            found += init_statements(statement.body)
+            orelse = getattr(statement, "orelse", None)
+            while orelse is not None:
+                found += init_statements(orelse.body)
+                orelse = getattr(orelse, "orelse", None)
+            if isinstance(statement, cst.Try):
+                for handler in statement.handlers:
+                    found += init_statements(handler.body)
+                if statement.finalbody is not None:
+                    found += init_statements(statement.finalbody.body)
+    return found
+
+
+def value_assignments(statement: cst.BaseStatement) -> list[cst.Assign | cst.AnnAssign]:
+    """The assignments of a simple statement line that assign a value (`x = v`, `x: T = v`)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return []
+    return [
+        s
+        for s in statement.body
+        if isinstance(s, cst.Assign) or (isinstance(s, cst.AnnAssign) and s.value is not None)
+    ]
+
+
+def initialises_module(statement: cst.BaseStatement) -> bool:
+    """`super().__init__(...)`, `super(C, self).__init__(...)` or `Base.__init__(self, ...)`."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        value = small.value if isinstance(small, cst.Expr) else None
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "__init__"
+        ):
+            return True
+    return False
