@@ -314,3 +314,23 @@ def calls_in(loop: Loop) -> list[cst.Call]:
         _all_calls_cache.clear()
     _all_calls_cache[id(loop)] = (loop, calls)
     return calls
+
+
+def used_outside_loop(ancestors: Sequence[cst.CSTNode], loop: Loop, name: str) -> bool:
+    """Is `name` read or bound anywhere in the enclosing function other than in `loop`?"""
+    function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), ancestors[0])
+    total = _count_name(function, name)
+    inside = _count_name(loop, name)
+    return total != inside or name in bound_in_body(loop)
+
+
+def _count_name(node: cst.CSTNode, name: str) -> int:
+    count = 0
+
+    class _Counter(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal count
+            count += node.value == name
+
+    node.visit(_Counter())
+    return count

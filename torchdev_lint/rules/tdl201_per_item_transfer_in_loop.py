@@ -8,22 +8,33 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import Move, as_move
-from torchdev_lint.analysis.kinds import is_tensor_factory_call
-from torchdev_lint.analysis.loaders import is_batch_source, iterates_mapping
+from torchdev_lint.analysis.item_moves import (
+    chain_root,
+    comprehension_move,
+    item_collection,
+    item_loop,
+    matches_layer,
+    moved_aliases,
+    moves_only,
+    per_item_move,
+)
 from torchdev_lint.analysis.loops import (
-    bound_in_body,
     depends_on,
-    innermost_loop,
     loop_bound_names,
-    names_in,
+    used_outside_loop,
 )
 from torchdev_lint.analysis.scopes import Scope, module_reference, resolve
+from torchdev_lint.analysis.tensor_collections import (
+    collection_values,
+    host_items_of_one_dtype,
+    is_list,
+    one_shape,
+    shapes_differ,
+)
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import comments, keyword, method_call
 
 _JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate"})
-# Factories whose positional arguments are the shape: equal arguments, equal shapes.
-_SHAPED_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty"})
 
 
 class PerItemTransferInLoop(Rule):
@@ -453,16 +464,16 @@ class PerItemTransferInLoop(Rule):
             for loop, move in self.appended.pop((id(scope.owner), first.value), ()):
                 if loop not in self.ctx.ancestors:
                     self.report(move)
-            values = _collection_values(first, scope)
+            values = collection_values(first, scope)
             if values is not None and len(values) == 1 and isinstance(values[0], cst.ListComp):
-                move = _comprehension_move(values[0], scope)
+                move = comprehension_move(values[0], scope)
                 if move is not None and move.call not in self.reported:
                     self.reported.add(move.call)
                     self.report(move.call)  # `ys = [x.cuda() for x in xs]` ... `torch.cat(ys)`
             return
         if not isinstance(first, (cst.ListComp, cst.GeneratorExp)):
             return
-        move = _comprehension_move(first, scope)
+        move = comprehension_move(first, scope)
         if move is not None:
             self.report(move.call, fix=_join_fix(node, first, move, scope))
 
@@ -473,37 +484,37 @@ class PerItemTransferInLoop(Rule):
             return
         if not isinstance(func.value, cst.Name) or len(node.args) != 1:
             return
-        loop = _item_loop(self.ctx.ancestors, scope)
+        loop = item_loop(self.ctx.ancestors, scope)
         if loop is None:
             return
         value = node.args[0].value
         move = as_move(value, scope) if isinstance(value, cst.Call) else None
         if move is None:  # `t = t.to(d)` ... `out.append(t.unsqueeze(0))`
-            move = _moved_aliases(loop, loop.target.value, scope).get(_root(value) or "")  # type: ignore[attr-defined]
+            move = moved_aliases(loop, loop.target.value, scope).get(chain_root(value) or "")  # type: ignore[attr-defined]
         item = loop.target.value  # type: ignore[attr-defined]
         if (
             move is not None
-            and _per_item_move(move, item, loop_bound_names(loop))
-            and not _matches(move, scope)
+            and per_item_move(move, item, loop_bound_names(loop))
+            and not matches_layer(move, scope)
         ):
             self.appended[(id(scope.owner), func.value.value)].append((loop, move.call))
 
     # (b) for item in items: model(item.to(d))
     def _check_model_call(self, node: cst.Call, scope: Scope) -> None:
-        loop = _item_loop(self.ctx.ancestors, scope)
+        loop = item_loop(self.ctx.ancestors, scope)
         if loop is None or not flow.module_by_any_evidence(node.func, self.ctx):
             return
-        if not _item_collection(loop.iter, scope) or _shapes_differ(loop.iter, scope):
+        if not item_collection(loop.iter, scope) or shapes_differ(loop.iter, scope):
             return
         item = loop.target.value  # type: ignore[attr-defined]
-        aliases = _moved_aliases(loop, item, scope)
+        aliases = moved_aliases(loop, item, scope)
         varying = loop_bound_names(loop)
         for arg in node.args:
             value = arg.value
             move = as_move(value, scope) if isinstance(value, cst.Call) else None
             if move is None and isinstance(value, cst.Name):
                 move = aliases.get(value.value)
-            if move is None or not _per_item_move(move, item, varying) or _matches(move, scope):
+            if move is None or not per_item_move(move, item, varying) or matches_layer(move, scope):
                 continue
             # Other inputs that change per iteration (`x = model(x, t.to(d))`): a sequential loop.
             others = [a.value for a in node.args if a is not arg]
@@ -534,10 +545,10 @@ class PerItemTransferInLoop(Rule):
             and isinstance(move.receiver, cst.Name)
         ):
             return None
-        shape = _one_shape(loop.iter, scope)
+        shape = one_shape(loop.iter, scope)
         torch_name = module_reference(scope, "torch")
         item = move.receiver.value
-        if shape is None or torch_name is None or _used_outside(self.ctx.ancestors, loop, item):
+        if shape is None or torch_name is None or used_outside_loop(self.ctx.ancestors, loop, item):
             return None
         join, split = ("cat", "split") if shape[:1] == ("1",) else ("stack", "unbind")
         joined = cst.Call(
@@ -561,118 +572,6 @@ class PerItemTransferInLoop(Rule):
         return Fix("unsafe", "Call the model once on the stacked batch", {loop: statement})
 
 
-def _per_item_move(move: Move, item: str, varying: frozenset[str]) -> bool:
-    """A host-to-device move of the item itself (`x.to(d)`, `x.unsqueeze(0).cuda()`, `x[0].to(d)`),
-    to a device that does not change per iteration. `xs[i:i + 8].to(d)` in `for i in ...` moves
-    a slice of another tensor, a batch, and does not count."""
-    if not move.to_accelerator or _root(move.receiver) != item:
-        return False
-    return move.device_node is None or not depends_on(move.device_node, varying)
-
-
-def _root(node: cst.BaseExpression) -> str | None:
-    """The name a chain of method calls, attributes and subscripts starts from."""
-    while True:
-        if isinstance(node, cst.Call):
-            node = node.func
-        elif isinstance(node, (cst.Attribute, cst.Subscript)):
-            node = node.value
-        else:
-            return node.value if isinstance(node, cst.Name) else None
-
-
-def _aligns_devices(move: Move, scope: Scope) -> bool:
-    """`.to(t.device)` / `.to(first_device)` with `first_device = t.device`: gathering tensors
-    that may sit on several devices onto one, not a host-to-device transfer (stacking first
-    would mix devices)."""
-    node = move.device_node
-    if isinstance(node, cst.Name):
-        found = scope.lookup(node.value)
-        values = [b.value for b in found[1]] if found is not None else []
-        if values and all(v is not None for v in values):
-            return all(isinstance(v, cst.Attribute) and v.attr.value == "device" for v in values)
-    return isinstance(node, cst.Attribute) and node.attr.value == "device"
-
-
-def _comprehension_move(comp: cst.ListComp | cst.GeneratorExp, scope: Scope) -> Move | None:
-    """The per-item host-to-device move a one-loop comprehension makes of its items, if any."""
-    loop = comp.for_in
-    if loop.inner_for_in is not None or loop.asynchronous is not None:
-        return None
-    if not isinstance(loop.target, cst.Name) or not _item_collection(loop.iter, scope):
-        return None
-    move = as_move(comp.elt, scope) if isinstance(comp.elt, cst.Call) else None
-    item = loop.target.value
-    if move is None or not _per_item_move(move, item, frozenset({item})) or _aligns_devices(move, scope):
-        return None
-    return move
-
-
-def _matches(move: Move, scope: Scope) -> bool:
-    """`.to(device=target_device, dtype=target_dtype)` with both taken from a tensor or layer
-    (`w.device`, `w.dtype`): an input made to match the layer it feeds, inside model code
-    where the items already live on a device, not a host-to-device transfer."""
-    dtype = keyword(move.call, "dtype")
-    positional = [a.value for a in move.call.args if a.keyword is None]
-    dtype_node = dtype.value if dtype is not None else (positional[1] if len(positional) > 1 else None)
-    return (
-        dtype_node is not None
-        and _aligns_devices(move, scope)
-        and all(_from_attribute(v, "dtype") for v in _values(dtype_node, scope))
-    )
-
-
-def _values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
-    """A name's assigned values when all are known, else the expression itself."""
-    if isinstance(node, cst.Name):
-        found = scope.lookup(node.value)
-        values = [b.value for b in found[1]] if found is not None else []
-        if values and all(v is not None for v in values):
-            return values  # type: ignore[return-value]
-    return [node]
-
-
-def _from_attribute(node: cst.BaseExpression, attr: str) -> bool:
-    return isinstance(node, cst.Attribute) and node.attr.value == attr
-
-
-def _item_collection(iterable: cst.BaseExpression, scope: Scope) -> bool:
-    """An in-memory collection of single items: not batches from a loader, not a dict view."""
-    return not is_batch_source(iterable, scope) and not iterates_mapping(iterable)
-
-
-def _item_loop(ancestors: list[cst.CSTNode], scope: Scope) -> cst.For | None:
-    """The innermost loop, when it is a `for <name> in <collection>` loop."""
-    loop = innermost_loop(ancestors)
-    if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Name):
-        return None
-    if loop.asynchronous is not None or not _item_collection(loop.iter, scope):
-        return None
-    return loop
-
-
-def _moved_aliases(loop: cst.For, item: str, scope: Scope) -> dict[str, Move]:
-    """`x = item.to(d)` statements directly in the body: x → the move (x assigned once)."""
-    found: dict[str, Move] = {}
-    body = loop.body
-    if not isinstance(body, cst.IndentedBlock):
-        return found
-    for statement in body.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            continue
-        for small in statement.body:
-            if (
-                isinstance(small, cst.Assign)
-                and len(small.targets) == 1
-                and isinstance(small.targets[0].target, cst.Name)
-                and isinstance(small.value, cst.Call)
-            ):
-                move = as_move(small.value, scope)
-                if move is not None and _root(move.receiver) == item:
-                    found[small.targets[0].target.value] = move
-    return found
-
-
 def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move, scope: Scope) -> Fix | None:
     """`torch.stack([x.to(d) for x in xs])` → `torch.stack(xs).to(d)` (or a bare comprehension)."""
     target = comp.for_in.target
@@ -681,7 +580,7 @@ def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move,
     if move.receiver.value != target.value or keyword(join, "out") is not None:
         return None  # `out=` names a device buffer: joining on the host would fail
     items: cst.BaseExpression
-    if not comp.for_in.ifs and _is_list(comp.for_in.iter, scope):
+    if not comp.for_in.ifs and is_list(comp.for_in.iter, scope):
         items = comp.for_in.iter
     else:
         items = cst.ListComp(elt=move.receiver, for_in=comp.for_in)
@@ -693,122 +592,5 @@ def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move,
     )
     if comments(fixed) != comments(join):
         return None  # a comment in the comprehension would have nowhere to go
-    safe = _host_items_of_one_dtype(comp.for_in.iter, scope) and _moves_only(move)
+    safe = host_items_of_one_dtype(comp.for_in.iter, scope) and moves_only(move)
     return Fix("safe" if safe else "unsafe", "Join the items first, then move the batch once", {join: fixed})
-
-
-def _moves_only(move: Move) -> bool:
-    """Does the move change nothing but the device (no dtype, tensor or memory format)?"""
-    extra = [a for a in move.call.args if a.value is not move.device_node]
-    return all(a.keyword is not None and a.keyword.value == "non_blocking" for a in extra)
-
-
-def _host_items_of_one_dtype(iterable: cst.BaseExpression, scope: Scope) -> bool:
-    """Items provably on the CPU, all of one dtype: a local list built of shape-only torch
-    factories (`torch.randn(3)`) without `device=`, all with the same `dtype=` (or none).
-    Joining such items on the host and then moving the batch gives the same tensor as
-    moving each item and joining on the device; items on several devices (or of several
-    dtypes, promoted by the join) would not be provably so."""
-    dtypes = set()
-    for value in _collection_values(iterable, scope) or [None]:
-        if isinstance(value, cst.ListComp) and value.for_in.inner_for_in is None:
-            elements = [value.elt]
-        elif isinstance(value, (cst.List, cst.Tuple)):
-            elements = [e.value for e in value.elements]
-        else:
-            return False
-        for element in elements:
-            if _factory_shape(element, scope) is None or keyword(element, "device") is not None:  # type: ignore[arg-type]
-                return False
-            dtype = keyword(element, "dtype")  # type: ignore[arg-type]
-            dtypes.add(None if dtype is None else cst.Module(body=[]).code_for_node(dtype.value))
-    return len(dtypes) == 1
-
-
-def _is_list(node: cst.BaseExpression, scope: Scope) -> bool:
-    """A name bound only to list/tuple displays or list comprehensions (stack accepts those)."""
-    if not isinstance(node, cst.Name):
-        return False
-    found = scope.lookup(node.value)
-    if found is None or not found[1]:
-        return False
-    return all(isinstance(b.value, (cst.List, cst.Tuple, cst.ListComp)) for b in found[1])
-
-
-def _collection_values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression] | None:
-    """The values a local collection name is bound to (in its function), or None."""
-    if not isinstance(node, cst.Name):
-        return None
-    found = scope.lookup(node.value)
-    if found is None or found[0].kind != "function" or not found[1]:
-        return None
-    values = [b.value for b in found[1]]
-    return None if any(v is None for v in values) else values  # type: ignore[return-value]
-
-
-def _factory_shape(node: cst.BaseExpression, scope: Scope) -> tuple[str, ...] | None:
-    """The shape of `torch.randn(1, 3, 8, 8)` as argument texts, for shape-only factories."""
-    if not is_tensor_factory_call(node, scope):
-        return None
-    assert isinstance(node, cst.Call)
-    name = resolve(node.func, scope) or ""
-    if name[6:] not in _SHAPED_FACTORIES:
-        return None
-    args = [a for a in node.args if a.keyword is None]
-    if any(a.star for a in args) or not args:
-        return None
-    if len(args) == 1 and isinstance(args[0].value, (cst.Tuple, cst.List)):
-        values = [e.value for e in args[0].value.elements]
-    else:
-        values = [a.value for a in args]
-    module = cst.Module(body=[])
-    return tuple(module.code_for_node(v) for v in values)
-
-
-def _shapes_differ(iterable: cst.BaseExpression, scope: Scope) -> bool:
-    """Items known to differ in shape: a multi-scale list (sizes from the comprehension, or unequal literals)."""
-    for value in _collection_values(iterable, scope) or ():
-        if isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Call):
-            if is_tensor_factory_call(value.elt, scope) and depends_on(
-                value.elt, names_in(value.for_in.target)
-            ):
-                return True
-        if isinstance(value, (cst.List, cst.Tuple)):
-            shapes = {_factory_shape(e.value, scope) for e in value.elements}
-            if len(shapes) > 1:
-                return True
-    return False
-
-
-def _one_shape(iterable: cst.BaseExpression, scope: Scope) -> tuple[str, ...] | None:
-    """The common shape of a list comprehension of one shape-only factory call, else None."""
-    values = _collection_values(iterable, scope)
-    if values is None or len(values) != 1 or not isinstance(values[0], cst.ListComp):
-        return None
-    comp = values[0]
-    if comp.for_in.inner_for_in is not None or comp.for_in.ifs:
-        return None
-    shape = _factory_shape(comp.elt, scope)
-    if shape is None or depends_on(comp.elt, names_in(comp.for_in.target)):
-        return None
-    return shape
-
-
-def _used_outside(ancestors: list[cst.CSTNode], loop: cst.For, name: str) -> bool:
-    """Is `name` read or bound anywhere in the enclosing function other than in `loop`?"""
-    function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), ancestors[0])
-    total = _count_name(function, name)
-    inside = _count_name(loop, name)
-    return total != inside or name in bound_in_body(loop)
-
-
-def _count_name(node: cst.CSTNode, name: str) -> int:
-    count = 0
-
-    class _Counter(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal count
-            count += node.value == name
-
-    node.visit(_Counter())
-    return count

@@ -1,0 +1,137 @@
+"""Moves of single items inside a loop or comprehension over an in-memory collection.
+
+`for x in xs: model(x.to(d))` and `torch.stack([x.cuda() for x in xs])`
+transfer one item per iteration where one transfer of the joined batch would
+do. These helpers recognise such a loop (over a collection, not a loader's
+batches), the move of the item itself (`x.to(d)`, `x[0].cuda()`, or
+`y = x.to(d)` earlier in the body) and the moves that only align an input
+with a layer's device and dtype, which are not host-to-device transfers.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchdev_lint.analysis.devices import Move, as_move
+from torchdev_lint.analysis.loaders import is_batch_source, iterates_mapping
+from torchdev_lint.analysis.loops import depends_on, innermost_loop
+from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.syntax import keyword
+
+
+def chain_root(node: cst.BaseExpression) -> str | None:
+    """The name a chain of method calls, attributes and subscripts starts from."""
+    while True:
+        if isinstance(node, cst.Call):
+            node = node.func
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return node.value if isinstance(node, cst.Name) else None
+
+
+def per_item_move(move: Move, item: str, varying: frozenset[str]) -> bool:
+    """A host-to-device move of the item itself (`x.to(d)`, `x.unsqueeze(0).cuda()`, `x[0].to(d)`),
+    to a device that does not change per iteration. `xs[i:i + 8].to(d)` in `for i in ...` moves
+    a slice of another tensor, a batch, and does not count."""
+    if not move.to_accelerator or chain_root(move.receiver) != item:
+        return False
+    return move.device_node is None or not depends_on(move.device_node, varying)
+
+
+def aligns_devices(move: Move, scope: Scope) -> bool:
+    """`.to(t.device)` / `.to(first_device)` with `first_device = t.device`: gathering tensors
+    that may sit on several devices onto one, not a host-to-device transfer (stacking first
+    would mix devices)."""
+    node = move.device_node
+    if isinstance(node, cst.Name):
+        found = scope.lookup(node.value)
+        values = [b.value for b in found[1]] if found is not None else []
+        if values and all(v is not None for v in values):
+            return all(isinstance(v, cst.Attribute) and v.attr.value == "device" for v in values)
+    return isinstance(node, cst.Attribute) and node.attr.value == "device"
+
+
+def matches_layer(move: Move, scope: Scope) -> bool:
+    """`.to(device=target_device, dtype=target_dtype)` with both taken from a tensor or layer
+    (`w.device`, `w.dtype`): an input made to match the layer it feeds, inside model code
+    where the items already live on a device, not a host-to-device transfer."""
+    dtype = keyword(move.call, "dtype")
+    positional = [a.value for a in move.call.args if a.keyword is None]
+    dtype_node = dtype.value if dtype is not None else (positional[1] if len(positional) > 1 else None)
+    return (
+        dtype_node is not None
+        and aligns_devices(move, scope)
+        and all(_from_attribute(v, "dtype") for v in _values(dtype_node, scope))
+    )
+
+
+def _values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+    """A name's assigned values when all are known, else the expression itself."""
+    if isinstance(node, cst.Name):
+        found = scope.lookup(node.value)
+        values = [b.value for b in found[1]] if found is not None else []
+        if values and all(v is not None for v in values):
+            return values  # type: ignore[return-value]
+    return [node]
+
+
+def _from_attribute(node: cst.BaseExpression, attr: str) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == attr
+
+
+def item_collection(iterable: cst.BaseExpression, scope: Scope) -> bool:
+    """An in-memory collection of single items: not batches from a loader, not a dict view."""
+    return not is_batch_source(iterable, scope) and not iterates_mapping(iterable)
+
+
+def item_loop(ancestors: list[cst.CSTNode], scope: Scope) -> cst.For | None:
+    """The innermost loop, when it is a `for <name> in <collection>` loop."""
+    loop = innermost_loop(ancestors)
+    if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Name):
+        return None
+    if loop.asynchronous is not None or not item_collection(loop.iter, scope):
+        return None
+    return loop
+
+
+def moved_aliases(loop: cst.For, item: str, scope: Scope) -> dict[str, Move]:
+    """`x = item.to(d)` statements directly in the body: x → the move (x assigned once)."""
+    found: dict[str, Move] = {}
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock):
+        return found
+    for statement in body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if (
+                isinstance(small, cst.Assign)
+                and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)
+                and isinstance(small.value, cst.Call)
+            ):
+                move = as_move(small.value, scope)
+                if move is not None and chain_root(move.receiver) == item:
+                    found[small.targets[0].target.value] = move
+    return found
+
+
+def comprehension_move(comp: cst.ListComp | cst.GeneratorExp, scope: Scope) -> Move | None:
+    """The per-item host-to-device move a one-loop comprehension makes of its items, if any."""
+    loop = comp.for_in
+    if loop.inner_for_in is not None or loop.asynchronous is not None:
+        return None
+    if not isinstance(loop.target, cst.Name) or not item_collection(loop.iter, scope):
+        return None
+    move = as_move(comp.elt, scope) if isinstance(comp.elt, cst.Call) else None
+    item = loop.target.value
+    if move is None or not per_item_move(move, item, frozenset({item})) or aligns_devices(move, scope):
+        return None
+    return move
+
+
+def moves_only(move: Move) -> bool:
+    """Does the move change nothing but the device (no dtype, tensor or memory format)?"""
+    extra = [a for a in move.call.args if a.value is not move.device_node]
+    return all(a.keyword is not None and a.keyword.value == "non_blocking" for a in extra)
