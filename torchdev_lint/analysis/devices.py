@@ -78,6 +78,11 @@ def literal_device(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def is_cuda_literal(node: cst.BaseExpression) -> bool:
+    """`"cuda"`, `"cuda:1"`: a string literal naming CUDA."""
+    return isinstance(node, cst.SimpleString) and literal_device(node) == CUDA
+
+
 def device_of(node: cst.BaseExpression, scope: Scope) -> str | None:
     """The device an expression used as a device argument designates, if it is one."""
     literal = literal_device(node)

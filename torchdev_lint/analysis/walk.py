@@ -118,3 +118,18 @@ def walk(
         enter(node)
         push((node, True))
         stack.extend((child, False) for child in reversed(children(node)))
+
+
+def contains(outer: cst.CSTNode, inner: cst.CSTNode | None) -> bool:
+    """Is `inner` `outer` itself or one of its descendants?"""
+    if inner is None:
+        return False
+    found = outer is inner
+
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal found
+        found = found or node is inner
+
+    if not found:
+        walk(outer, enter, lambda node: None)
+    return found

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.devices import CUDA, literal_device
-from torchdev_lint.analysis.guards import availability_guarded, flag_condition, is_availability_call
+from torchdev_lint.analysis.device_contexts import (
+    configures,
+    expected_to_raise,
+    in_comparison,
+    is_config,
+    probed,
+    used_as_data,
+)
+from torchdev_lint.analysis.device_variable import DeviceEdit, DeviceVariable
+from torchdev_lint.analysis.devices import is_cuda_literal
+from torchdev_lint.analysis.guards import availability_guarded, flag_condition
 from torchdev_lint.analysis.requirements import benchmark_path, cuda_requirements
-from torchdev_lint.analysis.scopes import Scope, dotted_name, module_reference, resolve
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.scopes import Scope, dotted_name
+from torchdev_lint.analysis.walk import contains
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, positional
 
@@ -464,7 +472,7 @@ class HardcodedCuda(Rule):
         super().__init__(ctx)
         # One finding per statement: the sites of each statement, reported when the module ends.
         self._statements: dict[int, list[_Site]] = {}
-        self._names_in_use: set[str] | None = None
+        self.device_variable = DeviceVariable(ctx)
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.settings.device_policy == "cuda-only":
@@ -474,31 +482,31 @@ class HardcodedCuda(Rule):
             if isinstance(func.value, cst.Name) and self.ctx.qualname(func.value) == "torch":
                 return
             if all(arg.keyword is None or arg.keyword.value in _CUDA_METHOD_KEYWORDS for arg in node.args):
-                self._check(node, node, self._cuda_method_edit(node), device_parameter=False)
+                self._check(node, node, self.device_variable.moved_with_to(node), device_parameter=False)
             return
         if isinstance(func, cst.Attribute) and func.attr.value == "to":
             args = positional(node)
-            if args and _is_cuda_literal(args[0].value):
+            if args and is_cuda_literal(args[0].value):
                 self._check(args[0].value, node, self._literal_edit(args[0].value))
         elif self.ctx.qualname(func) == "torch.device":
             args = positional(node)
             if (
                 args
-                and _is_cuda_literal(args[0].value)
-                and not self._used_as_data()
-                and not _probed(self.ctx.ancestors)
+                and is_cuda_literal(args[0].value)
+                and not used_as_data(self.ctx.ancestors)
+                and not probed(self.ctx.ancestors)
             ):
                 self._check(args[0].value, node, self._device_call_edit(node))
         given = keyword(node, "device")
-        if given is not None and _is_cuda_literal(given.value) and not _configures(node):
+        if given is not None and is_cuda_literal(given.value) and not configures(node):
             self._check(given.value, node, self._literal_edit(given.value))
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if self.ctx.settings.device_policy == "cuda-only" or not _is_cuda_literal(node.value):
+        if self.ctx.settings.device_policy == "cuda-only" or not is_cuda_literal(node.value):
             return
         for target in node.targets:
             name = dotted_name(target.target)
-            if name is not None and _DEVICE_NAME.match(name.rsplit(".", 1)[-1]) and not _is_config(name):
+            if name is not None and _DEVICE_NAME.match(name.rsplit(".", 1)[-1]) and not is_config(name):
                 self._check(node.value, node, self._choice_edit(node.value))
                 return
 
@@ -514,17 +522,17 @@ class HardcodedCuda(Rule):
         self,
         node: cst.BaseExpression,
         site: cst.CSTNode,
-        edit: _Edit | None,
+        edit: DeviceEdit | None,
         *,
         device_parameter: bool = True,
     ) -> None:
         """Record a hard-coded use at `node` (inside `site`, the call or assignment) unless it is harmless."""
         scope = self.ctx.scope
         if (
-            _in_comparison(node, self.ctx.ancestors)
+            in_comparison(node, self.ctx.ancestors)
             or availability_guarded(scope, device_parameter=device_parameter)
             or flag_condition(node, self.ctx.ancestors, scope, strict=False)
-            or _expected_to_raise(self.ctx.ancestors)
+            or expected_to_raise(self.ctx.ancestors)
             or benchmark_path(self.ctx.path)
             or cuda_requirements(scope, self.ctx.path, self.ctx.project).requires_cuda(site)
         ):
@@ -532,28 +540,15 @@ class HardcodedCuda(Rule):
         statement = next(a for a in reversed(self.ctx.ancestors) if isinstance(a, cst.BaseStatement))
         self._statements.setdefault(id(statement), []).append(_Site(node, edit))
 
-    def _used_as_data(self) -> bool:
-        """`{torch.device("cuda:0"): ...}`, set members, subscripts, test parameters, parameter defaults."""
-        child = self.ctx.ancestors[-1]
-        for ancestor in reversed(self.ctx.ancestors[:-1]):
-            if isinstance(ancestor, (cst.Set, cst.SubscriptElement, cst.Decorator, cst.Param)):
-                return True
-            if isinstance(ancestor, cst.DictElement):
-                return child is ancestor.key
-            if isinstance(ancestor, (cst.BaseStatement, cst.BaseSmallStatement, cst.Arg)):
-                return False
-            child = ancestor
-        return False
-
     # Fixes: every use goes through one `device` variable -------------------
 
-    def _literal_edit(self, literal: cst.BaseExpression) -> _Edit | None:
+    def _literal_edit(self, literal: cst.BaseExpression) -> DeviceEdit | None:
         """`"cuda"` → `device`; an indexed `"cuda:1"` names one GPU and has no fix."""
         if not isinstance(literal, cst.SimpleString) or literal.evaluated_value != "cuda":
             return None
-        return self._through_variable(literal, lambda name: name)
+        return self.device_variable.through(literal, lambda name: name)
 
-    def _device_call_edit(self, call: cst.Call) -> _Edit | None:
+    def _device_call_edit(self, call: cst.Call) -> DeviceEdit | None:
         """`torch.device("cuda")` → `device`; as the value of an assignment it becomes the choice itself."""
         if len(call.args) != 1:
             return None
@@ -562,141 +557,19 @@ class HardcodedCuda(Rule):
         literal = call.args[0].value
         if not isinstance(literal, cst.SimpleString) or literal.evaluated_value != "cuda":
             return None
-        return self._through_variable(call, lambda name: name)
+        return self.device_variable.through(call, lambda name: name)
 
-    def _cuda_method_edit(self, call: cst.Call) -> _Edit | None:
-        """`x.cuda(non_blocking=True)` → `x.to(device, non_blocking=True)`; `.cuda(1)` has no fix."""
-        assert isinstance(call.func, cst.Attribute)
-        if positional(call) or any(arg.star for arg in call.args):
-            return None
-        func = call.func.with_changes(attr=cst.Name("to"))
-        rest = list(call.args)
-
-        def moved(name: cst.Name) -> cst.BaseExpression:
-            comma = (
-                cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if rest else cst.MaybeSentinel.DEFAULT
-            )
-            return call.with_changes(func=func, args=[cst.Arg(name, comma=comma), *rest])
-
-        return self._through_variable(call, moved)
-
-    def _choice_edit(self, literal: cst.BaseExpression) -> _Edit | None:
+    def _choice_edit(self, literal: cst.BaseExpression) -> DeviceEdit | None:
         """`DEVICE = "cuda"` → `DEVICE = "cuda" if torch.cuda.is_available() else "cpu"`: the one definition."""
         if not isinstance(literal, cst.SimpleString):
             return None
-        choice = self._choice(literal, literal)
-        return None if choice is None else _Edit(literal, choice, None)
-
-    def _choice(self, at: cst.CSTNode, cuda: cst.SimpleString | None = None) -> cst.IfExp | None:
-        """`"cuda" if torch.cuda.is_available() else "cpu"`, in the quotes legal at `at`."""
-        torch = module_reference(self.ctx.scope, "torch")
-        cpu = self.ctx.string("cpu", at=at)
-        cuda = cuda or self.ctx.string("cuda", at=at)
-        if torch is None or cpu is None or cuda is None:
-            return None
-        available = cst.Attribute(
-            value=cst.Attribute(value=torch, attr=cst.Name("cuda")), attr=cst.Name("is_available")
-        )
-        return cst.IfExp(test=cst.Call(func=available), body=cuda, orelse=cpu)
-
-    def _through_variable(
-        self, old: cst.BaseExpression, build: Callable[[cst.Name], cst.BaseExpression]
-    ) -> _Edit | None:
-        """Replace `old` by an expression of the module's device variable, defining it if needed."""
-        scope = self.ctx.scope
-        existing = self._existing_definition()
-        if existing is not None:
-            return _Edit(old, build(cst.Name(existing)), None)
-        if module_reference(scope.module, "torch") is None or _top_level_index(self.ctx.ancestors) is None:
-            return None
-        name = self._free_name()
-        anchor = self._anchor()
-        site_index = _top_level_index(self.ctx.ancestors)
-        if name is None or anchor is None or (not self._in_function() and site_index <= anchor[0]):
-            return None
-        definition = self._definition(name, anchor[1])
-        if definition is None:
-            return None
-        return _Edit(old, build(cst.Name(name)), (anchor[1], definition))
-
-    def _existing_definition(self) -> str | None:
-        """A module-level name bound once to the device choice, visible here and defined before this code."""
-        module = self.ctx.scope.module
-        body = module.node.body  # type: ignore[attr-defined]
-        site_index = _top_level_index(self.ctx.ancestors)
-        for name, bindings in module.bindings.items():
-            if (
-                len(bindings) != 1
-                or bindings[0].value is None
-                or not self._is_choice(bindings[0].value, module)
-            ):
-                continue
-            found = self.ctx.scope.lookup(name)
-            if found is None or found[0] is not module:
-                continue
-            index = next((i for i, s in enumerate(body) if _contains(s, bindings[0].node)), None)
-            if index is not None and (self._in_function() or (site_index or 0) > index):
-                return name
-        return None
-
-    def _in_function(self) -> bool:
-        """Code in a function runs after the module has been executed, definitions included."""
-        return any(isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in self.ctx.ancestors)
-
-    def _is_choice(self, value: cst.BaseExpression, scope: Scope) -> bool:
-        """`"cuda" if torch.cuda.is_available() else "cpu"`, bare or in `torch.device(...)`."""
-        if (
-            isinstance(value, cst.Call)
-            and resolve(value.func, scope) == "torch.device"
-            and len(value.args) == 1
-        ):
-            value = value.args[0].value
-        return (
-            isinstance(value, cst.IfExp)
-            and is_availability_call(value.test, scope)
-            and literal_device(value.body) == CUDA
-            and isinstance(value.body, cst.SimpleString)
-            and value.body.evaluated_value == "cuda"
-            and literal_device(value.orelse) == "cpu"
-        )
-
-    def _free_name(self) -> str | None:
-        """`device`, unless the module already uses that name anywhere (then another)."""
-        if self._names_in_use is None:
-            self._names_in_use = _names_in_use(self.ctx.module)
-        return next((n for n in _DEFINITION_NAMES if n not in self._names_in_use), None)
-
-    def _anchor(self) -> tuple[int, cst.BaseStatement] | None:
-        """The top-level statement after which the definition goes: the import of torch and the imports after it."""
-        body = self.ctx.module.body
-        torch = module_reference(self.ctx.scope.module, "torch")
-        bindings = self.ctx.scope.module.bindings.get(torch.value, []) if torch is not None else []
-        start = next(
-            (i for i, s in enumerate(body) for b in bindings if b.import_target and _contains(s, b.node)),
-            None,
-        )
-        if start is None:
-            return None
-        end = start
-        while end + 1 < len(body) and _is_import_line(body[end + 1]):
-            end += 1
-        return end, body[end]
-
-    def _definition(self, name: str, anchor: cst.BaseStatement) -> cst.SimpleStatementLine | None:
-        torch = module_reference(self.ctx.scope.module, "torch")
-        choice = self._choice(anchor)
-        if torch is None or choice is None:
-            return None
-        value = cst.Call(func=cst.Attribute(value=torch, attr=cst.Name("device")), args=[cst.Arg(choice)])
-        return cst.SimpleStatementLine(
-            body=[cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value)],
-            leading_lines=[cst.EmptyLine()],
-        )
+        choice = self.device_variable.choice(literal, literal)
+        return None if choice is None else DeviceEdit(literal, choice, None)
 
     def _statement_fix(self, sites: list[_Site]) -> Fix | None:
         """One fix for every use in the statement, plus the definition when the module lacks one."""
         edits = [site.edit for site in sites if site.edit is not None]
-        edits = [e for e in edits if not any(o is not e and _contains(o.old, e.old) for o in edits)]
+        edits = [e for e in edits if not any(o is not e and contains(o.old, e.old) for o in edits)]
         if not edits:
             return None
         replacements: dict[cst.CSTNode, Replacement] = {e.old: e.new for e in edits}
@@ -708,169 +581,9 @@ class HardcodedCuda(Rule):
 
 
 _CUDA_METHOD_KEYWORDS = frozenset({"device", "non_blocking", "memory_format"})
-_DEFINITION_NAMES = ("device", "default_device", "compute_device")
-# Owners whose attributes are configuration: `cfg.MODEL.DEVICE`, `args.device`, `self.config.device`.
-_CONFIG_OWNERS = frozenset(
-    {
-        "cfg",
-        "config",
-        "conf",
-        "configs",
-        "args",
-        "opt",
-        "opts",
-        "hparams",
-        "options",
-        "settings",
-        "defaults",
-        "hp",
-        "_c",
-    }
-)
-# Calls that build configuration rather than tensors: `parser.set_defaults(device="cuda")`, `dict(device="cuda")`.
-_CONFIG_CALLS = frozenset(
-    {
-        "set_defaults",
-        "add_argument",
-        "dict",
-        "update",
-        "setdefault",
-        "SimpleNamespace",
-        "Namespace",
-        "EasyDict",
-        "edict",
-        "create",
-    }
-)
-
-
-@dataclass(frozen=True)
-class _Edit:
-    """One use rewritten; `definition` is the (anchor, statement) that defines the variable, when missing."""
-
-    old: cst.CSTNode
-    new: cst.BaseExpression
-    definition: tuple[cst.BaseStatement, cst.SimpleStatementLine] | None
 
 
 @dataclass(frozen=True)
 class _Site:
     node: cst.BaseExpression
-    edit: _Edit | None
-
-
-def _is_config(name: str) -> bool:
-    """`cfg.MODEL.DEVICE`, `args.device`, `self.config.device`: a setting, overridden by whoever runs the code."""
-    owners = name.split(".")[:-1]
-    return any(part.lower() in _CONFIG_OWNERS or (part.isupper() and len(part) > 1) for part in owners)
-
-
-def _configures(call: cst.Call) -> bool:
-    """A call that records or tests a device rather than placing data: `set_defaults(device=...)`,
-    `check_device(a, b, device="cuda")`."""
-    name = dotted_name(call.func)
-    if name is None:
-        return False
-    last = name.rsplit(".", 1)[-1]
-    return last in _CONFIG_CALLS or last.startswith(("check", "is_", "has_"))
-
-
-def _probed(ancestors: list[cst.CSTNode]) -> bool:
-    """Inside `try:` with a handler for the error a missing GPU raises: a device looked up, expecting failure.
-
-    Only for device objects (`group.get_backend(torch.device("cuda"))`): a move under such a
-    `try:` usually guards against something else (out of memory) and still breaks without a GPU.
-    """
-    child: cst.CSTNode | None = None
-    for ancestor in reversed(ancestors):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            return False
-        if isinstance(ancestor, cst.Try) and child is ancestor.body:
-            return any(_catches_missing_gpu(handler) for handler in ancestor.handlers)
-        child = ancestor
-    return False
-
-
-def _expected_to_raise(ancestors: list[cst.CSTNode]) -> bool:
-    """Under `with self.assertRaises(...)` / `with pytest.raises(...)`: the test wants it to fail."""
-    for ancestor in ancestors:
-        if isinstance(ancestor, cst.With):
-            for item in ancestor.items:
-                call = item.item
-                name = dotted_name(call.func) if isinstance(call, cst.Call) else None
-                if name is not None and name.rsplit(".", 1)[-1].startswith(("assertRaises", "raises")):
-                    return True
-    return False
-
-
-def _catches_missing_gpu(handler: cst.ExceptHandler) -> bool:
-    """`except:`, `except Exception`, `except RuntimeError`, `except (AssertionError, ...)`."""
-    if handler.type is None:
-        return True
-    types = (
-        [e.value for e in handler.type.elements] if isinstance(handler.type, cst.Tuple) else [handler.type]
-    )
-    names = {dotted_name(t) for t in types}
-    return bool(names & {"Exception", "BaseException", "RuntimeError", "AssertionError"})
-
-
-def _in_comparison(node: cst.CSTNode, ancestors: list[cst.CSTNode]) -> bool:
-    """`d == torch.device("cuda")`: a test of a device, not a choice of one."""
-    for ancestor in reversed(ancestors):
-        if isinstance(ancestor, cst.Comparison):
-            return True
-        if isinstance(ancestor, (cst.BaseSmallStatement, cst.Arg, cst.FunctionDef)) and ancestor is not node:
-            return False
-    return False
-
-
-def _is_cuda_literal(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.SimpleString) and literal_device(node) == CUDA
-
-
-def _top_level_index(ancestors: list[cst.CSTNode]) -> int | None:
-    """Index in the module body of the top-level statement holding the current node."""
-    if len(ancestors) < 2 or not isinstance(ancestors[0], cst.Module):
-        return None
-    statement = ancestors[1]
-    return next((i for i, s in enumerate(ancestors[0].body) if s is statement), None)
-
-
-def _contains(outer: cst.CSTNode, inner: cst.CSTNode | None) -> bool:
-    if inner is None:
-        return False
-    found = outer is inner
-
-    def enter(node: cst.CSTNode) -> None:
-        nonlocal found
-        found = found or node is inner
-
-    if not found:
-        walk(outer, enter, lambda node: None)
-    return found
-
-
-def _is_import_line(statement: cst.BaseStatement) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and all(
-        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
-    )
-
-
-def _names_in_use(module: cst.Module) -> set[str]:
-    """Every name the module binds or reads (not attribute names or keyword-argument names)."""
-    names: set[str] = set()
-    stack: list[cst.CSTNode] = []
-
-    def enter(node: cst.CSTNode) -> None:
-        parent = stack[-1] if stack else None
-        stack.append(node)
-        if not isinstance(node, cst.Name):
-            return
-        if isinstance(parent, cst.Attribute) and parent.attr is node:
-            return
-        if isinstance(parent, cst.Arg) and parent.keyword is node:
-            return
-        names.add(node.value)
-
-    walk(module, enter, lambda node: stack.pop())
-    return names
+    edit: DeviceEdit | None
