@@ -54,12 +54,13 @@ def quick_fixes(
     one): its fix (if any), then a `# noqa` directive for it."""
     named = {_identity(d) for d in context.context.diagnostics if d.source == SOURCE}
     actions = []
-    for diagnostic in lint.diagnostics:
+    for index, diagnostic in enumerate(lint.diagnostics):
         shown = lsp_diagnostic(diagnostic, positions)
         if _identity(shown) not in named and not _touches(shown.range, context.range):
             continue
         fix = diagnostic.fix
-        if fix is not None and fix.edits:
+        edits = lint.fix_edits(index) if fix is not None else ()
+        if fix is not None and edits:
             unsafe = fix.safety == "unsafe"
             actions.append(
                 types.CodeAction(
@@ -70,7 +71,7 @@ def quick_fixes(
                     edit=_workspace_edit(
                         document.uri,
                         lint.version,
-                        positions.edits_of_fix(fix.edits),
+                        positions.edits_of_fix(edits),
                         versioned,
                     ),
                 )

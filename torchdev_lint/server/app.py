@@ -114,6 +114,24 @@ class TorchDevLintServer(LanguageServer):
         self.checker.shutdown(wait=False, cancel_futures=True)
 
 
+def _actions(
+    document: Document, result: Lint, params: types.CodeActionParams, encoding: str, versioned: bool
+) -> list[types.CodeAction]:
+    """On the worker: the actions asked for (a fix's edits and the fix-all cost code generation)."""
+    positions = Positions(result.text, encoding)
+    only = params.context.only
+    actions: list[types.CodeAction] = []
+    if wanted(types.CodeActionKind.QuickFix, only):
+        actions += quick_fixes(document, result, params, positions, versioned)
+    if wanted(FIX_ALL, only) and any(
+        d.fix is not None and d.fix.safety == "safe" for d in result.diagnostics
+    ):
+        fixed = fix_all(document, result)
+        if fixed is not None:
+            actions.append(fix_all_action(document, result, fixed, positions, versioned))
+    return actions
+
+
 def build() -> TorchDevLintServer:
     server = TorchDevLintServer()
 
@@ -157,18 +175,7 @@ def build() -> TorchDevLintServer:
         result = await ls.current(document)
         if result is None or result.error is not None:
             return []
-        positions = Positions(result.text, ls.encoding)
-        only = params.context.only
-        actions: list[types.CodeAction] = []
-        if wanted(types.CodeActionKind.QuickFix, only):
-            actions += quick_fixes(document, result, params, positions, ls.versioned_edits)
-        if wanted(FIX_ALL, only) and any(
-            d.fix is not None and d.fix.safety == "safe" for d in result.diagnostics
-        ):
-            fixed = await ls.in_worker(fix_all, document, result)
-            if fixed is not None:
-                actions.append(fix_all_action(document, result, fixed, positions, ls.versioned_edits))
-        return actions
+        return await ls.in_worker(_actions, document, result, params, ls.encoding, ls.versioned_edits)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TorchDevLintServer, *args: object) -> None:

@@ -15,15 +15,15 @@ from urllib.parse import unquote, urlparse
 
 from torchdev_lint.analysis.project_facts import FileFacts, project_facts
 from torchdev_lint.config import ConfigError
-from torchdev_lint.diagnostics import Diagnostic, SourceError
-from torchdev_lint.engine import check_source, parse
-from torchdev_lint.fixes import add_edits, fix_source
+from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
+from torchdev_lint.engine import FileResult, Finding, check_source, parse
+from torchdev_lint.fixes import fix_edits, fix_source
 from torchdev_lint.server.project import Project, Projects
 
 
 @dataclass(frozen=True)
 class Lint:
-    """One check of one version of a document."""
+    """One check of one version of a document, with its parsed tree (code actions reuse it)."""
 
     version: int
     text: str
@@ -32,6 +32,17 @@ class Lint:
     facts: FileFacts | None = None
     # Why the text was not checked: a syntax error, an invalid configuration.
     error: str | None = None
+    result: FileResult | None = field(default=None, repr=False)
+    findings: tuple[Finding, ...] = field(default=(), repr=False)  # aligned with `diagnostics`
+
+    def fix_edits(self, index: int) -> tuple[Edit, ...]:
+        """The text edits of the fix of `diagnostics[index]`, computed on demand: a check leaves
+        them out, since generating them costs a code generation per fix and only a code action
+        for that finding needs them."""
+        finding, result = self.findings[index], self.result
+        if finding.fix is None or result is None or result.module is None or result.lines is None:
+            return ()
+        return fix_edits(result.module, finding.fix, result.positions, result.lines)
 
 
 @dataclass
@@ -90,10 +101,18 @@ def lint(document: Document, version: int, text: str, projects: Projects) -> Lin
         result = check_source(
             document.path or document.uri, text, project.rules, project.settings, project=facts
         )
-        add_edits(result)
     except SourceError as error:
         return Lint(version, text, project=project, error=error.reason)
-    return Lint(version, text, tuple(result.reported), project, facts)
+    reported = [(f, d) for f, d in zip(result.findings, result.diagnostics, strict=True) if not d.suppressed]
+    return Lint(
+        version,
+        text,
+        tuple(d for _, d in reported),
+        project,
+        facts,
+        result=result,
+        findings=tuple(f for f, _ in reported),
+    )
 
 
 def fix_all(document: Document, lint: Lint) -> str | None:
