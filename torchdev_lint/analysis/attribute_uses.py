@@ -16,16 +16,13 @@ import libcst as cst
 
 from torchdev_lint.analysis.module_classes import local_names, self_attribute
 from torchdev_lint.analysis.scopes import BUILTIN_NAMES, Scope, dotted_name, resolve
-from torchdev_lint.analysis.torch_api import HOST_RESULT_METHODS
+from torchdev_lint.analysis.torch_api import HOST_RESULT_METHODS, MATCHING_METHODS, REGISTERING_METHODS
 
-# A use followed by one of these moves (or re-creates on) the right device where it is used.
-_MOVES_AT_USE = frozenset({"to", "cuda", "type_as", "new_tensor", "new_zeros", "new_ones", "new_full"})
 # Reads that stay on the host: the tensor's device never meets an input's.
 _HOST_ATTRIBUTES = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "T"})
 _HOST_BUILTINS = frozenset(
     {"len", "int", "float", "bool", "str", "repr", "print", "isinstance", "id", "range"}
 )
-_REGISTERING = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
 
 
 @dataclass
@@ -100,7 +97,7 @@ class AttributeUses(cst.CSTVisitor):
         func = call.func
         if not (
             isinstance(func, cst.Attribute)
-            and func.attr.value in _REGISTERING
+            and func.attr.value in REGISTERING_METHODS
             and dotted_name(func.value) == self.self_name
         ):
             if isinstance(func, cst.Name) and func.value == "setattr" and call.args:
@@ -119,7 +116,7 @@ class AttributeUses(cst.CSTVisitor):
         current: cst.CSTNode = use
         for parent in reversed(self.stack[:-1]):
             if isinstance(parent, cst.Attribute) and parent.value is current:
-                if parent.attr.value in _MOVES_AT_USE:
+                if parent.attr.value in MATCHING_METHODS:
                     attribute.moved_or_recreated = True
                     return
                 if parent.attr.value in _HOST_ATTRIBUTES or parent.attr.value in HOST_RESULT_METHODS:
@@ -190,6 +187,6 @@ class _Names(cst.CSTVisitor):
 def _moves_argument(call: cst.Call) -> bool:
     """`x.new_tensor(t)`, `torch.as_tensor(t, device=...)`: the argument is copied to a device."""
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in _MOVES_AT_USE:
+    if isinstance(func, cst.Attribute) and func.attr.value in MATCHING_METHODS:
         return True
     return any(arg.keyword is not None and arg.keyword.value == "device" for arg in call.args)

@@ -26,6 +26,7 @@ from torchdev_lint.analysis.loops import (
     target_names,
 )
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.torch_api import DESCRIPTIVE_ATTRIBUTES, MEMORY_SHARING_METHODS
 from torchdev_lint.syntax import keyword_is_true
 
 _MAX_DEPTH = 6  # unpacking steps followed back to the loop target (`x, y = parts`, `parts = batch`)
@@ -163,16 +164,6 @@ def pinned_batch(batch: BatchMove, scope: Scope) -> bool:
 _ANY_KEY = "[*]"
 _REGION = "[:]"
 _VIEW = "()"
-# Methods whose result may share memory with their receiver (a view, or the receiver itself
-# when nothing needs converting), so that writing the result writes the receiver.
-_VIEW_METHODS = frozenset(
-    """numpy view view_as reshape reshape_as flatten squeeze unsqueeze permute transpose t narrow
-    select expand expand_as unfold as_strided detach contiguous float half double bfloat16 int long
-    short bool byte char type to cpu pin_memory unbind split chunk tensor_split movedim swapaxes
-    diagonal values""".split()
-)
-# Attributes that describe a tensor instead of sharing its memory.
-_METADATA = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "names"})
 _PURE_BUILTINS = frozenset(
     {
         "print",
@@ -334,13 +325,19 @@ class _Watch(cst.CSTVisitor):
             return (node.value,)
         if isinstance(node, cst.Attribute):
             base = self.memory_path(node.value)
-            return None if base is None or node.attr.value in _METADATA else (*base, "." + node.attr.value)
+            return (
+                None
+                if base is None or node.attr.value in DESCRIPTIVE_ATTRIBUTES
+                else (*base, "." + node.attr.value)
+            )
         if isinstance(node, cst.Subscript):
             base = self.memory_path(node.value)
             return None if base is None else (*base, _index_key(node))
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             move = as_move(node, self.scope)
-            if node.func.attr.value not in _VIEW_METHODS or (move is not None and move.to_accelerator):
+            if node.func.attr.value not in MEMORY_SHARING_METHODS or (
+                move is not None and move.to_accelerator
+            ):
                 return None
             base = self.memory_path(node.func.value)
             return None if base is None else (*base, _VIEW)

@@ -33,18 +33,9 @@ from torchdev_lint.analysis.loops import (
     statements_before,
 )
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.torch_api import ALIASING_METHODS, RELOCATING_METHODS
 from torchdev_lint.syntax import keyword
 
-# Methods that change where (or as what) a module or tensor lives.
-_RELOCATING_METHODS = frozenset(
-    {"to", "cuda", "cpu", "xpu", "mps", "half", "float", "double", "bfloat16", "to_empty", "type"}
-)
-# Tensor methods whose result may share memory with the receiver (a view, or the receiver itself).
-_ALIASING_METHODS = _RELOCATING_METHODS | frozenset(
-    """view view_as reshape reshape_as flatten unflatten squeeze unsqueeze transpose permute t
-    expand expand_as narrow select as_strided detach contiguous type_as long int bool real imag
-    unfold split chunk unbind tensor_split movedim swapaxes diagonal""".split()
-)
 # Builtins that only read their arguments.
 _READING_BUILTINS = frozenset(
     """len print isinstance float int bool str repr round abs min max sum range enumerate zip
@@ -64,7 +55,7 @@ def method_calls_in(loop: Loop, key: str) -> list[tuple[str, cst.Call]]:
 def changed_in_place(loop: Loop, key: str, besides: cst.Call | None = None) -> bool:
     """Is `key` relocated or mutated in place in the loop (`.to()`, `.cpu()`, `.add_()`...)?"""
     return any(
-        call is not besides and (method in _RELOCATING_METHODS or method.endswith("_"))
+        call is not besides and (method in RELOCATING_METHODS or method.endswith("_"))
         for method, call in method_calls_in(loop, key)
     )
 
@@ -113,7 +104,7 @@ def aliases(function: cst.CSTNode, key: str) -> frozenset[str]:
 
 def _may_alias(value: cst.BaseExpression, names: frozenset[str]) -> bool:
     while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-        if value.func.attr.value not in _ALIASING_METHODS:
+        if value.func.attr.value not in ALIASING_METHODS:
             return False
         value = value.func.value
     return _rooted_at(value, names)

@@ -23,16 +23,15 @@ from torchdev_lint.analysis.scopes import (
     scope_body,
     small_statements,
 )
-from torchdev_lint.analysis.torch_api import FACTORIES, MODULE_ONLY_METHODS, MOVE_METHODS, SAME_KIND_METHODS
-
-# Capitalised names under torch.nn that are not modules.
-_NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"})
-# Methods that a tensor or a dict has and a module does not: negative evidence.
-_NON_MODULE_METHODS = frozenset(
-    """item numpy tolist size dim numel view reshape unsqueeze squeeze permute transpose
-    contiguous detach clone backward keys items values get update pop setdefault""".split()
+from torchdev_lint.analysis.torch_api import (
+    FACTORIES,
+    MODULE_ONLY_METHODS,
+    MOVE_METHODS,
+    NN_NON_MODULES,
+    NON_MODULE_METHODS,
+    SAME_KIND_METHODS,
 )
-# Methods that return their receiver's kind (a module stays a module, a tensor a tensor).
+
 # `torch.<name>(...)` calls that build a new tensor: the factories, and `cat`/`stack` of a list.
 TENSOR_FACTORIES = FACTORIES | {"cat", "stack"}
 # `model`, `net`, `module`, `model2`, `netG`, `teacher_model`, `base_net`, `model_without_ddp`, `model_DDP`.
@@ -68,9 +67,7 @@ def is_module_class(name: str | None, scope: Scope) -> bool:
     if name.startswith("torch.nn."):
         last = name.rsplit(".", 1)[-1]
         inner = name[len("torch.nn.") :]
-        return (
-            last[:1].isupper() and last not in _NN_NON_MODULES and not inner.startswith(("utils.", "init."))
-        )
+        return last[:1].isupper() and last not in NN_NON_MODULES and not inner.startswith(("utils.", "init."))
     if name.startswith("torchvision.models."):
         # Factories (`resnet18`) and classes (`ResNet`); not `*_Weights` enums or `get_weight`.
         last = name.rsplit(".", 1)[-1]
@@ -252,7 +249,7 @@ def contradicts_module(node: cst.BaseExpression, scope: Scope) -> bool:
     key = dotted_name(node)
     if key is None:
         return True
-    if any(method in _NON_MODULE_METHODS for method, _ in scope.owner.method_calls.get(key, ())):
+    if any(method in NON_MODULE_METHODS for method, _ in scope.owner.method_calls.get(key, ())):
         return True
     if isinstance(node, cst.Name):
         found = scope.lookup(node.value)

@@ -13,10 +13,8 @@ import libcst as cst
 from torchdev_lint.analysis.kinds import is_tensor_factory_call
 from torchdev_lint.analysis.loops import depends_on, names_in
 from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.torch_api import SHAPED_FACTORIES
 from torchdev_lint.syntax import keyword
-
-# Factories whose positional arguments are the shape: equal arguments, equal shapes.
-_SHAPED_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty"})
 
 
 def collection_values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression] | None:
@@ -46,7 +44,7 @@ def factory_shape(node: cst.BaseExpression, scope: Scope) -> tuple[str, ...] | N
         return None
     assert isinstance(node, cst.Call)
     name = resolve(node.func, scope) or ""
-    if name[6:] not in _SHAPED_FACTORIES:
+    if name[6:] not in SHAPED_FACTORIES:
         return None
     args = [a for a in node.args if a.keyword is None]
     if any(a.star for a in args) or not args:

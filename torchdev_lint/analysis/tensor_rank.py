@@ -12,12 +12,7 @@ import libcst as cst
 from torchdev_lint.analysis.kinds import is_tensor_factory_call
 from torchdev_lint.analysis.module_classes import self_attribute
 from torchdev_lint.analysis.scopes import Scope, resolve
-from torchdev_lint.analysis.torch_api import HOST_RESULT_METHODS
-
-# Calls whose first argument (data) decides the tensor's rank: a literal sequence is not a scalar.
-DATA_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy"})
-# Methods that place a tensor by hand: its device is managed there.
-_PLACING_METHODS = frozenset({"to", "cuda", "cpu", "pin_memory"})
+from torchdev_lint.analysis.torch_api import DATA_FACTORIES, HOST_RESULT_METHODS, PLACING_METHODS
 
 
 class TensorRank:
@@ -77,7 +72,7 @@ class TensorRank:
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = self.rank(func.value, depth + 1)
-            if receiver != "tensor" or method in _PLACING_METHODS or method in HOST_RESULT_METHODS:
+            if receiver != "tensor" or method in PLACING_METHODS or method in HOST_RESULT_METHODS:
                 return None
             return "tensor"
         return None

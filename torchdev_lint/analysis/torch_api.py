@@ -133,3 +133,58 @@ SYNC_METHODS = frozenset({"synchronize", "wait", "query"})
 # -- process-wide settings ------------------------------------------------------------
 
 DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
+
+# -- sets other analyses ask ------------------------------------------------------------
+# ALIASING_METHODS and MEMORY_SHARING_METHODS answer the same question ("may the result share
+# the receiver's memory?") with different members; merging them would change TDL207/TDL205
+# findings, so they stay apart until a precision pass decides the one list.
+
+# Asked by `invariant_moves`.
+# Methods that change where (or as what) a module or tensor lives.
+RELOCATING_METHODS = frozenset(
+    {"to", "cuda", "cpu", "xpu", "mps", "half", "float", "double", "bfloat16", "to_empty", "type"}
+)
+# Tensor methods whose result may share memory with the receiver (a view, or the receiver itself).
+ALIASING_METHODS = RELOCATING_METHODS | frozenset(
+    """view view_as reshape reshape_as flatten unflatten squeeze unsqueeze transpose permute t
+    expand expand_as narrow select as_strided detach contiguous type_as long int bool real imag
+    unfold split chunk unbind tensor_split movedim swapaxes diagonal""".split()
+)
+
+# Asked by `batches`.
+# Methods whose result may share memory with their receiver (a view, or the receiver itself
+# when nothing needs converting), so that writing the result writes the receiver.
+MEMORY_SHARING_METHODS = frozenset(
+    """numpy view view_as reshape reshape_as flatten squeeze unsqueeze permute transpose t narrow
+    select expand expand_as unfold as_strided detach contiguous float half double bfloat16 int long
+    short bool byte char type to cpu pin_memory unbind split chunk tensor_split movedim swapaxes
+    diagonal values""".split()
+)
+# Attributes that describe a tensor instead of sharing its memory.
+DESCRIPTIVE_ATTRIBUTES = frozenset(
+    {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "names"}
+)
+
+# Asked by `attribute_uses`.
+# A use followed by one of these moves (or re-creates on) the right device where it is used.
+MATCHING_METHODS = frozenset({"to", "cuda", "type_as", "new_tensor", "new_zeros", "new_ones", "new_full"})
+REGISTERING_METHODS = frozenset({"register_buffer", "register_parameter", "register_module", "add_module"})
+
+# Asked by `tensor_rank`.
+# Calls whose first argument (data) decides the tensor's rank: a literal sequence is not a scalar.
+DATA_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray", "torch.from_numpy"})
+# Methods that place a tensor by hand: its device is managed there.
+PLACING_METHODS = frozenset({"to", "cuda", "cpu", "pin_memory"})
+
+# Asked by `tensor_collections`.
+# Factories whose positional arguments are the shape: equal arguments, equal shapes.
+SHAPED_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty"})
+
+# Asked by `kinds`.
+# Capitalised names under torch.nn that are not modules.
+NN_NON_MODULES = frozenset({"Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer"})
+# Methods that a tensor or a dict has and a module does not: negative evidence.
+NON_MODULE_METHODS = frozenset(
+    """item numpy tolist size dim numel view reshape unsqueeze squeeze permute transpose
+    contiguous detach clone backward keys items values get update pop setdefault""".split()
+)
