@@ -1,4 +1,10 @@
-"""What an expression says about devices: is this call a move, and to where?"""
+"""What an expression says about devices: is this call a move, and to where?
+
+A syntactic answer, by backend name (`CPU`, `CUDA`, `VARIABLE` for a device
+held in a variable), for rules that judge a call where it stands. The device
+flow's answer (`flow.device_of`: where a value lives after the code before
+it ran, as a `flow_values.Device`) is the semantic one.
+"""
 
 from __future__ import annotations
 
@@ -83,7 +89,7 @@ def is_cuda_literal(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.SimpleString) and literal_device(node) == CUDA
 
 
-def device_of(node: cst.BaseExpression, scope: Scope) -> str | None:
+def device_argument(node: cst.BaseExpression, scope: Scope) -> str | None:
     """The device an expression used as a device argument designates, if it is one."""
     literal = literal_device(node)
     if literal is not None:
@@ -97,7 +103,7 @@ def device_of(node: cst.BaseExpression, scope: Scope) -> str | None:
             return inner
         return VARIABLE if isinstance(first, (cst.IfExp, cst.Name, cst.Attribute)) else None
     if isinstance(node, cst.IfExp):
-        sides = {device_of(node.body, scope), device_of(node.orelse, scope)}
+        sides = {device_argument(node.body, scope), device_argument(node.orelse, scope)}
         return VARIABLE if None not in sides else None
     return VARIABLE if _names_device(node) else None
 
@@ -117,12 +123,12 @@ def as_move(call: cst.Call, scope: Scope) -> Move | None:
         return None
     device_arg = keyword(call, "device")
     if device_arg is not None:
-        return Move(call, func.value, device_of(device_arg.value, scope) or VARIABLE, device_arg.value)
+        return Move(call, func.value, device_argument(device_arg.value, scope) or VARIABLE, device_arg.value)
     positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
     if not positional:
         return None
     first = positional[0].value
     if is_dtype(first, scope):
         return None
-    device = device_of(first, scope)
+    device = device_argument(first, scope)
     return None if device is None else Move(call, func.value, device, first)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from torchdev_lint.analysis.devices import VARIABLE, device_of
+from torchdev_lint.analysis.devices import VARIABLE, device_argument
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.analysis.walk import walk
 
@@ -82,7 +82,7 @@ def takes_device(function: cst.FunctionDef | cst.Lambda, scope: Scope) -> bool:
     """A parameter named like a device (`device`, `dev`, `gpu_id`, `rank`) or annotated `torch.device`."""
     params = function.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if device_of(param.name, scope) == VARIABLE:
+        if device_argument(param.name, scope) == VARIABLE:
             return True
         annotation = param.annotation
         if annotation is not None and resolve(annotation.annotation, scope) == "torch.device":
