@@ -387,9 +387,9 @@ def package_data(path: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool
 
 
 def fixed_url(url: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
-    """A URL the code's authors chose: a literal, or a module constant or table of literals
-    (`FID_WEIGHTS_URL`, `model_urls["resnet18"]`). They published those weights and load
-    them on every machine the package supports, CPU-only ones included."""
+    """A URL the code's authors chose: a literal, a constant, an entry of a table of literals
+    (`FID_WEIGHTS_URL`, `model_urls["resnet18"]`, `look_up_option(arch, model_urls, None)`).
+    They published those weights and load them on every machine the package supports."""
     if isinstance(url, (cst.SimpleString, cst.ConcatenatedString)):
         return True
     if isinstance(url, cst.Subscript):
@@ -398,14 +398,23 @@ def fixed_url(url: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
         return bool(url.elements) and all(
             isinstance(e, cst.DictElement) and fixed_url(e.value, scope, depth) for e in url.elements
         )
+    if isinstance(url, cst.Call):
+        # A lookup in a table of fixed URLs.
+        return any(
+            isinstance(arg.value, (cst.Name, cst.Dict)) and _fixed_table(arg.value, scope, depth)
+            for arg in url.args
+        )
     if isinstance(url, cst.Name) and depth < 3:
         assigned = assigned_values(url, scope)
-        return (
-            assigned is not None
-            and assigned[1].kind == "module"
-            and all(fixed_url(value, assigned[1], depth + 1) for value in assigned[0])
-        )
+        return assigned is not None and all(fixed_url(value, assigned[1], depth + 1) for value in assigned[0])
     return False
+
+
+def _fixed_table(table: cst.BaseExpression, scope: Scope, depth: int) -> bool:
+    if isinstance(table, cst.Name) and depth < 3:
+        assigned = assigned_values(table, scope)
+        return assigned is not None and all(_fixed_table(v, assigned[1], depth + 1) for v in assigned[0])
+    return isinstance(table, cst.Dict) and fixed_url(table, scope, depth)
 
 
 # State that holds Python numbers only, named by its owner: LR schedulers (and their

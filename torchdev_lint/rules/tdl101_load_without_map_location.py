@@ -68,8 +68,8 @@ class LoadWithoutMapLocation(Rule):
         `torch.from_numpy`/`np.asarray` (pickled arrays); loads in a `Dataset` class (its
         caches and statistics hold samples) and in a function that imports `torch_xla` (XLA
         writes checkpoints from host memory). `load_state_dict_from_url`/`load_url` of a URL
-        fixed in the code (a literal, a module constant, a table of them: `model_urls["resnet18"]`)
-        is left alone too: its authors publish those weights and load them on every machine
+        fixed in the code (a literal, a constant, an entry of a table of them: `model_urls["resnet18"]`,
+        `look_up_option(arch, model_urls, None)`) is left alone too: its authors publish those weights and load them on every machine
         they support. A `torch.jit.load` in code that cannot run without CUDA (a function that
         raises or exits when CUDA is missing, a CUDA-only module) is not flagged: a scripted
         TensorRT engine cannot be mapped to the CPU. Weights a class saves and loads itself
@@ -608,6 +608,13 @@ class LoadWithoutMapLocation(Rule):
 
             def fid_inception(model):
                 model.load_state_dict(load_state_dict_from_url(FID_WEIGHTS_URL, progress=True))
+
+            def densenet(model, arch):
+                urls = {"densenet121": "https://example.com/densenet121.pth"}
+                url = lookup(arch, urls, None)
+                if url is None:
+                    raise ValueError(arch)
+                model.load_state_dict(load_state_dict_from_url(url, progress=False))
 
             def load_engine(path):
                 if not torch.cuda.is_available():
