@@ -472,3 +472,28 @@ def test_without_pygls_the_server_names_the_extra() -> None:
     assert result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert "torchdev-lint[lsp]" in line and "pygls" in line
+
+
+# Edits in the client's terms (no server process) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        ("a = 1\nb = 2\n", "a = 1\nb = 3\n"),
+        ("a = 1\r\nb = 2\r\n", "a = 1\r\nc = 0\r\nb = 2\r\n"),
+        ("a = 1\r\nb = 2", "a = 1\nb = 2"),  # a line break changed, not the text around it
+        ("x = '\U0001f600'; y = f(1)\n", "x = '\U0001f600'; y = f(1, 2)\n"),
+        ("one\rtwo\rthree\r", "one\rthree\r"),
+        ("keep\n", ""),
+        ("", "new\n"),
+    ],
+)
+def test_minimal_edits_reproduce_the_new_text(before: str, after: str) -> None:
+    from torchdev_lint.server.edits import Positions, minimal_edits
+
+    edits = minimal_edits(before, after, Positions(before, lsp.PositionEncodingKind.Utf16))
+    change = lsp.TextDocumentEdit(lsp.OptionalVersionedTextDocumentIdentifier(uri="u", version=1), edits)
+    assert apply(before, lsp.WorkspaceEdit(document_changes=[change]), "u", 1) == after
+    changed = sum(len(e.new_text) for e in edits)
+    assert changed <= abs(len(after) - len(before)) + 2  # only what differs, not whole lines
