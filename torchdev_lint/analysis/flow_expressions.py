@@ -50,7 +50,7 @@ class Expressions:
         }
 
     def eval(self, node: cst.BaseExpression, state: State) -> Value | None:
-        # One statement's expressions all see one state: remember it for `_still`.
+        # One statement's expressions all see one state: the record keeps it to place conflicts.
         self.record.state = state
         handler = self.dispatch.get(type(node))
         if handler is not None:

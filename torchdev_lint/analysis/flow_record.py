@@ -75,7 +75,7 @@ class Record:
         self.conflicts: dict[cst.CSTNode, Conflict | None] = {}
         self.reads: dict[cst.CSTNode, AsyncRead | None] = {}
         self.expect_error = 0  # inside `with pytest.raises(...)` and kin: conflicts are expected
-        # One statement's expressions all see one state: the evaluator keeps it here for `_still`.
+        # The state the expression being evaluated sees (set by the evaluator), for `_still`.
         self.state = State()
 
     def result(self) -> Flow:

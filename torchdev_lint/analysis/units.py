@@ -5,6 +5,8 @@ scopes bind, never on how far the engine's traversal has got, so it can be
 asked for at any time from anywhere: while the traversal is inside the unit,
 its own scopes are used; otherwise the unit's scope chain is built from the
 file's statements with the same binder the traversal uses (`scopes.open_scope`).
+A built scope has the bindings but not the uses the traversal records
+(`Scope.method_calls`, `Scope.calls`); the device flow reads bindings only.
 """
 
 from __future__ import annotations
