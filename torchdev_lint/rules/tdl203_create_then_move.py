@@ -31,9 +31,12 @@ _EXACT_IN_ANY_DTYPE = frozenset({"zeros", "ones", "empty", "eye", "zeros_like", 
 _INTEGER_DTYPES = frozenset(
     {"int", "int8", "int16", "int32", "int64", "long", "short", "uint8", "uint16", "uint32", "uint64"}
 )
-# Words of a function's name that say it runs once, at setup: `__init__`, `_init_weights`,
-# `_setup_train`, `distributed_init`, and availability probes (`_is_fp16_available`).
-_SETUP_WORDS = frozenset({"init", "initialize", "initialise", "setup", "available"})
+# Words of a function's name that say it runs once, at setup: `_setup_train`, `initialize`,
+# availability probes (`_is_fp16_available`).
+_SETUP_WORDS = frozenset({"initialize", "initialise", "setup", "available"})
+# With "init", words that say what is set up once: `_init_weights`, `distributed_init`
+# (`init_hidden`, `init_state` run per batch).
+_INITIALIZED_ONCE = frozenset({"weights", "weight", "params", "parameters", "distributed", "model", "module"})
 # Words of a function, class or callee that say a tensor is a dummy input for one export or
 # trace: `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `class Exporter`, `convert_to_trt`.
 _EXPORT_WORDS = frozenset({"export", "exporter", "trace", "onnx", "trt", "tensorrt", "torchscript"})
@@ -78,7 +81,8 @@ class CreateThenMove(Rule):
 
         Setup code that runs once is not flagged either: one allocation more cannot matter
         there. That is code in a function named for setup (`__init__`, `_init_weights`,
-        `_setup_train`, `distributed_init`, an availability probe such as `_is_fp16_available`),
+        `_setup_train`, `distributed_init`, an availability probe such as `_is_fp16_available`;
+        not `init_hidden` or `init_state`, which run per batch),
         state made on first use and kept (under `if not hasattr(self, "pool"):`,
         `if self.cache is None:` or an optimizer's `if len(state) == 0:`), a dummy input for an export or trace (inside an exporter class or function, or a name
         handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`),
@@ -239,8 +243,8 @@ class CreateThenMove(Rule):
         ),
         Invalid(
             # Per forward, per step, per call: masks and padding built on the CPU and copied
-            # every time (a default mask for a missing argument too); a class's `__init__`
-            # exempts only itself. A CPU tensor copied by `torch.tensor` is copied twice.
+            # every time (a default mask for a missing argument, an RNN's `init_hidden` per
+            # batch too); a class's `__init__` exempts only itself. A CPU tensor copied by `torch.tensor` is copied twice.
             """
             import torch
             from torch import nn
@@ -268,8 +272,12 @@ class CreateThenMove(Rule):
                 if mask is None:
                     mask = torch.ones(q.size(1), k.size(1)).to(q.device)
                 return (q @ k.transpose(-1, -2)).masked_fill(mask == 0, float("-inf"))
+
+            class LanguageModel(nn.Module):
+                def init_hidden(self, batch_size, device):
+                    return torch.zeros(self.layers, batch_size, self.hidden).to(device)
             """,
-            lines=(11, 15, 20, 25),
+            lines=(11, 15, 20, 25, 30),
             fixed="""
             import torch
             from torch import nn
@@ -297,6 +305,10 @@ class CreateThenMove(Rule):
                 if mask is None:
                     mask = torch.ones(q.size(1), k.size(1), device=q.device)
                 return (q @ k.transpose(-1, -2)).masked_fill(mask == 0, float("-inf"))
+
+            class LanguageModel(nn.Module):
+                def init_hidden(self, batch_size, device):
+                    return torch.zeros(self.layers, batch_size, self.hidden, device=device)
             """,
         ),
     )
@@ -512,7 +524,7 @@ class CreateThenMove(Rule):
         (`register_buffer(name, ...)`, `nn.Parameter(...)`)."""
         ancestors = self.ctx.ancestors
         functions = [node for node in ancestors if isinstance(node, cst.FunctionDef)]
-        if any(_SETUP_WORDS & name_words(function.name.value) for function in functions):
+        if any(_names_setup(function.name.value) for function in functions):
             return True
         owners = [node.name.value for node in ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
         if any(_EXPORT_WORDS & name_words(owner) for owner in owners):
@@ -643,6 +655,16 @@ def _callee_name(call: cst.Call) -> str | None:
         else func.value
         if isinstance(func, cst.Name)
         else None
+    )
+
+
+def _names_setup(name: str) -> bool:
+    """`__init__`, `_init_weights`, `distributed_init`, `_setup_train`, `_is_fp16_available`."""
+    words = name_words(name)
+    return (
+        name == "__init__"
+        or bool(_SETUP_WORDS & words)
+        or ("init" in words and bool(_INITIALIZED_ONCE & words))
     )
 
 
