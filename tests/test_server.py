@@ -86,7 +86,7 @@ class Session:
 
 
 @contextlib.asynccontextmanager
-async def session(**process: object) -> AsyncIterator[Session]:
+async def session(encodings: Sequence[str] | None = None) -> AsyncIterator[Session]:
     client = LanguageClient("torchdev-lint-tests", "1")
     connected = Session(client)
 
@@ -94,11 +94,12 @@ async def session(**process: object) -> AsyncIterator[Session]:
     def receive(params: lsp.PublishDiagnosticsParams) -> None:
         connected.receive(params)
 
-    await client.start_io(*SERVER, **process)
+    await client.start_io(*SERVER)
     capabilities = lsp.ClientCapabilities(
         workspace=lsp.WorkspaceClientCapabilities(
             workspace_edit=lsp.WorkspaceEditClientCapabilities(document_changes=True)
-        )
+        ),
+        general=lsp.GeneralClientCapabilities(position_encodings=list(encodings)) if encodings else None,
     )
     await asyncio.wait_for(
         client.initialize_async(lsp.InitializeParams(capabilities=capabilities, process_id=os.getpid())),
@@ -225,15 +226,23 @@ def test_diagnostics_are_of_the_buffer_not_the_file_on_disk(tmp_path: Path) -> N
     run(test())
 
 
-def test_columns_are_utf16_code_units(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("encodings", "wider"),
+    [(None, 1), ([lsp.PositionEncodingKind.Utf8], 3), ([lsp.PositionEncodingKind.Utf32], 0)],
+)
+def test_columns_are_in_the_agreed_position_encoding(
+    tmp_path: Path, encodings: list[str] | None, wider: int
+) -> None:
+    """The emoji before the finding is one code point (the CLI's columns), two UTF-16 code units
+    (LSP's default) and four UTF-8 bytes."""
     text = 'import torch\nlabel = "\U0001f600"; x = torch.zeros(3).cuda()\n'
 
     async def test() -> None:
-        async with session() as server:
+        async with session(encodings) as server:
             diagnostics = await server.diagnostics(server.open(tmp_path / "emoji.py", text))
-            by_cli = cli_findings(tmp_path, text)  # code points: the emoji is one, in UTF-16 two
+            by_cli = cli_findings(tmp_path, text)
             assert found(diagnostics) == [
-                (c, line, col + 1, end, end_col + 1) for c, line, col, end, end_col in by_cli
+                (c, line, col + wider, end, end_col + wider) for c, line, col, end, end_col in by_cli
             ]
 
     run(test())
