@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -342,9 +343,9 @@ def test_files_the_cache_knows_clean_are_not_checked_again(
     checked: list[str] = []
     real = torchdev_lint.noqa_files.check_source
 
-    def spy(path: str, *args: object, **kwargs: object) -> object:
+    def spy(path: str, *args: Any, **kwargs: Any) -> Any:
         checked.append(os.path.basename(path))
-        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+        return real(path, *args, **kwargs)
 
     monkeypatch.setattr(torchdev_lint.noqa_files, "check_source", spy)
     (tmp_path / "clean.py").write_text("import torch\nx = torch.zeros(1)\n")

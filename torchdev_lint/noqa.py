@@ -64,7 +64,7 @@ class _Layout:
 
     def statement(self, line: int) -> tuple[int, int] | None:
         """The statement whose lines include `line`."""
-        index = bisect.bisect_right(self.statements, (line, float("inf"))) - 1
+        index = bisect.bisect_right(self.statements, line, key=lambda statement: statement[0]) - 1
         if index >= 0 and self.statements[index][1] >= line:
             return self.statements[index]
         return None
