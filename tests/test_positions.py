@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import libcst as cst
@@ -9,7 +10,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchdev_lint.analysis.walk import walk
-from torchdev_lint.positions import node_spans
+from torchdev_lint.positions import node_spans, statement_spans
 
 SAMPLES = {
     "decorated": '@decorator(\n    1,\n)\n# comment\nclass A(B, metaclass=M):\n    """doc."""\n\n    @property\n    def f(self) -> int:\n        return (1 +\n                2)\n',
@@ -37,3 +38,44 @@ def _compare(module: cst.Module) -> None:
     for node in nodes:
         span = expected[node]
         assert spans[id(node)] == ((span.start.line, span.start.column), (span.end.line, span.end.column))
+
+
+PARTIAL_SAMPLES = {
+    **SAMPLES,
+    "header": "#!/usr/bin/env python\n# comment\n\nimport torch\n\n\n# lead\n\n@a\n\n# between\n@b(\n  1)\n\ndef f():\n    pass\n    # footer\n\nx = 1; y = 2\n",
+    "continuation": "x = \\\n    1\nif a and \\\n   b:\n    pass\n@ \\\n  dec\ndef g(): pass\n",
+    "no final newline": "import torch\nx = torch.load(p)",
+}
+
+
+@pytest.mark.parametrize("source", list(PARTIAL_SAMPLES.values()), ids=list(PARTIAL_SAMPLES))
+def test_statement_spans_equal_the_whole_pass(source: str) -> None:
+    """Generating only the statements that hold the nodes, placed by `ast`, gives the same spans
+    (or declines: None)."""
+    _compare_partial(source)
+
+
+def test_statement_spans_equal_the_whole_pass_on_real_files() -> None:
+    for path in sorted((Path(__file__).parent.parent / "torchdev_lint").rglob("*.py"))[:30]:
+        _compare_partial(path.read_text(encoding="utf-8"))
+
+
+def test_statement_spans_decline_nodes_outside_statements() -> None:
+    module = cst.parse_module("x = 1\n")
+    assert statement_spans(module, ast.parse("x = 1\n"), [module]) is None
+    assert statement_spans(module, ast.parse("x = 1\ny = 2\n"), [module.body[0]]) is None  # trees differ
+
+
+def _compare_partial(source: str) -> None:
+    module = cst.parse_module(source)
+    nodes: list[cst.CSTNode] = []
+    walk(module, nodes.append, lambda node: None)
+    nodes = [node for node in nodes if node is not module]
+    whole = node_spans(module, nodes)
+    partial = statement_spans(module, ast.parse(source), nodes)
+    if "\\\n  dec" in source:  # a decorator continued on the next line: declined
+        assert partial is None
+        return
+    assert partial == whole
+    for node in nodes[:: max(1, len(nodes) // 7)]:  # and for a few nodes alone
+        assert statement_spans(module, ast.parse(source), [node]) == {id(node): whole[id(node)]}

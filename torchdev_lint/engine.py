@@ -13,6 +13,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -30,7 +31,7 @@ from torchdev_lint.analysis.walk import walk
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, FixInfo, SourceError
 from torchdev_lint.noqa import Directives
-from torchdev_lint.positions import LineIndex, Point, spans_and_code
+from torchdev_lint.positions import LineIndex, Point, spans_and_code, statement_spans
 from torchdev_lint.rule import Fix, Rule
 
 Handler = Callable[[cst.CSTNode], object]
@@ -44,6 +45,16 @@ class Finding:
     node: cst.CSTNode
     message: str
     fix: Fix | None
+    # The top-level statement being traversed when it was reported: where `_locate` looks first.
+    statement: cst.CSTNode | None = None
+
+
+class Original(NamedTuple):
+    """The text a module was parsed from and CPython's `ast` of it: with them, positions are
+    generated for only the statements that hold findings (see `positions.statement_spans`)."""
+
+    text: str
+    tree: ast.Module
 
 
 @dataclass
@@ -102,7 +113,8 @@ class FileContext:
         return self.ancestors[index] if index >= 0 else None
 
     def report(self, rule: Rule, node: cst.CSTNode, message: str, fix: Fix | None) -> None:
-        self.findings.append(Finding(type(rule), node, message, fix))
+        statement = self.ancestors[1] if len(self.ancestors) > 1 else None
+        self.findings.append(Finding(type(rule), node, message, fix, statement))
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -188,11 +200,20 @@ _JUDGED_SCOPES = frozenset({"module", "class", "function"})
 
 def parse(path: str, source: bytes | str) -> cst.Module:
     """Parse with LibCST, turning every failure into a one-line SourceError."""
+    return _parse(path, source)[0]
+
+
+def _parse(
+    path: str, source: bytes | str, tree: ast.Module | None = None
+) -> tuple[cst.Module, ast.Module | None]:
+    """LibCST's tree and CPython's (None when CPython's parser refuses the text); `tree`, when
+    given, is CPython's tree of `source`, already built by the caller."""
     if ("\x00" if isinstance(source, str) else b"\x00") in source:
         raise SourceError(path, "source contains a NUL byte")
-    _refuse_too_deep(path, source)
+    if tree is None:
+        tree = _python_tree(path, source)
     try:
-        return cst.parse_module(source)
+        return cst.parse_module(source), tree
     except cst.ParserSyntaxError as error:
         raise SourceError(path, _syntax_error(source, error)) from None
     except (UnicodeDecodeError, LookupError, SyntaxError) as error:
@@ -201,18 +222,18 @@ def parse(path: str, source: bytes | str) -> cst.Module:
         raise SourceError(path, "too deeply nested for the parser") from None
 
 
-def _refuse_too_deep(path: str, source: bytes | str) -> None:
-    """Refuse nesting that would crash LibCST's parser, asking CPython's parser first.
+def _python_tree(path: str, source: bytes | str) -> ast.Module | None:
+    """CPython's tree of the source, refusing nesting that would crash LibCST's parser.
 
     LibCST's native parser recurses on the machine stack and kills the whole
     process (SIGSEGV) a few thousand levels deep (`((((...))))`, `- - - 1`,
     `a.b.b.b...`); CPython's parser detects such depth cleanly and is much
-    faster. Other syntax errors are left to LibCST to report.
+    faster. Other syntax errors are left to LibCST to report (None here).
     """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes and the like: not ours to report
-            compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            return compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         if "too many nested" in str(error.msg):
             raise SourceError(path, f"too deeply nested to parse: {error.msg}") from None
@@ -220,6 +241,21 @@ def _refuse_too_deep(path: str, source: bytes | str) -> None:
         raise SourceError(path, "too deeply nested to parse (Python's parser gives up too)") from None
     except ValueError:
         pass
+    return None
+
+
+def _original(source: bytes | str, module: cst.Module, tree: ast.Module | None) -> Original | None:
+    """The text and `ast` that place partially generated positions, when they agree with LibCST's
+    code: not where LibCST drops characters (form feeds, a final lone CR) or a BOM is in the text."""
+    if tree is None:
+        return None
+    try:
+        text = source if isinstance(source, str) else source.decode(module.encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
+    if "\x0c" in text or text.endswith("\r") or text.startswith("\ufeff"):
+        return None
+    return Original(text, tree)
 
 
 def _syntax_error(source: bytes | str, error: cst.ParserSyntaxError) -> str:
@@ -252,16 +288,20 @@ def check_source(
     *,
     skip_filter: bool = True,
     project: FileFacts | None = None,
+    python_tree: ast.Module | None = None,
 ) -> FileResult:
     """Check one file's bytes; raises SourceError when it cannot be parsed.
 
     Fixes are reported with their safety and message but no text edits:
     `fixes.add_edits` computes those for the callers that show them.
+    `python_tree` is CPython's `ast` of `source` when the caller has it
+    (flake8 does): it is not built again.
     """
     if skip_filter and not could_match(source, rules):
         return FileResult(path, None, project=project)
-    module = parse(path, source)
-    return check_module(path, module, rules, settings or Settings(), project=project)
+    module, tree = _parse(path, source, python_tree)
+    original = _original(source, module, tree)
+    return check_module(path, module, rules, settings or Settings(), project=project, original=original)
 
 
 def check_module(
@@ -271,7 +311,9 @@ def check_module(
     settings: Settings,
     *,
     project: FileFacts | None = None,
+    original: Original | None = None,
 ) -> FileResult:
+    """Check a parsed module; with its `original` text and `ast`, positions cost less."""
     ctx = FileContext(path, module, settings, project)
     instances = [rule(ctx) for rule in rules]
     dispatcher = _Dispatcher(ctx, instances)
@@ -279,21 +321,29 @@ def check_module(
     try:
         walk(module, dispatcher.enter, dispatcher.leave)
         if ctx.findings:
-            _locate(result)  # positions: LibCST code generation recurses
+            _locate(result, original)  # positions: LibCST code generation recurses
     except RecursionError:
         raise SourceError(path, "too deeply nested to analyse") from None
     return result
 
 
-def _locate(result: FileResult) -> None:
+def _locate(result: FileResult, original: Original | None) -> None:
     """Give each finding its position and noqa status (and keep the spans of the nodes fixes replace)."""
     assert result.module is not None
     module = result.module
     wanted = [f.node for f in result.findings]
     wanted += [old for f in result.findings if f.fix is not None for old in f.fix.replacements]
-    positions, code = spans_and_code(module, wanted)
+    spans = None
+    if original is not None:
+        hints = [f.statement for f in result.findings if f.statement is not None]
+        spans = statement_spans(module, original.tree, wanted, hints)
+    if spans is None:
+        positions, code = spans_and_code(module, wanted)
+        lines = result.lines = LineIndex(code)
+    else:
+        positions = spans
+        lines = result.lines = LineIndex(original.text)
     result.positions = positions
-    lines = result.lines = LineIndex(code)
     directives = Directives(lines)
     unique: dict[tuple[str, int, int], Finding] = {}
     for finding in result.findings:

@@ -46,6 +46,7 @@ class TorchDevLintPlugin:
     honour_noqa: ClassVar[bool] = True
 
     def __init__(self, tree: ast.AST, filename: str, lines: list[str]) -> None:
+        self.tree = tree
         self.filename = filename
         self.lines = lines
 
@@ -75,8 +76,9 @@ class TorchDevLintPlugin:
         rules = self.rules if self.rules is not None else select_rules()
         try:
             # The lines are the pre-check: a file without any selected rule's trigger
-            # text gets no LibCST tree.
-            result = check_source(self.filename, "".join(self.lines), rules, self.settings)
+            # text gets no LibCST tree. flake8's own `ast` tree is reused, not built again.
+            tree = self.tree if isinstance(self.tree, ast.Module) else None
+            result = check_source(self.filename, "".join(self.lines), rules, self.settings, python_tree=tree)
         except SourceError:
             return  # flake8 reports syntax errors itself (E999)
         for diagnostic in result.diagnostics:
