@@ -18,11 +18,11 @@ from torchdev_lint.config import (
     ConfigError,
     FileConfig,
     Settings,
-    _load_toml,
     codes_for,
     did_you_mean,
     find_config,
     load_config,
+    oldest_python,
     parse_version,
     select_codes,
     select_rules,
@@ -36,7 +36,6 @@ from torchdev_lint.report.text import plain_text
 from torchdev_lint.rule import all_rules
 
 if TYPE_CHECKING:
-    from torchdev_lint.grammar import PythonVersion
     from torchdev_lint.runner import CheckOptions
 
 # A run that the cache answers whole imports neither LibCST nor the rules: the runner,
@@ -243,23 +242,8 @@ def _options(args: argparse.Namespace, config: FileConfig, plan: _Plan) -> Check
         root=config.root,
         with_edits=plan.with_edits,
         cache=plan.cache,
-        oldest_python=_oldest_python(config),
+        oldest_python=oldest_python(config),
     )
-
-
-def _oldest_python(config: FileConfig) -> PythonVersion:
-    """The lower bound of `[project] requires-python` in the configuration's pyproject.toml.
-
-    Fixed files must parse on it; without one, on the oldest Python the tool supports.
-    """
-    from torchdev_lint.grammar import OLDEST_PYTHON, requires_python_floor
-
-    if config.path is None:
-        return OLDEST_PYTHON
-    project = _load_toml(config.path).get("project")
-    specifier = project.get("requires-python") if isinstance(project, dict) else None
-    floor = requires_python_floor(specifier) if isinstance(specifier, str) else None
-    return floor or OLDEST_PYTHON
 
 
 def _from_cache(paths: Sequence[str], plan: _Plan, config: FileConfig) -> list[FileReport] | None:

@@ -17,6 +17,7 @@ from torchdev_lint.rule import Rule, all_rules
 
 if TYPE_CHECKING:
     from torchdev_lint.catalog import RuleFacts
+    from torchdev_lint.grammar import PythonVersion
 
 
 class ConfigError(Exception):
@@ -323,6 +324,21 @@ def load_config(path: str, *, required: bool = False) -> FileConfig:
         include_notebooks=notebooks,
         warnings=warnings,
     )
+
+
+def oldest_python(config: FileConfig) -> PythonVersion:
+    """The lower bound of `[project] requires-python` in the configuration's pyproject.toml.
+
+    Fixed files must parse on it; without one, on the oldest Python the tool supports.
+    """
+    from torchdev_lint.grammar import OLDEST_PYTHON, requires_python_floor  # imports LibCST
+
+    if config.path is None:
+        return OLDEST_PYTHON
+    project = _load_toml(config.path).get("project")
+    specifier = project.get("requires-python") if isinstance(project, dict) else None
+    floor = requires_python_floor(specifier) if isinstance(specifier, str) else None
+    return floor or OLDEST_PYTHON
 
 
 def _toml(value: object) -> str:

@@ -16,14 +16,14 @@ from torchdev_lint.config import (
     ConfigError,
     FileConfig,
     Settings,
-    _load_toml,
     codes_for,
     find_config,
     load_config,
+    oldest_python,
     select_rules,
 )
 from torchdev_lint.files import is_excluded
-from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion, requires_python_floor
+from torchdev_lint.grammar import PythonVersion
 from torchdev_lint.rule import Rule
 
 
@@ -85,7 +85,7 @@ class Projects:
                 target_torch_version=config.target_torch_version or Settings.target_torch_version,
                 device_policy=config.device_policy or Settings.device_policy,
             ),
-            oldest_python=_oldest_python(config),
+            oldest_python=oldest_python(config),
             cache_directory=_cache_directory(config),
         )
         self._tables[config_path] = (stamp, table)
@@ -109,13 +109,3 @@ def _cache_directory(config: FileConfig) -> str | None:
         return None
     cache = ResultCache.open(os.path.join(config.root, FOLDER))
     return cache.directory if cache is not None else None
-
-
-def _oldest_python(config: FileConfig) -> PythonVersion:
-    """The lower bound of `[project] requires-python` beside the settings, as `--fix` keeps it."""
-    if config.path is None:
-        return OLDEST_PYTHON
-    project = _load_toml(config.path).get("project")
-    specifier = project.get("requires-python") if isinstance(project, dict) else None
-    floor = requires_python_floor(specifier) if isinstance(specifier, str) else None
-    return floor or OLDEST_PYTHON
