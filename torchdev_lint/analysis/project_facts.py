@@ -30,11 +30,20 @@ from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_all, read_source
 
-# A gate of the file's own needs a CUDA word and a way to stop: text with both is parsed, and
-# so is every file a TDL301/TDL311 finding could be in (its imports may lead out of the checked files).
-_SITE_TEXT = b"cuda"
-_CUDA_TEXT = re.compile(rb"cuda|gpu|nccl|cpu|is_available|device_count", re.IGNORECASE)
-_STOP_TEXT = re.compile(rb"exit|quit|skip|raise|assert|set_device|current_device|init_process_group")
+# Text a gate of the file's own needs (see requirements.CudaRequirements.stops_caller): a claim
+# of the GPU, an assert about CUDA on its first line, or an `if` about CUDA and a way to stop.
+# Only files with it are parsed at first (about a tenth of a project's bytes).
+_WORDS = rb"(?:cuda|gpu|nccl|cpu|is_available|device_count)"
+_CLAIM_TEXT = re.compile(
+    rb"set_device|current_device|init_process_group|^[ \t]*assert\b[^\n]*" + _WORDS,
+    re.IGNORECASE | re.MULTILINE,
+)
+_CHECK_TEXT = re.compile(rb"^[ \t]*(?:el)?if\b[^\n]*" + _WORDS, re.IGNORECASE | re.MULTILINE)
+_STOP_TEXT = re.compile(rb"exit|quit|skip|raise")
+# Import statements, read from the text to find project modules outside the checked files.
+_IMPORT = re.compile(
+    rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
+)
 _MAX_ALIASES = 8
 FOLDER = "summaries"
 
@@ -103,19 +112,27 @@ class _Pass:
         self._targets: dict[tuple[str, str], Target | None] = {}
 
     def add(self, path: str) -> None:
-        """A checked file: parsed now when its text could hold a gate, else kept for later rounds."""
-        source = self._read(path)
-        if source is None:
-            return
-        if _SITE_TEXT in source or (_CUDA_TEXT.search(source) and _STOP_TEXT.search(source)):
-            self._summarize(path, source)
-        else:
-            self.unparsed[path] = source
+        """A file: parsed now when its text could hold a gate, else kept for later rounds; the
+        project modules it imports that are not checked are added too (`check train.py` alone
+        must still see the gate in `utils.py`; a whole checked project adds none)."""
+        work = [path]
+        while work:
+            current = work.pop()
+            source = self._read(current)
+            if source is None:
+                continue
+            if _CLAIM_TEXT.search(source) or (_CHECK_TEXT.search(source) and _STOP_TEXT.search(source)):
+                self._summarize(current, source)
+            else:
+                self.unparsed[current] = source
+            for level, dotted in _imports(source):
+                located = self.index.locate(current, level, dotted)
+                if located is not None and located.file is not None and located.file not in self.checked:
+                    work.append(located.file)
 
     def run(self) -> dict[str, FileFacts]:
         """Rounds until no file is left that could name a gating function: the files whose
-        text names one, the modules a reference to one leads to (a re-exporting package), and
-        any project module outside the checked files that they call."""
+        text names one, and the modules a reference to one leads to (a re-exporting package)."""
         while True:
             gating = self._fixed_point()
             self.names = {qualname.rsplit(".", 1)[-1] for _, qualname in gating} | self._gating_aliases(
@@ -214,7 +231,7 @@ class _Pass:
             return None
         summary = self.summaries.get(path)
         if summary is None:
-            if attributes[-1] in self.names or path not in self.checked:
+            if attributes[-1] in self.names:
                 self.wanted.add(path)
             return None
         qualname = ".".join(attributes)
@@ -260,6 +277,27 @@ class _Pass:
 
         key = hashlib.sha256(b"%s\0%s" % (tool_fingerprint().encode(), source)).hexdigest()
         return os.path.join(self.cache_directory, FOLDER, key[:2], key + ".json")
+
+
+def _imports(source: bytes) -> list[tuple[int, str]]:
+    """`(level, "dotted.module")` of each import statement's first line, and of each name a
+    `from` imports (it may be a module: `from . import utils`)."""
+    found = []
+    for match in _IMPORT.finditer(source):
+        dots, module, names, plain = (
+            group.decode("utf-8", "replace") if group else "" for group in match.groups()
+        )
+        if match.group(4) is not None:
+            found += [(0, words[0]) for part in plain.split(",") if (words := part.split())]
+            continue
+        level = len(dots)
+        if module:
+            found.append((level, module))
+        for part in names.replace(")", " ").split(","):
+            words = part.split()
+            if words and words[0] != "*" and words[0].isidentifier():
+                found.append((level, f"{module}.{words[0]}" if module else words[0]))
+    return found
 
 
 def _load(entry: str) -> Summary | None:
