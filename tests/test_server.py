@@ -56,6 +56,13 @@ class Session:
             self.arrived.clear()
             await asyncio.wait_for(self.arrived.wait(), TIMEOUT)
 
+    async def publish(self, uri: str, number: int) -> lsp.PublishDiagnosticsParams:
+        """The `number`th publish for `uri` (1-based)."""
+        while len(self.published.get(uri, [])) < number:
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), TIMEOUT)
+        return self.published[uri][number - 1]
+
     def open(self, path: Path, text: str, version: int = 1) -> str:
         uri = path.as_uri()
         self.client.text_document_did_open(
@@ -293,6 +300,26 @@ def test_the_project_s_settings_apply(tmp_path: Path) -> None:
             assert {d.code for d in await server.diagnostics(uri)} == {"TDL101", "TDL203"}
             excluded = server.open(tmp_path / "generated" / "model.py", MOVES)
             assert await server.diagnostics(excluded) == []
+
+    run(test())
+
+
+def test_saving_checks_again_with_settings_changed_on_disk(tmp_path: Path) -> None:
+    config = tmp_path / "pyproject.toml"
+    config.write_text("[tool.torchdev-lint]\n")
+
+    async def test() -> None:
+        async with session() as server:
+            path = tmp_path / "model.py"
+            path.write_text(MOVES)
+            uri = server.open(path, MOVES)
+            assert "TDL101" in {d.code for d in (await server.publish(uri, 1)).diagnostics}
+            config.write_text('[tool.torchdev-lint]\nignore = ["TDL101"]\n# longer: a new size\n')
+            server.client.text_document_did_save(
+                lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(uri))
+            )
+            again = await server.publish(uri, 2)
+            assert again.version == 1 and {d.code for d in again.diagnostics} == {"TDL203", "TDL301"}
 
     run(test())
 

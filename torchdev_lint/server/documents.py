@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import unquote, urlparse
 
 from torchdev_lint.analysis.project_facts import FileFacts, project_facts
@@ -98,6 +98,14 @@ def lint(document: Document, version: int, text: str, projects: Projects) -> Lin
         return Lint(version, text, project=project)
     try:
         facts = document.project_facts(project)
+        last = document.lint
+        if last is not None and (last.text, last.project, last.facts, last.error) == (
+            text,
+            project,
+            facts,
+            None,
+        ):
+            return replace(last, version=version)  # saved as last checked: the same check again
         result = check_source(
             document.path or document.uri, text, project.rules, project.settings, project=facts
         )
