@@ -63,9 +63,8 @@ def is_availability_call(node: cst.CSTNode, scope: Scope) -> bool:
 
 def checks_availability(node: cst.CSTNode, scope: Scope) -> bool:
     """Does the code under `node` (a function or the module) call an availability check?"""
-    cache: dict[int, bool] = scope.module.__dict__.setdefault(_CACHE, {})
-    key = id(node)
-    if key not in cache:
+    cache: dict[cst.CSTNode, bool] = scope.module.__dict__.setdefault(_CACHE, {})
+    if node not in cache:
         found = False
 
         def enter(child: cst.CSTNode) -> None:
@@ -74,8 +73,8 @@ def checks_availability(node: cst.CSTNode, scope: Scope) -> bool:
                 found = True
 
         walk(node, enter, lambda child: None)
-        cache[key] = found
-    return cache[key]
+        cache[node] = found
+    return cache[node]
 
 
 def takes_device(function: cst.FunctionDef | cst.Lambda, scope: Scope) -> bool:

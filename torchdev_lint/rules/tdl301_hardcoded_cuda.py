@@ -471,7 +471,7 @@ class HardcodedCuda(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         # One finding per statement: the sites of each statement, reported when the module ends.
-        self._statements: dict[int, list[_Site]] = {}
+        self._statements: dict[cst.BaseStatement, list[_Site]] = {}
         self.device_variable = DeviceVariable(ctx)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -515,6 +515,7 @@ class HardcodedCuda(Rule):
             return
         for sites in self._statements.values():
             self.report(sites[0].node, fix=self._statement_fix(sites))
+        self._statements.clear()
 
     # Detection -------------------------------------------------------------
 
@@ -538,7 +539,7 @@ class HardcodedCuda(Rule):
         ):
             return
         statement = next(a for a in reversed(self.ctx.ancestors) if isinstance(a, cst.BaseStatement))
-        self._statements.setdefault(id(statement), []).append(_Site(node, edit))
+        self._statements.setdefault(statement, []).append(_Site(node, edit))
 
     # Fixes: every use goes through one `device` variable -------------------
 
