@@ -98,7 +98,7 @@ def test_pre_commit_hooks_and_readme_block() -> None:
     by_id = {hook["id"]: hook for hook in hooks}
     assert set(by_id) == {"torchdev-lint", "torchdev-fix"}
     for hook in hooks:
-        assert hook["language"] == "python" and hook["types"] == ["python"]
+        assert hook["language"] == "python" and hook["types_or"] == ["python", "pyi", "jupyter"]
     assert by_id["torchdev-lint"]["entry"] == "torchdev-lint check"
     assert by_id["torchdev-fix"]["entry"] == "torchdev-fix"
     blocks = _yaml_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
