@@ -350,7 +350,7 @@ class _DropCellMarker(Rule):
     """Test rule: its fix removes the lines above a cell's first statement (its marker)."""
 
     code, name, message, fix_availability = "TDL901", "drop-marker", "test", "always"
-    docs = ""
+    docs, triggers = "", ("",)
 
     def visit_Module(self, node: cst.Module) -> None:
         statement = next(s for s in node.body if "fix_me" in cst.Module([]).code_for_node(s))
@@ -363,7 +363,7 @@ class _IndentMagic(Rule):
     """Test rule: its fix wraps a loop (whose body holds a magic) in `if True:`."""
 
     code, name, message, fix_availability = "TDL902", "indent-magic", "test", "always"
-    docs = ""
+    docs, triggers = "", ("",)
 
     def visit_For(self, node: cst.For) -> None:
         wrapped = cst.If(test=cst.Name("True"), body=cst.IndentedBlock([node]))
@@ -382,7 +382,6 @@ def test_fixes_across_cells_or_into_magics_are_refused(
 ) -> None:
     path = tmp_path / "refused.ipynb"
     before = write(path, notebook(*cells))
-    rule.triggers = ("",)
     report = process_file(str(path), CheckOptions(rules=(rule,), fix=True))
     assert report.error is None and report.fixed == 0
     (diagnostic,) = report.diagnostics
