@@ -14,7 +14,9 @@ import gc
 import logging
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -34,8 +36,7 @@ from torchdev_lint.server.edits import Positions
 from torchdev_lint.server.project import Projects
 
 DEBOUNCE_S = 0.15
-
-log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class TorchDevLintServer(LanguageServer):
@@ -78,7 +79,7 @@ class TorchDevLintServer(LanguageServer):
             document.lint if document.lint is not None and document.lint.version == document.version else None
         )
 
-    async def in_worker(self, function, *args):  # type: ignore[no-untyped-def]
+    async def in_worker(self, function: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self.checker, function, *args)
 
     async def _check(self, document: Document, delay: float) -> None:
