@@ -108,7 +108,7 @@ class _Pass:
         self.unparsed: dict[str, bytes] = {}  # checked, no summary yet (no gate text of its own)
         self.seen: set[str] = set()
         self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
-        self.names: set[str] = set()  # the names gating functions go by
+        self.names: set[str] = set()  # the names callers of gating functions write
         self._targets: dict[tuple[str, str], Target | None] = {}
 
     def add(self, path: str) -> None:
@@ -135,14 +135,15 @@ class _Pass:
         text names one, and the modules a reference to one leads to (a re-exporting package)."""
         while True:
             gating = self._fixed_point()
-            self.names = {qualname.rsplit(".", 1)[-1] for _, qualname in gating} | self._gating_aliases(
-                gating
-            )
+            # A caller in another file names the function, or the class of a method.
+            names = {qualname.split(".", 1)[0] for _, qualname in gating} | self._gating_aliases(gating)
+            fresh, self.names = names - self.names, self.names | names
             self._targets.clear()
             facts = {path: self._facts(path, gating) for path in self.summaries if path in self.checked}
-            encoded = [name.encode() for name in self.names]
-            new = [path for path, source in self.unparsed.items() if any(n in source for n in encoded)]
-            new += [path for path in self.wanted if path not in self.summaries]
+            new = [path for path in self.wanted if path not in self.summaries]
+            if fresh:
+                named = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(n.encode()) for n in sorted(fresh)))
+                new += [path for path, source in self.unparsed.items() if named.search(source)]
             self.wanted.clear()
             progressed = False
             for path in dict.fromkeys(new):
@@ -231,7 +232,7 @@ class _Pass:
             return None
         summary = self.summaries.get(path)
         if summary is None:
-            if attributes[-1] in self.names:
+            if attributes[0] in self.names:
                 self.wanted.add(path)
             return None
         qualname = ".".join(attributes)
