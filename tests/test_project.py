@@ -374,3 +374,27 @@ def test_same_file_helper_that_returns_early_does_not_gate(tmp_path: Path) -> No
     assert _findings(tmp_path) == ["main.py:15 TDL301"]
     _write(tmp_path, {"main.py": main.replace("        return\n", "        raise SystemExit\n")})
     assert _findings(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("def f():\n    if not torch.cuda.is_available(): raise SystemExit\n", True),
+        (
+            "def f():\n    if not torch.cuda.is_available():\n        print(\n            'GPU only'\n        )\n        sys.exit(1)\n",
+            True,
+        ),
+        (
+            "def f():\n    if torch.cuda.is_available():\n        run()\n    else:\n        pytest.skip('no GPU')\n",
+            True,
+        ),
+        ("def f():\n    assert torch.cuda.device_count() >= 2\n", True),
+        ("def f(rank):\n    torch.cuda.set_device(rank)\n", True),
+        ("def f():\n    if not dist.is_available():\n        raise RuntimeError\n", False),
+        ("def f(x):\n    assert x.to('cpu').sum() > 0\n", False),
+    ],
+)
+def test_only_text_that_can_hold_a_gate_is_parsed_first(text: str, parsed: bool) -> None:
+    from torchdev_lint.analysis.project_facts import _may_gate
+
+    assert _may_gate(text.encode()) is parsed

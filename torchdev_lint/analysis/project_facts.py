@@ -31,15 +31,19 @@ from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_all, read_source
 
 # Text a gate of the file's own needs (see requirements.CudaRequirements.stops_caller): a claim
-# of the GPU, an assert about CUDA on its first line, or an `if` about CUDA and a way to stop.
-# Only files with it are parsed at first (about a tenth of a project's bytes).
-_WORDS = rb"(?:cuda|gpu|nccl|cpu|is_available|device_count)"
+# of the GPU, an assert about CUDA on its first line, an `if` about CUDA (or the CPU) whose
+# block stops within a few lines, or an `else:` that stops in a file with such an `if`. Only
+# files with it are parsed at first (under a tenth of a project's bytes); a test spread over
+# lines can be missed, which only leaves a finding in place.
+_STOP = rb"[^\n]*\b(?:raise|exit|quit|_exit|skip\w*)\b"
+_IF = rb"^[ \t]*(?:el)?if\b[^\n]*(?:cuda|gpu|nccl|accelerator|cpu)"
 _CLAIM_TEXT = re.compile(
-    rb"set_device|current_device|init_process_group|^[ \t]*assert\b[^\n]*" + _WORDS,
+    rb"set_device|current_device|init_process_group|^[ \t]*assert\b[^\n]*(?:cuda|gpu|nccl|accelerator)",
     re.IGNORECASE | re.MULTILINE,
 )
-_CHECK_TEXT = re.compile(rb"^[ \t]*(?:el)?if\b[^\n]*" + _WORDS, re.IGNORECASE | re.MULTILINE)
-_STOP_TEXT = re.compile(rb"exit|quit|skip|raise")
+_IF_STOPS_TEXT = re.compile(_IF + rb"(?:[^\n]*\n){0,6}?" + _STOP, re.IGNORECASE | re.MULTILINE)
+_IF_TEXT = re.compile(_IF, re.IGNORECASE | re.MULTILINE)
+_ELSE_STOPS_TEXT = re.compile(rb"^[ \t]*else[ \t]*:[ \t]*\n(?:[^\n]*\n){0,2}?" + _STOP, re.MULTILINE)
 # Import statements, read from the text to find project modules outside the checked files.
 _IMPORT = re.compile(
     rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
@@ -121,7 +125,7 @@ class _Pass:
             source = self._read(current)
             if source is None:
                 continue
-            if _CLAIM_TEXT.search(source) or (_CHECK_TEXT.search(source) and _STOP_TEXT.search(source)):
+            if _may_gate(source):
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
@@ -278,6 +282,13 @@ class _Pass:
 
         key = hashlib.sha256(b"%s\0%s" % (tool_fingerprint().encode(), source)).hexdigest()
         return os.path.join(self.cache_directory, FOLDER, key[:2], key + ".json")
+
+
+def _may_gate(source: bytes) -> bool:
+    """Can the text hold a gate of its own (a cheap test, before parsing)?"""
+    if _CLAIM_TEXT.search(source) or _IF_STOPS_TEXT.search(source):
+        return True
+    return bool(_IF_TEXT.search(source) and _ELSE_STOPS_TEXT.search(source))
 
 
 def _imports(source: bytes) -> list[tuple[int, str]]:
