@@ -93,7 +93,11 @@ def cuda_requirements(scope: Scope, path: str, facts: GatingCallees | None = Non
 class CudaRequirements:
     """Which code of one module runs only where CUDA is."""
 
-    def __init__(self, module: Scope, path: str, facts: GatingCallees | None = None) -> None:
+    def __init__(
+        self, module: Scope, path: str, facts: GatingCallees | None = None, *, walk_module: bool = True
+    ) -> None:
+        """`walk_module=False`: the caller's own walk of the module calls `index_enter` and
+        `index_leave` for every node (one traversal serving two analyses)."""
         assert isinstance(module.node, cst.Module)
         self._scope = module
         self._facts = facts
@@ -105,41 +109,40 @@ class CudaRequirements:
         self._module_only = cuda_specific_path(path)
         self._gates: dict[int, bool] = {}
         self._required: dict[int, bool] = {}
-        self._index(module.node)
+        self._stack: list[cst.CSTNode] = []
+        if walk_module:
+            walk(module.node, self.index_enter, self.index_leave)
 
-    def _index(self, module: cst.Module) -> None:
-        stack: list[cst.CSTNode] = []
-
-        def enter(node: cst.CSTNode) -> None:
-            parent = stack[-1] if stack else None
-            if parent is not None:
-                self._parents[id(node)] = parent
-            stack.append(node)
-            if isinstance(node, cst.FunctionDef):
-                name = node.name.value
-                if isinstance(self._parents.get(id(parent)), cst.ClassDef):
-                    # Methods count by `self._helper(...)`; private ones only: other modules call public ones.
-                    name = f".{name}" if name.startswith("_") and not name.endswith("__") else ""
-                if name:
-                    self._functions.setdefault(name, []).append(node)
-            elif isinstance(node, cst.Name) and not _is_definition(node, parent):
-                self._references.setdefault(node.value, []).append(node)
-            elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
-                if node.value.value in ("self", "cls"):
-                    self._references.setdefault(f".{node.attr.value}", []).append(node)
-            elif isinstance(node, cst.Assign):
-                if _is_nccl(node.value):
-                    self._nccl_names.update(
-                        n for t in node.targets if (n := dotted_name(t.target)) is not None
-                    )
-                elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):
-                    self._module_only = True
-            elif isinstance(node, (cst.Import, cst.ImportFrom)) and _imports_cuda_only(node):
-                self._module_only = self._module_only or _at_module_level(node, self._parents)
-            elif isinstance(node, cst.Call) and _imports_cuda_only_dynamically(node):
+    def index_enter(self, node: cst.CSTNode) -> None:
+        stack = self._stack
+        parent = stack[-1] if stack else None
+        if parent is not None:
+            self._parents[id(node)] = parent
+        stack.append(node)
+        if isinstance(node, cst.FunctionDef):
+            name = node.name.value
+            if isinstance(self._parents.get(id(parent)), cst.ClassDef):
+                # Methods count by `self._helper(...)`; private ones only: other modules call public ones.
+                name = f".{name}" if name.startswith("_") and not name.endswith("__") else ""
+            if name:
+                self._functions.setdefault(name, []).append(node)
+        elif isinstance(node, cst.Name) and not _is_definition(node, parent):
+            self._references.setdefault(node.value, []).append(node)
+        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            if node.value.value in ("self", "cls"):
+                self._references.setdefault(f".{node.attr.value}", []).append(node)
+        elif isinstance(node, cst.Assign):
+            if _is_nccl(node.value):
+                self._nccl_names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)
+            elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):
                 self._module_only = True
+        elif isinstance(node, (cst.Import, cst.ImportFrom)) and _imports_cuda_only(node):
+            self._module_only = self._module_only or _at_module_level(node, self._parents)
+        elif isinstance(node, cst.Call) and _imports_cuda_only_dynamically(node):
+            self._module_only = True
 
-        walk(module, enter, lambda node: stack.pop())
+    def index_leave(self, node: cst.CSTNode) -> None:
+        self._stack.pop()
 
     # The queries -----------------------------------------------------------
 

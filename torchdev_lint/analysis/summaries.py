@@ -28,7 +28,7 @@ from typing import Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.requirements import CudaRequirements, may_return, runs_later
+from torchdev_lint.analysis.requirements import CudaRequirements
 from torchdev_lint.analysis.scopes import (
     BUILTIN_NAMES,
     Scope,
@@ -50,31 +50,27 @@ def summarize(module: cst.Module, path: str) -> Summary:
     """The summary of one parsed file (`path` only tells a CUDA-only folder; see requirements)."""
     scope = Scope(module, "module", None)
     collect_bindings(scope, module.body)
-    requirements = CudaRequirements(scope, path)
+    requirements = CudaRequirements(scope, path, walk_module=False)
     stars = _stars(module)
-    references = _References(scope, bool(stars))
+    functions = _functions(module)
+    collector = _Collector(scope, bool(stars), requirements, functions)
+    walk(module, collector.enter, collector.leave)  # one traversal for both analyses
     sites: dict[str, Reference | None] = {}
-    walk(module, references.enter, references.leave)
-    for text, reference in references.sites:
+    for text, reference in collector.sites:
         if text in sites and sites[text] != reference:
             reference = None
         sites[text] = reference
-    functions = {}
-    for qualname, function, owner in _functions(module, scope):
-        summary = _function_summary(function, owner, requirements, bool(stars))
+    summaries = {}
+    for qualname, function in functions:
+        summary = _function_summary(qualname, function, requirements, collector)
         if summary["then"] == "gate" or summary["calls"]:
-            functions[qualname] = summary
+            summaries[qualname] = summary
     aliases = {}
     for name, bindings in scope.bindings.items():
         reference = _import_reference(name, bindings, ())
         if reference is not None:
             aliases[name] = reference
-    return {
-        "functions": functions,
-        "sites": sites,
-        "aliases": aliases,
-        "stars": stars,
-    }
+    return {"functions": summaries, "sites": sites, "aliases": aliases, "stars": stars}
 
 
 def digest(summary: Summary) -> str:
@@ -82,57 +78,76 @@ def digest(summary: Summary) -> str:
     return hashlib.sha256(json.dumps(summary, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _functions(module: cst.Module, scope: Scope) -> list[tuple[str, cst.FunctionDef, Scope]]:
-    """Module-level functions and the methods of module-level classes, with their scope's parent."""
+def _functions(module: cst.Module) -> list[tuple[str, cst.FunctionDef]]:
+    """Module-level functions and the methods of module-level classes, by qualified name."""
     found = []
     for statement in module.body:
         if isinstance(statement, cst.FunctionDef):
-            found.append((statement.name.value, statement, scope))
+            found.append((statement.name.value, statement))
         elif isinstance(statement, cst.ClassDef):
-            owner = Scope(statement, "class", scope)
-            collect_bindings(owner, block_statements(statement.body))
             for member in block_statements(statement.body):
                 if isinstance(member, cst.FunctionDef):
-                    found.append((f"{statement.name.value}.{member.name.value}", member, owner))
+                    found.append((f"{statement.name.value}.{member.name.value}", member))
     return found
 
 
 def _function_summary(
-    function: cst.FunctionDef, parent: Scope, requirements: CudaRequirements, stars: bool
+    qualname: str, function: cst.FunctionDef, requirements: CudaRequirements, collector: _Collector
 ) -> Summary:
     """Where the body stops its caller without CUDA, and the project calls made before."""
-    if runs_later(function):
-        return {"then": "end", "calls": []}
-    scope = Scope(function, "function", parent)
-    collect_function_bindings(scope, function)
+    if function.asynchronous is not None or qualname in collector.generators:
+        return {"then": "end", "calls": []}  # calling it runs none of its body
     calls: list[Reference] = []
-    for statement in block_statements(function.body):
+    for index, statement in enumerate(block_statements(function.body)):
         if requirements.stops_caller(statement):
             return {"then": "gate", "calls": calls}
-        if isinstance(statement, cst.SimpleStatementLine):
-            references = _References(scope, stars)
-            walk(statement, references.enter, references.leave)
-            calls += [reference for _, reference in references.sites if reference not in calls]
-        if may_return(statement):
+        calls += [c for c in collector.calls.get((qualname, index), ()) if c not in calls]
+        if (qualname, index) in collector.returns:
             return {"then": "return", "calls": calls}
     return {"then": "end", "calls": calls}
 
 
-class _References:
-    """The callees of the calls in a subtree, with the scopes name lookup needs."""
+class _Collector:
+    """One walk of the module: the callee of every call (with the scopes name lookup needs),
+    the index CudaRequirements keeps, and for each top-level statement of each summarized
+    function the project calls of a simple statement and whether it can `return`."""
 
-    def __init__(self, scope: Scope, stars: bool) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        stars: bool,
+        requirements: CudaRequirements,
+        functions: list[tuple[str, cst.FunctionDef]],
+    ) -> None:
         self.scope = scope
         self.stars = stars  # the file has an `import *`: an unbound name may come from it
+        self.requirements = requirements
         self.sites: list[tuple[str, Reference]] = []
+        self.calls: dict[tuple[str, int], list[Reference]] = {}
+        self.returns: set[tuple[str, int]] = set()
+        self.generators: set[str] = set()
+        self._statements = {
+            id(statement): (qualname, index)
+            for qualname, function in functions
+            for index, statement in enumerate(block_statements(function.body))
+        }
+        self._statement: tuple[str, int] | None = None
+        self._statement_node: cst.CSTNode | None = None
+        self._nested = 0  # functions, classes and lambdas entered inside the statement
 
     def enter(self, node: cst.CSTNode) -> None:
+        self.requirements.index_enter(node)
+        key = self._statements.get(id(node))
+        if key is not None:
+            self._statement, self._statement_node, self._nested = key, node, 0
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and self._statement is not None:
+            self._nested += 1
         if isinstance(node, cst.Call):
-            text = dotted_name(node.func)
-            if text is not None:
-                reference = reference_of(text, self.scope)
-                if reference is not None and (self.stars or reference[0] != "star"):
-                    self.sites.append((text, reference))
+            self._call(node)
+        elif isinstance(node, cst.Return) and self._statement is not None and not self._nested:
+            self.returns.add(self._statement)
+        elif isinstance(node, cst.Yield) and self._statement is not None and not self._nested:
+            self.generators.add(self._statement[0])
         elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
             self.scope = Scope(
                 node, "function" if isinstance(node, cst.FunctionDef) else "lambda", self.scope
@@ -146,8 +161,23 @@ class _References:
             collect_comprehension_bindings(self.scope, node)
 
     def leave(self, node: cst.CSTNode) -> None:
+        self.requirements.index_leave(node)
+        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and self._statement is not None:
+            self._nested -= 1
+        if node is self._statement_node:
+            self._statement = self._statement_node = None
         if node is self.scope.node and self.scope.parent is not None:
             self.scope = self.scope.parent
+
+    def _call(self, node: cst.Call) -> None:
+        text = dotted_name(node.func)
+        reference = reference_of(text, self.scope) if text is not None else None
+        if reference is None or (reference[0] == "star" and not self.stars):
+            return
+        assert text is not None
+        self.sites.append((text, reference))
+        if self._statement is not None and isinstance(self._statement_node, cst.SimpleStatementLine):
+            self.calls.setdefault(self._statement, []).append(reference)
 
 
 def reference_of(text: str, scope: Scope) -> Reference | None:
