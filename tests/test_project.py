@@ -398,3 +398,18 @@ def test_only_text_that_can_hold_a_gate_is_parsed_first(text: str, parsed: bool)
     from torchdev_lint.analysis.project_facts import _may_gate
 
     assert _may_gate(text.encode()) is parsed
+
+
+@pytest.mark.parametrize(
+    "helper",
+    [
+        # CUDA is claimed only when no device is passed.
+        "import torch\n\ndef to_gpu(x, device=None):\n    device = device or torch.cuda.current_device()\n    return x.to(device)\n",
+        # Raises only for a distributed run: a CPU run that is not distributed goes on.
+        "import torch\n\ndef to_gpu(args):\n    if args.distributed and not torch.cuda.is_available():\n        raise RuntimeError('NCCL needs GPUs')\n",
+    ],
+    ids=["claim-after-or", "and-condition"],
+)
+def test_conditional_claims_do_not_gate(tmp_path: Path, helper: str) -> None:
+    _write(tmp_path, {"setup.py": "", "utils.py": helper, "main.py": _main("import utils", "utils.to_gpu")})
+    assert _findings(tmp_path) == ["main.py:7 TDL301"]

@@ -246,7 +246,7 @@ class CudaRequirements:
         returns = not for_caller
         if isinstance(statement, cst.If):
             orelse = statement.orelse
-            if says_missing(statement.test, self._scope) and _exits(statement.body, returns=returns):
+            if self._true_without_cuda(statement.test) and _exits(statement.body, returns=returns):
                 return True
             return (
                 isinstance(orelse, cst.Else)
@@ -258,15 +258,18 @@ class CudaRequirements:
         for small in statement.body:
             if isinstance(small, cst.Assert) and says_present(small.test, self._scope):
                 return True
-        found = False
+        return any(self._gating_call(call) for call in _unconditional_calls(statement))
 
-        def enter(node: cst.CSTNode) -> None:
-            nonlocal found
-            if not found and isinstance(node, cst.Call):
-                found = self._gating_call(node)
-
-        walk(statement, enter, lambda node: None)
-        return found
+    def _true_without_cuda(self, test: cst.BaseExpression) -> bool:
+        """`test` holds on every machine without CUDA, so `if test: exit` lets only CUDA runs
+        past: `not torch.cuda.is_available()`, `args.cpu or not cuda`; not `distributed and not
+        cuda` (a CPU run that is not distributed goes on)."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return says_present(test.expression, self._scope)
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._true_without_cuda(test.left), self._true_without_cuda(test.right)
+            return left or right if isinstance(test.operator, cst.Or) else left and right
+        return says_missing(test, self._scope)
 
     def _gating_call(self, call: cst.Call) -> bool:
         name = self._resolve(call.func)
@@ -322,6 +325,27 @@ def runs_later(function: cst.FunctionDef) -> bool:
 def may_return(statement: cst.BaseStatement) -> bool:
     """The statement can leave the function with a `return` (not one of a nested function)."""
     return _contains(statement, (cst.Return,))
+
+
+def _unconditional_calls(statement: cst.CSTNode) -> list[cst.Call]:
+    """The calls a statement always makes: not those after `and`/`or`, in a branch of `x if c
+    else y`, in a comprehension's element or a lambda (`device or torch.cuda.current_device()`
+    claims the GPU only when no device is passed)."""
+    found = []
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            found.append(node)
+        if isinstance(node, cst.BooleanOperation):
+            stack.append(node.left)
+        elif isinstance(node, cst.IfExp):
+            stack.append(node.test)
+        elif isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            stack.append(node.for_in.iter)
+        elif not isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            stack.extend(children(node))
+    return found
 
 
 def _contains(root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> bool:
