@@ -6,7 +6,8 @@ For each file: the CPU time of `libcst.parse_module` on its text (the floor:
 the plugin cannot check a file without parsing it) and of the plugin as flake8
 drives it (`TorchDevLintPlugin(tree, filename, lines).run()`, consumed whole,
 default selection, flake8's own `ast` tree built beforehand and not counted),
-each the median of `--repeat` runs in this process after one unmeasured run.
+each the least of `--repeat` runs in this process after one unmeasured run (the
+least is the one least disturbed by other processes on a shared machine).
 The ratio plugin / parse is issue 16's item 14 (target <= 1.3). `--profile`
 prints where the plugin's time goes (cProfile, top functions by cumulative
 time). Default files: the largest file of the torch package and a 4,000-line
@@ -19,7 +20,6 @@ import argparse
 import ast
 import cProfile
 import pstats
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -45,7 +45,7 @@ def _cpu(function: Callable[[], object], repeat: int) -> float:
         start = time.process_time()
         function()
         times.append(time.process_time() - start)
-    return statistics.median(times)
+    return min(times)
 
 
 def measure(path: Path, repeat: int, profile: bool) -> tuple[int, float, float]:
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args(argv)
     files = args.files or [path for path in DEFAULT_FILES if path.exists()]
-    print(f"python {sys.version.split()[0]}, libcst {libcst_version()}, median of {args.repeat} runs (CPU)")
+    print(f"python {sys.version.split()[0]}, libcst {libcst_version()}, least CPU of {args.repeat} runs")
     print(f"{'file':<60} {'lines':>6} {'parse s':>8} {'plugin s':>9} {'ratio':>6}")
     for path in files:
         count, parse, checked = measure(path, args.repeat, args.profile)

@@ -45,6 +45,7 @@ PARTIAL_SAMPLES = {
     "header": "#!/usr/bin/env python\n# comment\n\nimport torch\n\n\n# lead\n\n@a\n\n# between\n@b(\n  1)\n\ndef f():\n    pass\n    # footer\n\nx = 1; y = 2\n",
     "continuation": "x = \\\n    1\nif a and \\\n   b:\n    pass\n@ \\\n  dec\ndef g(): pass\n",
     "no final newline": "import torch\nx = torch.load(p)",
+    "nested with tabs": "class A:\n\tclass B:\n\t\tdef f(self):\n\t\t\treturn 'é' + x  # c\n\n\t@property\n\tdef g(self): return 1\n",
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -107,62 +107,112 @@ def spans_and_code(
 def statement_spans(
     module: cst.Module, tree: ast.Module, nodes: Collection[cst.CSTNode], hints: Iterable[cst.CSTNode] = ()
 ) -> dict[int, tuple[Point, Point]] | None:
-    """The spans `node_spans` gives, from generating only the top-level statements holding `nodes`.
+    """The spans `node_spans` gives, from generating only the statements that hold `nodes`.
 
     `tree` is CPython's `ast` of the text `module` was parsed from: its line
-    numbers place each generated statement. `hints` are top-level statements
-    likely to hold the nodes (searched first). None when that cannot be done
-    exactly: a node outside every top-level statement (the module itself, its
-    header), trees that do not match, or a statement whose generated start
-    disagrees with `ast` (then generate the whole module instead).
+    and column numbers place each generated statement. Classes and functions
+    whose header holds none of the nodes are not generated whole: only the
+    statements of their body that hold nodes are, at their block's
+    indentation. `hints` are top-level statements likely to hold the nodes
+    (searched first). None when that cannot be done exactly: a node outside
+    every statement (the module itself, its header), trees that do not match,
+    or a statement whose generated start disagrees with `ast` (then generate
+    the whole module instead).
     """
-    first_lines = _first_lines(module, tree)
-    if first_lines is None:
-        return None
-    index = {id(statement): number for number, statement in enumerate(module.body)}
-    missing = {id(node) for node in nodes}
-    holders: set[int] = set()
-    hinted = [index[id(hint)] for hint in hints if id(hint) in index]
-    for number in dict.fromkeys([*hinted, *range(len(module.body))]):
-        if not missing:
-            break
-        if _take(module.body[number], missing):
-            holders.add(number)
-    if missing:
-        return None
     spans: dict[int, tuple[Point, Point]] = {}
-    for number in sorted(holders):
-        statement = module.body[number]
-        anchor, lines_before = _anchor(statement)
-        state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline)
-        state.line = first_lines[number] - lines_before
-        statement._codegen(state)
-        if state.spans[id(anchor)][0][0] != first_lines[number]:
-            return None  # the same token on another line: `ast` counted lines differently here
-        spans.update(state.spans)
+    place = _Placer(module, spans)
+    wanted = {id(node) for node in nodes}
+    if not place.body(module.body, tree.body, [], wanted, hints):
+        return None
     return {id(node): spans[id(node)] for node in nodes}
 
 
-def _first_lines(module: cst.Module, tree: ast.Module) -> list[int] | None:
-    """The line of each top-level statement's anchor (see `_anchor`), by `ast`."""
-    lines = []
+class _Placer:
+    """Generates the statements holding wanted nodes, descending into class and function bodies."""
+
+    def __init__(self, module: cst.Module, spans: dict[int, tuple[Point, Point]]) -> None:
+        self.module = module
+        self.spans = spans
+
+    def body(
+        self,
+        statements: Sequence[cst.BaseStatement],
+        tree: Sequence[ast.stmt],
+        indents: list[str],
+        wanted: set[int],
+        hints: Iterable[cst.CSTNode] = (),
+    ) -> bool:
+        """Place every node of `wanted` found in `statements` (whose `ast` is `tree`); whether all were."""
+        starts = _starts(statements, tree)
+        if starts is None:
+            return False
+        missing = set(wanted)
+        index = {id(statement): number for number, statement in enumerate(statements)}
+        hinted = [index[id(hint)] for hint in hints if id(hint) in index]
+        for number in dict.fromkeys([*hinted, *range(len(statements))]):
+            if not missing:
+                break
+            statement = statements[number]
+            found = _take(statement, missing)
+            if found and not self._inside(statement, starts[number][1], indents, found):
+                if not self._generate(statement, starts[number][0], indents):
+                    return False
+        return not missing
+
+    def _inside(
+        self, statement: cst.BaseStatement, tree: ast.stmt, indents: list[str], found: set[int]
+    ) -> bool:
+        """Place `found` by generating only statements of a class or function body; whether done
+        (not when some are in the header: decorators, name, parameters, bases)."""
+        block = getattr(statement, "body", None)
+        if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)) or not isinstance(
+            block, cst.IndentedBlock
+        ):
+            return False
+        inner_tree = getattr(tree, "body", None)
+        if not isinstance(inner_tree, list):
+            return False
+        indent = self.module.default_indent if block.indent is None else block.indent
+        return self.body(block.body, inner_tree, [*indents, indent], found)
+
+    def _generate(self, statement: cst.BaseStatement, start: Point, indents: list[str]) -> bool:
+        """Generate one statement whose anchor (see `_anchor`) starts at `start`; whether it did."""
+        anchor, lines_before = _anchor(statement)
+        module = self.module
+        state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline)
+        state.indent_tokens = list(indents)
+        state.line = start[0] - lines_before
+        statement._codegen(state)
+        if state.spans[id(anchor)][0] != start:
+            return False  # `ast` counted lines or columns differently here
+        self.spans.update(state.spans)
+        return True
+
+
+def _starts(
+    statements: Sequence[cst.BaseStatement], tree: Sequence[ast.stmt]
+) -> list[tuple[Point, ast.stmt]] | None:
+    """Where each statement's anchor (see `_anchor`) starts by `ast`, with the statement's `ast`."""
+    starts = []
     position = 0
-    for statement in module.body:
-        if position >= len(tree.body):
+    for statement in statements:
+        if position >= len(tree):
             return None
-        first = tree.body[position]
+        first = tree[position]
         decorators = getattr(first, "decorator_list", None)
-        lines.append(decorators[0].lineno if decorators else first.lineno)
+        anchor = decorators[0] if decorators else first
+        starts.append(((anchor.lineno, anchor.col_offset), first))
         position += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-    return lines if position == len(tree.body) else None
+    return starts if position == len(tree) else None
 
 
 def _anchor(statement: cst.BaseStatement) -> tuple[cst.CSTNode, int]:
-    """The node of a top-level statement whose first line `ast` knows (its first decorator's
-    expression, its first small statement, or itself), and how many lines code generation emits
-    before it (the statement's leading blank and comment lines, then the decorator's). The
-    anchor's generated line is checked against `ast`'s: a line continuation before it (`@ \\`)
-    makes them differ, and the caller falls back to the whole module."""
+    """The node of a statement whose start `ast` knows (its first decorator's expression, its
+    first small statement, or itself), and how many lines code generation emits before it (the
+    statement's leading blank and comment lines, then the decorator's). The anchor's generated
+    start is checked against `ast`'s: a line continuation before it (`@ \\`), or a column `ast`
+    counts in bytes (non-ASCII before it on its line), makes them differ, and the caller falls
+    back to the whole module."""
     if isinstance(statement, cst.SimpleStatementLine):
         return statement.body[0], len(statement.leading_lines)
     if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.decorators:
@@ -171,15 +221,15 @@ def _anchor(statement: cst.BaseStatement) -> tuple[cst.CSTNode, int]:
     return statement, len(statement.leading_lines)
 
 
-def _take(root: cst.CSTNode, missing: set[int]) -> bool:
-    """Remove from `missing` the ids of nodes in `root`'s subtree; whether any was there."""
-    found = False
+def _take(root: cst.CSTNode, missing: set[int]) -> set[int]:
+    """Remove from `missing` the ids of nodes in `root`'s subtree, and return them."""
+    found = set()
     stack = [root]
     while stack and missing:
         node = stack.pop()
         if id(node) in missing:
             missing.discard(id(node))
-            found = True
+            found.add(id(node))
         stack.extend(children(node))
     return found
 
