@@ -9,6 +9,7 @@ method or an instance of the class elsewhere.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,9 +17,9 @@ import libcst as cst
 
 from torchdev_lint.analysis import kinds
 from torchdev_lint.analysis.flow_values import TENSOR, Kind, Value
-from torchdev_lint.analysis.scopes import Scope, block_statements, resolve, small_statements
+from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve, small_statements
 from torchdev_lint.analysis.torch_api import CONTAINERS, PARAMETER_CLASSES, STATEFUL_NN
-from torchdev_lint.analysis.units import memo
+from torchdev_lint.analysis.units import memo, method_class, scope_of
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -165,3 +166,120 @@ def moves_inputs(facts: ClassFacts, ctx: FileContext) -> bool:
         )
         facts._moves_inputs = ".to(" in code or ".cuda(" in code
     return facts._moves_inputs
+
+
+# Methods that move a module or tensor in place (`self.model.cpu()` elsewhere makes its device unknown).
+_IN_PLACE_MOVES = frozenset({"to", "cuda", "cpu", "xpu", "mps", "to_empty", "apply"})
+
+
+@dataclass(frozen=True)
+class Initialiser:
+    """The method that sets up the instances of a plain class (not an nn.Module): `__init__`, or a TestCase's `setUp`.
+
+    Its other methods may use what it leaves in `self.<attr>`, except the
+    attributes in `unknown`, which another method assigns or moves in place.
+    """
+
+    method: cst.FunctionDef
+    unknown: frozenset[str]
+
+
+def initialiser(function: cst.FunctionDef, ctx: FileContext) -> Initialiser | None:
+    """The initialiser whose `self.<attr>` facts `function`, another plain method of its class, may use."""
+    scope = scope_of(function, ctx)
+    class_node = method_class(function, scope) if scope is not None else None
+    if class_node is None:
+        return None
+    found = _initialiser(class_node, ctx)
+    return None if found is None or found.method is function else found
+
+
+def _initialiser(node: cst.ClassDef, ctx: FileContext) -> Initialiser | None:
+    cache = memo(ctx)
+    key = ("initialiser", node)
+    if key not in cache:
+        cache[key] = _find_initialiser(node, ctx)
+    return cache[key]  # type: ignore[return-value]
+
+
+def _find_initialiser(node: cst.ClassDef, ctx: FileContext) -> Initialiser | None:
+    module_scope = ctx.scope.module
+    name = node.name.value
+    if name in kinds.local_module_classes(module_scope):
+        return None  # a module's attributes follow its `.to()`: `class_facts` covers them
+    test_case = any(
+        (resolve(base.value, module_scope) or "").rsplit(".", 1)[-1] == "TestCase" for base in node.bases
+    )
+    wanted = "setUp" if test_case else "__init__"
+    methods = [s for s in block_statements(node.body) if isinstance(s, cst.FunctionDef)]
+    method = next((m for m in methods if m.name.value == wanted), None)
+    if method is None or method.decorators or not method.params.params:
+        return None  # a decorated initialiser (a skip, a wrapper) may not run as written
+    code = ctx.module.code_for_node(method)
+    if not any(word in code for word in (".cuda(", ".to(", "device")) or _RETURN.search(code):
+        return None  # nothing placed on a device, or a path that leaves early
+    if _subclassed(name, module_scope) or "setattr(" in ctx.module.code_for_node(node):
+        return None  # a subclass may set the attributes up differently
+    unknown: set[str] = set()
+    for other in block_statements(node.body):
+        if other is not method:
+            other.visit(_Writes(unknown))
+    return Initialiser(method, frozenset(unknown))
+
+
+_RETURN = re.compile(r"\breturn\b|\byield\b")
+
+
+def _subclassed(name: str, module_scope: Scope) -> bool:
+    return any(
+        isinstance(binding.node, cst.ClassDef)
+        and any(dotted_name(base.value) == name for base in binding.node.bases)
+        for bindings in module_scope.bindings.values()
+        for binding in bindings
+    )
+
+
+class _Writes(cst.CSTVisitor):
+    """Collects the attribute names a statement assigns (`x.attr = ...`) or moves in place (`x.attr.cpu()`)."""
+
+    def __init__(self, found: set[str]) -> None:
+        self.found = found
+
+    def _targets(self, *targets: cst.BaseExpression) -> None:
+        for target in targets:
+            if isinstance(target, cst.Attribute):
+                self.found.add(target.attr.value)
+            elif isinstance(target, (cst.Tuple, cst.List)):
+                self._targets(*(element.value for element in target.elements))
+            elif isinstance(target, cst.StarredElement):
+                self._targets(target.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._targets(*(t.target for t in node.targets))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._targets(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._targets(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._targets(node.name)  # type: ignore[arg-type]
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._targets(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._targets(node.target)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _IN_PLACE_MOVES
+            and isinstance(func.value, cst.Attribute)
+        ):
+            self.found.add(func.value.attr.value)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import kinds, loaders
-from torchdev_lint.analysis.flow_classes import class_facts
+from torchdev_lint.analysis.flow_classes import class_facts, initialiser
 from torchdev_lint.analysis.flow_expressions import Expressions
 from torchdev_lint.analysis.flow_record import Record
 from torchdev_lint.analysis.flow_values import (
@@ -31,7 +31,7 @@ from torchdev_lint.analysis.flow_values import (
 )
 from torchdev_lint.analysis.scopes import block_statements, dotted_name, resolve, small_statements
 from torchdev_lint.analysis.torch_api import DEFAULT_DEVICE_SETTERS
-from torchdev_lint.analysis.units import Unit, memo, method_class
+from torchdev_lint.analysis.units import Unit, memo, method_class, scope_of
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -51,14 +51,14 @@ class Statements:
         self.expressions = Expressions(record)
         self.loops: list[tuple[list[State], list[State]]] = []
 
-    def run(self) -> None:
+    def run(self) -> State:
+        """Interpret the unit; the state at its end (when it falls off it)."""
         state = State(default_cpu=not sets_default_device(self.record.ctx))
         unit = self.unit
         if isinstance(unit, cst.FunctionDef):
             self._parameters(unit, state)
-            self._statements(block_statements(unit.body), state)
-        else:
-            self._statements(unit.body, state)
+            return self._statements(block_statements(unit.body), state)
+        return self._statements(unit.body, state)
 
     def _parameters(self, function: cst.FunctionDef, state: State) -> None:
         params = function.params
@@ -67,6 +67,10 @@ class Statements:
         for index, param in enumerate((*params.posonly_params, *params.params)):
             if index == 0 and facts is not None:
                 state.set(param.name.value, Value(Kind.MODULE, cls=facts, stateful=facts.stateful))
+                continue
+            if index == 0 and class_node is not None:
+                for attr, value in initialised(function, self.record.ctx).items():
+                    state.set(f"{param.name.value}.{attr}", value)
                 continue
             value = self._annotated(param.annotation)
             if value is not None:
@@ -301,6 +305,38 @@ class Statements:
                 return result
             return self._statements(block_statements(node.finalbody.body), result)
         return result
+
+
+def initialised(function: cst.FunctionDef, ctx: FileContext) -> dict[str, Value]:
+    """The `self.<attr>` devices a plain class's initialiser (`flow_classes.initialiser`) leaves for `function`.
+
+    Only tensors, modules and devices whose device is known, and only
+    attributes no other method assigns or moves in place.
+    """
+    setup = initialiser(function, ctx)
+    if setup is None:
+        return {}
+    cache = memo(ctx)
+    key = ("initialised", setup.method)
+    if key not in cache:
+        found: dict[str, Value] = {}
+        scope = scope_of(setup.method, ctx)
+        if scope is not None:
+            end = Statements(setup.method, Record(scope, ctx, frozenset())).run()
+            prefix = setup.method.params.params[0].name.value + "."
+            for name, value in ({} if end.dead else end.vars).items():
+                attr = name[len(prefix) :]
+                if (
+                    name.startswith(prefix)
+                    and "." not in attr
+                    and attr not in setup.unknown
+                    and value.kind in (Kind.TENSOR, Kind.MODULE, Kind.DEVICE)
+                    and value.device is not None
+                    and value.pending is None
+                ):
+                    found[attr] = value
+        cache[key] = found
+    return cache[key]  # type: ignore[return-value]
 
 
 def sets_default_device(ctx: FileContext) -> bool:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.flow_classes import initialiser
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, method_call
 
@@ -313,13 +314,26 @@ class DeviceMismatch(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._sites: flow.SitesByUnit[cst.Call] = flow.SitesByUnit(ctx)
+        self._initialised: dict[cst.FunctionDef, bool] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda")) or keyword(
-            node, "device"
-        ) is not None:
+        if (
+            (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"))
+            or keyword(node, "device") is not None
+            or self._uses_initialised_attributes()
+        ):
             self._sites.add(node)
+
+    def _uses_initialised_attributes(self) -> bool:
+        """Is the call in a method whose class placed `self.<attr>` on a device in `__init__`/`setUp`?"""
+        unit = flow.current_unit(self.ctx)
+        if not isinstance(unit, cst.FunctionDef):
+            return False
+        found = self._initialised.get(unit)
+        if found is None:
+            found = self._initialised[unit] = initialiser(unit, self.ctx) is not None
+        return found
 
     def leave_scope(self, scope: Scope) -> None:
         taken = self._sites.take(scope)
