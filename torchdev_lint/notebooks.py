@@ -32,19 +32,15 @@ import codecs
 import json
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from json.decoder import scanstring
 
 from torchdev_lint.diagnostics import Diagnostic, Edit, FileReport, SourceError, line_key
 from torchdev_lint.files import NOTEBOOK_SUFFIX
-
-# Cell magics that run their body as Python in the kernel's namespace: the body is analysed.
-PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
+from torchdev_lint.notebook_json import escapes_non_ascii, source_json, source_spans
+from torchdev_lint.notebook_magics import line_break, masks
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # a line with its break (Python's breaks)
-_ASSIGNED_MAGIC = re.compile(r"[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*\s*=\s*[%!]")
-_CELL_MAGIC = re.compile(r"\s*%%(\w*)")
 _SYNTAX_AT = re.compile(r"\bat line (\d+), column (\d+)")
 
 
@@ -55,10 +51,6 @@ def is_notebook(path: str) -> bool:
 def split_lines(text: str) -> list[str]:
     """Lines with their breaks, split where Python splits them (LF, CRLF, CR)."""
     return _LINE.findall(text)
-
-
-def _line_break(line: str) -> str:
-    return line[len(line.rstrip("\r\n")) :]
 
 
 class Refused(Exception):
@@ -99,7 +91,7 @@ class Notebook:
         except RecursionError:
             raise SourceError(path, "not a valid notebook: JSON nested too deeply") from None
         _check_structure(path, self.data, self.text)
-        spans = _source_spans(path, self.text)
+        spans = source_spans(path, self.text)
         self.tag = _unused_tag(self.text)
         self.cells: list[_Cell] = []
         if _is_python(self.data):
@@ -113,8 +105,8 @@ class Notebook:
         if lines and not lines[-1].endswith(("\n", "\r")):
             lines[-1] += "\n"
         placeholders = {
-            index: f"{indent}pass  # {self.tag}-magic{_line_break(line)}"
-            for index, (line, indent) in enumerate(zip(lines, _masks(lines), strict=True))
+            index: f"{indent}pass  # {self.tag}-magic{line_break(line)}"
+            for index, (line, indent) in enumerate(zip(lines, masks(lines), strict=True))
             if indent is not None
         }
         return _Cell(number, text, tuple(lines), placeholders, span)
@@ -193,10 +185,10 @@ class Notebook:
             return (codecs.BOM_UTF8 if self.bom else b"") + self.text.encode("utf-8")
         out = []
         position = 0
-        ascii_only = _escapes_non_ascii(self.text)
+        ascii_only = escapes_non_ascii(self.text)
         for cell, text in changed:
             start, end = cell.span
-            out += [self.text[position:start], _source_json(self.text, cell.span, text, ascii_only)]
+            out += [self.text[position:start], source_json(self.text, cell.span, text, ascii_only)]
             position = end
         out.append(self.text[position:])
         new_text = "".join(out)
@@ -392,212 +384,6 @@ def _unused_tag(text: str) -> str:
         number += 1
         tag = f"torchdev-lint-cell-{number}"
     return tag
-
-
-# Masking IPython syntax ---------------------------------------------------------
-
-
-def _masks(lines: Sequence[str]) -> list[str | None]:
-    """Per line of a cell: None, or the indentation of the placeholder hiding it from the analysis.
-
-    A line magic keeps its indentation (it may sit in a block); the body of a
-    cell magic that is not Python is hidden whole, at the left margin.
-    """
-    masks: list[str | None] = [None] * len(lines)
-    start = 0
-    first = next((i for i, line in enumerate(lines) if line.strip()), len(lines))
-    magic = _CELL_MAGIC.match(lines[first]) if first < len(lines) else None
-    if magic is not None:
-        if magic[1] not in PYTHON_CELL_MAGICS:
-            return [""] * len(lines)
-        masks[first] = ""
-        start = first + 1
-    state = _State()
-    continued = False  # a masked line ended in a backslash: IPython continues it
-    for index in range(start, len(lines)):
-        line = lines[index]
-        if continued or (state.at_statement_start and _is_magic(line)):
-            masks[index] = line[: len(line) - len(line.lstrip(" \t\f"))]
-            continued = line.removesuffix(_line_break(line)).endswith("\\")
-        else:
-            state.scan(line)
-    return masks
-
-
-def _is_magic(line: str) -> bool:
-    """A logical line that IPython rewrites: `%magic`, `!shell`, `x = %magic`, `x = !shell`, `?x`, `x?`."""
-    stripped = line.strip()
-    if not stripped:
-        return False
-    if stripped[0] in "%!?" or _ASSIGNED_MAGIC.match(stripped):
-        return True
-    if stripped.endswith("?"):  # never Python: `?` outside a string or comment
-        state = _State()
-        state.scan(line)
-        return not state.commented and state.quote is None and state.depth == 0
-    return False
-
-
-class _State:
-    """Enough of Python's tokenizer to know where logical lines start: brackets, strings,
-    comments and backslash continuations across the lines of a cell."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.quote: str | None = None  # the open string's quote ("'", '"""', ...)
-        self.raw = False
-        self.continued = False  # the last line ended with a backslash
-        self.commented = False  # the last line had a comment
-
-    @property
-    def at_statement_start(self) -> bool:
-        return self.depth == 0 and self.quote is None and not self.continued
-
-    def scan(self, line: str) -> None:
-        body = line.rstrip("\r\n")
-        self.continued = self.commented = False
-        i = 0
-        while i < len(body):
-            char = body[i]
-            if self.quote is not None:
-                if char == "\\" and not self.raw:
-                    i += 2
-                    continue
-                if body.startswith(self.quote, i):
-                    i += len(self.quote)
-                    self.quote = None
-                    continue
-                i += 1
-                continue
-            if char == "#":
-                self.commented = True
-                break
-            if char in "([{":
-                self.depth += 1
-            elif char in ")]}":
-                self.depth = max(0, self.depth - 1)
-            elif char in "'\"":
-                self.quote = char * 3 if body.startswith(char * 3, i) else char
-                prefix = re.search(r"[A-Za-z]*\Z", body[:i])
-                self.raw = prefix is not None and "r" in prefix[0].lower()
-                i += len(self.quote)
-                continue
-            elif char == "\\" and i == len(body) - 1:
-                self.continued = True
-            i += 1
-        if self.quote is not None and len(self.quote) == 1 and not body.endswith("\\"):
-            self.quote = None  # an unterminated one-line string: a syntax error, not a string across lines
-
-
-# JSON text spans ------------------------------------------------------------------
-
-
-_SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
-_SPACE = re.compile(r"[ \t\n\r]*")
-_NON_ASCII_ESCAPE = re.compile(
-    r"\\u(?:00[89a-fA-F][0-9a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3})"
-)
-
-
-def _source_spans(path: str, text: str) -> dict[int, tuple[int, int]]:
-    """The text span of the `source` value of each cell, by cell index (the text is valid JSON)."""
-    spans: dict[int, tuple[int, int]] = {}
-    try:
-        _walk_json(text, _skip_space(text, 0), (), spans)
-    except RecursionError:
-        raise SourceError(path, "not a valid notebook: JSON nested too deeply") from None
-    return spans
-
-
-def _skip_space(text: str, i: int) -> int:
-    return _SPACE.match(text, i).end()  # type: ignore[union-attr]  # matches everywhere
-
-
-def _walk_json(text: str, i: int, where: tuple[object, ...], spans: dict[int, tuple[int, int]]) -> int:
-    """Skip the JSON value at `i`, recording the spans of `cells[k].source`; the index after it.
-
-    A repeated key counts last, as json.loads takes it.
-    """
-    char = text[i]
-    if char == '"':
-        return scanstring(text, i + 1)[1]
-    if char not in "[{":
-        return _SCALAR.match(text, i).end()  # type: ignore[union-attr]  # valid JSON
-    closing = "]" if char == "[" else "}"
-    i = _skip_space(text, i + 1)
-    index = 0
-    while text[i] != closing:
-        key: object = index
-        if char == "{":
-            key, i = scanstring(text, i + 1)
-            i = _skip_space(text, _skip_space(text, i) + 1)  # past the colon
-        index += 1
-        start = i
-        i = _walk_json(text, i, (*where, key), spans)
-        if key == "source" and len(where) == 2 and where[0] == "cells" and isinstance(where[1], int):
-            spans[where[1]] = (start, i)
-        i = _skip_space(text, i)
-        if text[i] == ",":
-            i = _skip_space(text, i + 1)
-    return i + 1
-
-
-def _escapes_non_ascii(text: str) -> bool:
-    """Whether the file writes non-ASCII characters as `\\u` escapes (json.dumps' ensure_ascii)."""
-    if not text.isascii():
-        return False
-    return _NON_ASCII_ESCAPE.search(text) is not None
-
-
-def _source_json(document: str, span: tuple[int, int], text: str, ascii_only: bool) -> str:
-    """The JSON of a cell's new source, laid out as its old value (at `span` of `document`) was.
-
-    A string stays a string; a list gets one line per item (split as Jupyter
-    splits sources), with the old value's indentation and separators, and the
-    lines the cell kept reuse their old JSON text.
-    """
-    old = document[span[0] : span[1]]
-    if old.startswith('"'):
-        return json.dumps(text, ensure_ascii=ascii_only)
-    spans = list(_list_items(old))
-    kept: dict[str, str] = {}
-    for start, end in spans:
-        kept.setdefault(json.loads(old[start:end]), old[start:end])
-    items = [kept.get(line) or json.dumps(line, ensure_ascii=ascii_only) for line in text.splitlines(True)]
-    if not items:
-        return "[]"
-    if not spans:  # the cell was empty: lay the list out as the file lays out others
-        if "\n" not in document:
-            return json.dumps(text.splitlines(True), ensure_ascii=ascii_only)
-        indent = _line_indent(document, span[0])
-        opening, separator, closing = f"\n{indent}{_indent_unit(document)}", None, f"\n{indent}"
-    else:
-        opening, closing = old[1 : spans[0][0]], old[spans[-1][1] : -1]
-        separator = old[spans[0][1] : spans[1][0]] if len(spans) > 1 else None
-    return "[" + opening + (separator or "," + opening).join(items) + closing + "]"
-
-
-def _list_items(value: str) -> Iterator[tuple[int, int]]:
-    """The spans of the strings of a JSON list of strings."""
-    i = _skip_space(value, 1)
-    while value[i] == '"':
-        end = scanstring(value, i + 1)[1]
-        yield i, end
-        i = _skip_space(value, end)
-        if value[i] == ",":
-            i = _skip_space(value, i + 1)
-
-
-def _line_indent(text: str, offset: int) -> str:
-    """The leading whitespace of the line holding `offset`."""
-    start = text.rfind("\n", 0, offset) + 1
-    return re.match(r"[ \t]*", text[start:]).group()  # type: ignore[union-attr]  # matches everywhere
-
-
-def _indent_unit(text: str) -> str:
-    """One level of the file's JSON indentation (that of its second line; Jupyter's is one space)."""
-    found = re.search(r"\n([ \t]+)", text)
-    return found[1] if found else " "
 
 
 # Edits ----------------------------------------------------------------------------------
