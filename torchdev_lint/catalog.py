@@ -21,12 +21,16 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     class RuleFacts(Protocol):
-        """What a rule class and a catalog entry both say about a rule."""
+        """What a rule class and a catalog entry both say about a rule (read-only)."""
 
-        code: str
-        name: str
-        default_enabled: bool
-        fix_availability: str
+        @property
+        def code(self) -> str: ...
+        @property
+        def name(self) -> str: ...
+        @property
+        def default_enabled(self) -> bool: ...
+        @property
+        def fix_availability(self) -> str: ...
 
 
 # Named tuples, not dataclasses, here and for the other plain records of a run the cache

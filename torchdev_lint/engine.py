@@ -13,7 +13,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import libcst as cst
 
@@ -208,7 +208,7 @@ def _parse(
 ) -> tuple[cst.Module, ast.Module | None]:
     """LibCST's tree and CPython's (None when CPython's parser refuses the text); `tree`, when
     given, is CPython's tree of `source`, already built by the caller."""
-    if ("\x00" if isinstance(source, str) else b"\x00") in source:
+    if ("\x00" in source) if isinstance(source, str) else (b"\x00" in source):
         raise SourceError(path, "source contains a NUL byte")
     if tree is None:
         tree = _python_tree(path, source)
@@ -233,7 +233,8 @@ def _python_tree(path: str, source: bytes | str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes and the like: not ours to report
-            return compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            tree = compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            return cast(ast.Module, tree)  # mode "exec" makes a Module
     except SyntaxError as error:
         if "too many nested" in str(error.msg):
             raise SourceError(path, f"too deeply nested to parse: {error.msg}") from None
@@ -337,12 +338,12 @@ def _locate(result: FileResult, original: Original | None) -> None:
     if original is not None:
         hints = [f.statement for f in result.findings if f.statement is not None]
         spans = statement_spans(module, original.tree, wanted, hints)
-    if spans is None:
-        positions, code = spans_and_code(module, wanted)
-        lines = result.lines = LineIndex(code)
-    else:
+    if original is not None and spans is not None:
         positions = spans
         lines = result.lines = LineIndex(original.text)
+    else:
+        positions, code = spans_and_code(module, wanted)
+        lines = result.lines = LineIndex(code)
     result.positions = positions
     directives = Directives(lines)
     unique: dict[tuple[str, int, int], Finding] = {}

@@ -241,7 +241,7 @@ def _remove_if_abandoned(temp: str) -> None:
     except OSError:
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # type: ignore[union-attr]
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         if os.path.samestat(os.fstat(fd), os.stat(temp)):
             os.unlink(temp)
     except OSError:

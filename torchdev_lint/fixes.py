@@ -81,7 +81,7 @@ class _Replacer(cst.CSTTransformer):
         self.replacements = {id(old): new for fix in fixes for old, new in fix.replacements.items()}
         self.became: dict[int, object] = {}
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         result = self.replacements.get(id(original_node), updated_node)
         self.became[id(original_node)] = result
         return result

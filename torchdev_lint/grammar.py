@@ -17,6 +17,7 @@ import ast
 import re
 import warnings
 from collections import Counter
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -101,7 +102,7 @@ def _pre_312_fstring_problems(module: cst.Module, node: cst.FormattedString) -> 
 
 
 def _replacement_fields(
-    parts: tuple[cst.BaseFormattedStringContent, ...] | list[cst.BaseFormattedStringContent],
+    parts: Sequence[cst.BaseFormattedStringContent],
 ) -> list[cst.FormattedStringExpression]:
     """The replacement fields of an f-string, those nested in format specs included."""
     fields = []

@@ -218,6 +218,7 @@ def _anchor(statement: cst.BaseStatement) -> tuple[cst.CSTNode, int]:
     if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.decorators:
         first = statement.decorators[0]
         return first.decorator, len(statement.leading_lines) + len(first.leading_lines)
+    assert isinstance(statement, cst.BaseCompoundStatement)  # the only other kind of statement
     return statement, len(statement.leading_lines)
 
 

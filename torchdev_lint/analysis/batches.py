@@ -249,7 +249,7 @@ def _after(ancestors: Sequence[cst.CSTNode], loop: cst.For) -> list[tuple[cst.CS
 
 def _children_after(node: cst.CSTNode, child: cst.CSTNode) -> list[cst.CSTNode]:
     if isinstance(node, (cst.IndentedBlock, cst.Module, cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-        body: Sequence[cst.CSTNode] = node.body  # type: ignore[assignment]
+        body: Sequence[cst.CSTNode] = node.body
     else:
         body = node.children
     for index, item in enumerate(body):

@@ -81,11 +81,11 @@ class DeviceVariable:
         existing = self._existing_definition()
         if existing is not None:
             return DeviceEdit(old, build(cst.Name(existing)), None)
-        if module_reference(scope.module, "torch") is None or _top_level_index(self.ctx.ancestors) is None:
+        site_index = _top_level_index(self.ctx.ancestors)
+        if module_reference(scope.module, "torch") is None or site_index is None:
             return None
         name = self._free_name()
         anchor = self._anchor()
-        site_index = _top_level_index(self.ctx.ancestors)
         if name is None or anchor is None or (not self._in_function() and site_index <= anchor[0]):
             return None
         definition = self._definition(name, anchor[1])

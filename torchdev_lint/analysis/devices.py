@@ -121,9 +121,10 @@ def as_move(call: cst.Call, scope: Scope) -> Move | None:
         return Move(call, func.value, CPU, None) if not call.args else None
     if method != "to":
         return None
-    device_arg = keyword(call, "device")
-    if device_arg is not None:
-        return Move(call, func.value, device_argument(device_arg.value, scope) or VARIABLE, device_arg.value)
+    device_keyword = keyword(call, "device")
+    if device_keyword is not None:
+        device_value = device_keyword.value
+        return Move(call, func.value, device_argument(device_value, scope) or VARIABLE, device_value)
     positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
     if not positional:
         return None

@@ -93,7 +93,7 @@ def local_module_classes(module_scope: Scope) -> frozenset[str]:
         for name, node in classes.items():
             if name in found:
                 continue
-            for base in node.bases:  # type: ignore[union-attr]
+            for base in node.bases:
                 qual = resolve(base.value, module_scope)
                 local = dotted_name(base.value)
                 if (

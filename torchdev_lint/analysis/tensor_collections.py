@@ -92,8 +92,11 @@ def host_items_of_one_dtype(iterable: cst.BaseExpression, scope: Scope) -> bool:
     Joining such items on the host and then moving the batch gives the same tensor as
     moving each item and joining on the device; items on several devices (or of several
     dtypes, promoted by the join) would not be provably so."""
+    values = collection_values(iterable, scope)
+    if not values:
+        return False
     dtypes = set()
-    for value in collection_values(iterable, scope) or [None]:
+    for value in values:
         if isinstance(value, cst.ListComp) and value.for_in.inner_for_in is None:
             elements = [value.elt]
         elif isinstance(value, (cst.List, cst.Tuple)):

@@ -11,7 +11,7 @@ A built scope has the bindings but not the uses the traversal records
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
@@ -83,7 +83,7 @@ def method_class(function: cst.FunctionDef, scope: Scope) -> cst.ClassDef | None
 def _parents(ctx: FileContext) -> dict[cst.CSTNode, cst.CSTNode]:
     """Each class and function statement of the file, mapped to the module, class or function holding it."""
     cache = memo(ctx)
-    found = cache.get("parents")
+    found = cast("dict[cst.CSTNode, cst.CSTNode] | None", cache.get("parents"))
     if found is None:
         found = {}
         stack: list[tuple[cst.CSTNode, cst.CSTNode]] = [(s, ctx.module) for s in ctx.module.body]
@@ -106,4 +106,4 @@ def _parents(ctx: FileContext) -> dict[cst.CSTNode, cst.CSTNode]:
                 elif isinstance(child, cst.CSTNode):
                     stack.append((child, owner))  # an `else`, `elif` or `finally` clause
         cache["parents"] = found
-    return found  # type: ignore[return-value]
+    return found

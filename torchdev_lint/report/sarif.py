@@ -115,7 +115,8 @@ def _notebook_result(diagnostic: Diagnostic, index: int) -> dict[str, object]:
 def sarif(diagnostics: Sequence[Diagnostic], selected: Sequence[str]) -> dict[str, object]:
     """The run as a SARIF log; `selected` are the codes of the rules run (this imports the rules,
     whose documentation the log carries)."""
-    known = {**rules_by_code(), UnusedNoqa.code: UnusedNoqa}  # --report-unused-noqa's findings too
+    # --report-unused-noqa's findings too
+    known: dict[str, type[Rule]] = {**rules_by_code(), UnusedNoqa.code: UnusedNoqa}
     codes = [*selected, *sorted({d.code for d in diagnostics} - set(selected))]
     listed = [known[code] for code in codes]
     index = {rule.code: i for i, rule in enumerate(listed)}

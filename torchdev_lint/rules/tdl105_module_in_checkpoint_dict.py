@@ -260,7 +260,7 @@ class ModuleInCheckpointDict(Rule):
                 continue
             modules = [slot for slot in slots if probably_module(slot.value, scope)]
             if modules:
-                replacements = {
+                replacements: dict[cst.CSTNode, cst.CSTNode] = {
                     slot: slot.with_changes(value=method_call(slot.value, "state_dict")) for slot in modules
                 }
                 self.report(call, fix=Fix("unsafe", "Store `state_dict()` instead", replacements))

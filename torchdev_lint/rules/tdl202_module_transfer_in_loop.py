@@ -220,5 +220,9 @@ class ModuleTransferInLoop(Rule):
             return
         hoisted = found.hoisted()
         safe = found.always_runs and not found.handed_on
-        fix = Fix("safe" if safe else "unsafe", "Move the module once, before the loop", hoisted)
-        self.report(node, fix=fix if hoisted else None)
+        fix = (
+            Fix("safe" if safe else "unsafe", "Move the module once, before the loop", hoisted)
+            if hoisted
+            else None
+        )
+        self.report(node, fix=fix)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 import libcst as cst
 
@@ -442,6 +442,14 @@ class LoaderWithoutPinMemory(Rule):
         fate = loader.fate
         return fate.escapes and not fate.delegated and self.untraced_moves and not self.delegates
 
+    @overload
+    def _tensor_residency(
+        self, node: cst.BaseExpression, tensors_only: Literal[False] = False
+    ) -> Residency: ...
+    @overload
+    def _tensor_residency(
+        self, node: cst.BaseExpression, tensors_only: Literal[True]
+    ) -> Residency | None: ...
     def _tensor_residency(self, node: cst.BaseExpression, tensors_only: bool = False) -> Residency | None:
         """Where a tensor handed to a dataset lives, from the device flow and the moves that build it.
 

@@ -7,6 +7,7 @@ import libcst as cst
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.batches import HostWrite, batch_move, host_written_after, pinned_batch
 from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, positional, with_keyword
 
@@ -273,6 +274,6 @@ class BlockingH2dCopy(Rule):
         if written is HostWrite.CERTAIN:
             return  # a non-blocking copy would race with the write
         tensor = not batch.whole or flow.is_tensor(move.receiver, self.ctx)
-        safety = "safe" if written is HostWrite.NONE and tensor else "unsafe"
+        safety: FixSafety = "safe" if written is HostWrite.NONE and tensor else "unsafe"
         fixed = with_keyword(node, "non_blocking", cst.Name("True"))
         self.report(node, fix=Fix(safety, "Add `non_blocking=True`", {node: fixed}))

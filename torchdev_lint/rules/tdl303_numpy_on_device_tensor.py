@@ -172,14 +172,17 @@ class NumpyOnDeviceTensor(Rule):
             return
         analysis, sites = taken
         for call in sites:
-            receiver = call.func.value  # type: ignore[attr-defined]
+            func = call.func
+            if not isinstance(func, cst.Attribute):  # sites are `x.numpy()` calls
+                continue
+            receiver = func.value
             value = analysis.value(receiver)
             if value is None or value.kind is not Kind.TENSOR or value.device is None:
                 continue
             if not value.device.on_accelerator:
                 continue
             host = method_call(method_call(receiver, "detach") if value.grad else receiver, "cpu")
-            fixed = call.with_changes(func=call.func.with_changes(value=host))  # type: ignore[attr-defined]
+            fixed = call.with_changes(func=func.with_changes(value=host))
             insert = "`.detach().cpu()`" if value.grad else "`.cpu()`"
             self.report(
                 call,

@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.scopes import assigned_values, dotted_name
+from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 MODE_METHODS = frozenset({"eval", "train"})
@@ -163,7 +164,7 @@ class EvalBeforeTransfer(Rule):
         fixed = mode.with_changes(
             func=mode.func.with_changes(value=placed, dot=node.func.dot), lpar=node.lpar, rpar=node.rpar
         )
-        safety = "safe" if self._standard_module(mode.func.value) else "unsafe"
+        safety: FixSafety = "safe" if self._standard_module(mode.func.value) else "unsafe"
         self.report(mode, fix=Fix(safety, "Move first, then set the mode", {node: fixed}))
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -187,7 +188,7 @@ class EvalBeforeTransfer(Rule):
                         first, second = statement, candidate
                         assert isinstance(first, cst.SimpleStatementLine)
                         assert isinstance(second, cst.SimpleStatementLine)
-                        swap = {
+                        swap: dict[cst.CSTNode, cst.CSTNode] = {
                             first: first.with_changes(
                                 body=second.body, trailing_whitespace=second.trailing_whitespace
                             ),

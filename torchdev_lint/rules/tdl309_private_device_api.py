@@ -137,8 +137,8 @@ class PrivateDeviceApi(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualname(node.func)
-        replacement = PUBLIC_REPLACEMENT.get(name) if name is not None else None
-        if replacement is not None:
+        replacement = None if name is None else PUBLIC_REPLACEMENT.get(name)
+        if name is not None and replacement is not None:
             message = (
                 f"private torch device helper `{name.rsplit('.', 1)[1]}`: it may change or vanish "
                 f"in any release; use {replacement}"

@@ -51,7 +51,7 @@ def _patch(mode: DeviceMode) -> None:
     """Count `torch.cuda.synchronize()`, saves and loads; under emulation none touches CUDA."""
     real = torch.cuda.synchronize
 
-    def synchronize(device: object = None) -> None:
+    def synchronize(device: torch.device | str | int | None = None) -> None:
         mode.synchronize()
         if not mode.emulate:
             real(device)

@@ -200,7 +200,7 @@ class DeviceMode(TorchFunctionMode):
 
     # -- the mode --------------------------------------------------------------------
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         getter = _getter_of(func)
         if getter is not None:
@@ -333,6 +333,8 @@ class DeviceMode(TorchFunctionMode):
         tensor = args[0]
         index = kwargs.get("device", args[1] if len(args) > 1 else None)
         device = _as_device(index if index is not None else "cuda")
+        if device is None:
+            return func(*args, **kwargs)  # not a device: torch reports it
         non_blocking = bool(kwargs.get("non_blocking", args[2] if len(args) > 2 else False))
         if not self.emulate:
             return self._move_to(tensor, device, non_blocking, lambda: func(*args, **kwargs))
@@ -391,10 +393,9 @@ def to_host(value: object) -> object:
             return to_host(dict(leaf.state_dict()))
         if leaf is None or isinstance(leaf, (bool, int, float, complex, str, bytes, torch.dtype)):
             return leaf
-        if type(leaf).__module__ == "numpy" and hasattr(leaf, "shape"):
-            return torch.from_numpy(leaf.copy())
         if type(leaf).__module__ == "numpy":
-            return leaf.item()
+            numpy_value: Any = leaf  # an array or a scalar; numpy is not imported here
+            return torch.from_numpy(numpy_value.copy()) if hasattr(leaf, "shape") else numpy_value.item()
         return repr(leaf)
 
     return tree_map(convert, value)
