@@ -262,6 +262,7 @@ def insert_before(loop: Loop, statement: cst.BaseStatement) -> cst.FlattenSentin
     blank = 0
     while blank < len(lines) and lines[blank].comment is None:
         blank += 1
+    assert isinstance(statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement))  # all statements
     own = list(statement.leading_lines)
     while own and own[0].comment is None:
         own.pop(0)

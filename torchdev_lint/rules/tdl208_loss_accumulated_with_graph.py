@@ -10,6 +10,7 @@ import libcst as cst
 from torchdev_lint.analysis import autograd
 from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, names_in
 from torchdev_lint.analysis.scopes import assigned_values, dotted_name
+from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import method_call
 
@@ -360,8 +361,8 @@ class LossAccumulatedWithGraph(Rule):
         live = self._live_losses(added, facts.losses)
         if not live or self._reset_in(loop, name, node) or self._differentiated(name):
             return
-        safety = "unsafe" if self._escapes(name) else "safe"
-        replacements = {old: method_call(old, "detach") for old in live}
+        safety: FixSafety = "unsafe" if self._escapes(name) else "safe"
+        replacements: dict[cst.CSTNode, cst.CSTNode] = {old: method_call(old, "detach") for old in live}
         self.report(node, fix=Fix(safety, "Accumulate `.detach()`ed losses", replacements))
 
     def _facts(self, loop: Loop) -> _LoopFacts:
