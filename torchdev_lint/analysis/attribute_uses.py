@@ -172,7 +172,7 @@ class _Names(cst.CSTVisitor):
         self.names: set[str] = set()
         self.attributes: set[str] = set()
 
-    def visitTensorAttribute(self, node: cst.Attribute) -> bool:
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
         name = self_attribute(node, self.self_name)
         if name is not None:
             self.attributes.add(name)

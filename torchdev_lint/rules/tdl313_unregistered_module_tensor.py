@@ -96,6 +96,38 @@ class UnregisteredModuleTensor(Rule):
         """
     invalid = (
         Invalid(
+            # Used only with a parameter, not with the inputs: the parameter moves, the mask does not.
+            """
+            import torch
+            from torch import nn
+
+            class Scale(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(4))
+                    self.mask = torch.ones(4)
+
+                def forward(self, x):
+                    masked = self.weight * self.mask
+                    return x * masked
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+            from torch import nn
+
+            class Scale(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.weight = nn.Parameter(torch.ones(4))
+                    self.register_buffer("mask", torch.ones(4), persistent=False)
+
+                def forward(self, x):
+                    masked = self.weight * self.mask
+                    return x * masked
+            """,
+        ),
+        Invalid(
             """
             import torch
             from torch import nn
