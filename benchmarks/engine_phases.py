@@ -27,7 +27,7 @@ from torchdev_lint.config import Settings, select_rules
 from torchdev_lint.engine import check_module
 from torchdev_lint.files import discover
 from torchdev_lint.fixes import add_edits
-from torchdev_lint.positions import node_spans
+from torchdev_lint.positions import spans_and_code
 
 
 def cpu(label: str, action: Callable[[], object], base: float | None = None) -> float:
@@ -89,7 +89,7 @@ def main(argv: list[str]) -> int:
     cpu("positions of reported nodes: PositionProvider", provider_positions, parse)
     cpu(
         "positions of reported nodes: engine's lean pass",
-        lambda: [node_spans(m, n) for m, n in flagged],
+        lambda: [spans_and_code(m, n)[0] for m, n in flagged],
         parse,
     )
     return 0

@@ -10,7 +10,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchdev_lint.analysis.walk import walk
-from torchdev_lint.positions import node_spans, statement_spans
+from torchdev_lint.positions import spans_and_code, statement_spans
 
 SAMPLES = {
     "decorated": '@decorator(\n    1,\n)\n# comment\nclass A(B, metaclass=M):\n    """doc."""\n\n    @property\n    def f(self) -> int:\n        return (1 +\n                2)\n',
@@ -34,7 +34,7 @@ def _compare(module: cst.Module) -> None:
     nodes: list[cst.CSTNode] = []
     walk(module, nodes.append, lambda node: None)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    spans = node_spans(module, nodes)
+    spans = spans_and_code(module, nodes)[0]
     for node in nodes:
         span = expected[node]
         assert spans[id(node)] == ((span.start.line, span.start.column), (span.end.line, span.end.column))
@@ -72,7 +72,7 @@ def _compare_partial(source: str) -> None:
     nodes: list[cst.CSTNode] = []
     walk(module, nodes.append, lambda node: None)
     nodes = [node for node in nodes if node is not module]
-    whole = node_spans(module, nodes)
+    whole = spans_and_code(module, nodes)[0]
     partial = statement_spans(module, ast.parse(source), nodes)
     if "\\\n  dec" in source:  # a decorator continued on the next line: declined
         assert partial is None

@@ -39,9 +39,10 @@ def test_invalid_example_is_flagged_and_fixed(rule: type[Rule], example: Invalid
 
 
 @pytest.mark.parametrize(("rule", "example"), _cases("valid"))
-def test_valid_example_is_silent(rule: type[Rule], example: Valid | str) -> None:
-    valid = example if isinstance(example, Valid) else Valid(example)
-    result = check_source("example.py", valid.source.encode(), [rule], _settings(valid), skip_filter=False)
+def test_valid_example_is_silent(rule: type[Rule], example: Valid) -> None:
+    result = check_source(
+        "example.py", example.source.encode(), [rule], _settings(example), skip_filter=False
+    )
     assert [(d.code, d.line) for d in result.diagnostics] == []
 
 

@@ -14,7 +14,7 @@ import pytest
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import check_module, check_source, could_match, parse
-from torchdev_lint.rule import all_rules, dedent
+from torchdev_lint.rule import all_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,11 +24,8 @@ def _corpus() -> list[tuple[str, str, Settings]]:
     found: list[tuple[str, str, Settings]] = []
     for rule in all_rules():
         for index, example in enumerate((*rule.invalid, *rule.valid)):
-            if isinstance(example, str):
-                found.append((f"{rule.code}[{index}]", dedent(example), Settings()))
-            else:
-                settings = Settings.from_mapping(dict(example.settings))
-                found.append((f"{rule.code}[{index}]", example.source, settings))
+            settings = Settings.from_mapping(dict(example.settings))
+            found.append((f"{rule.code}[{index}]", example.source, settings))
     for folder in ("fixtures", "tests/verify_fixtures"):
         for path in sorted((ROOT / folder).glob("*.py")):
             found.append((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8"), Settings()))

@@ -90,15 +90,11 @@ class _PositionState(CodegenState):
         return _SyntacticSpan(self, node, start_node, end_node)
 
 
-def node_spans(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[Point, Point]]:
-    """Spans of the given nodes (by id), as PositionProvider would report them."""
-    return spans_and_code(module, nodes)[0]
-
-
 def spans_and_code(
     module: cst.Module, nodes: Iterable[cst.CSTNode]
 ) -> tuple[dict[int, tuple[Point, Point]], str]:
-    """The nodes' spans and the module's code, from one code-generation pass (not two)."""
+    """The nodes' spans (by id, as PositionProvider would report them) and the module's code, from one
+    code-generation pass (not two)."""
     state = _PositionState(default_indent=module.default_indent, default_newline=module.default_newline)
     module._codegen(state)
     return {id(node): state.spans[id(node)] for node in nodes}, "".join(state.tokens)
@@ -107,7 +103,7 @@ def spans_and_code(
 def statement_spans(
     module: cst.Module, tree: ast.Module, nodes: Collection[cst.CSTNode], hints: Iterable[cst.CSTNode] = ()
 ) -> dict[int, tuple[Point, Point]] | None:
-    """The spans `node_spans` gives, from generating only the statements that hold `nodes`.
+    """The spans `spans_and_code` gives, from generating only the statements that hold `nodes`.
 
     `tree` is CPython's `ast` of the text `module` was parsed from: its line
     and column numbers place each generated statement. Classes and functions

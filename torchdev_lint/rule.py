@@ -92,7 +92,7 @@ class Rule:
     # possibly fire there: lets the engine skip parsing files no rule can match.
     triggers: ClassVar[tuple[str, ...]] = ("torch",)
     invalid: ClassVar[tuple[Invalid, ...]] = ()
-    valid: ClassVar[tuple[Valid | str, ...]] = ()
+    valid: ClassVar[tuple[Valid, ...]] = ()
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx

@@ -232,9 +232,8 @@ def _collect_small(scope: Scope, small: cst.BaseSmallStatement) -> None:
         _bind_target(scope, small.target, small.value)
     elif isinstance(small, cst.AugAssign):
         _bind_target(scope, small.target, None)
-    elif isinstance(small, (cst.Global, cst.Nonlocal)):
-        if isinstance(small, cst.Global):
-            scope.globals.update(item.name.value for item in small.names)
+    elif isinstance(small, cst.Global):
+        scope.globals.update(item.name.value for item in small.names)
 
 
 def _collect_compound(scope: Scope, statement: cst.CSTNode) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from torchdev_lint.diagnostics import Diagnostic, Edit, FixInfo, line_key
 
-BOLD, RED, CYAN, GREEN, DIM, RESET = "\033[1m", "\033[31m", "\033[36m", "\033[32m", "\033[2m", "\033[0m"
+BOLD, RED, CYAN, GREEN, RESET = "\033[1m", "\033[31m", "\033[36m", "\033[32m", "\033[0m"
 
 
 def _paint(value: str, style: str, color: bool) -> str:
