@@ -190,21 +190,6 @@ def bound_in(statements: Sequence[cst.CSTNode]) -> frozenset[str]:
     return frozenset(binder.names)
 
 
-def rebound_before(ancestors: Sequence[cst.CSTNode], loop: Loop, name: str) -> bool:
-    """May `name` have been reassigned in this iteration before the last ancestor runs?
-
-    True when a body statement before the one holding the node assigns it, or when
-    that statement is compound and assigns it anywhere (order unknown). A simple
-    statement `x = x.to(d)` reads `x` before rebinding it, so it does not count.
-    """
-    statement = body_statement(ancestors, loop)
-    if statement is None:
-        return name in bound_in_body(loop)
-    if name in bound_in(statements_before(loop, statement)):
-        return True
-    return not isinstance(statement, cst.SimpleStatementLine) and name in bound_in([statement])
-
-
 def loop_bound_names(loop: Loop) -> frozenset[str]:
     """Every dotted name that may differ between iterations: the target and body assignments."""
     return loop_target_names(loop) | bound_in_body(loop)
