@@ -37,7 +37,7 @@ class HardcodedCuda(Rule):
     code = "TDL301"
     name = "hardcoded-cuda"
     message = (
-        'hard-coded CUDA device: fails on machines without a GPU; use one `device = torch.device("cuda" if '
+        'Hard-coded CUDA device: fails on machines without a GPU; use one `device = torch.device("cuda" if '
         'torch.cuda.is_available() else "cpu")` (or take a device argument)'
     )
     fix_availability = "sometimes"

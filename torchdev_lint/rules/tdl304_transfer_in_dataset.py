@@ -25,7 +25,7 @@ class TransferInDataset(Rule):
     code = "TDL304"
     name = "transfer-in-dataset"
     message = (
-        "device transfer inside a Dataset or collate function: it runs per sample in DataLoader workers; "
+        "Device transfer inside a Dataset or collate function: it runs per sample in DataLoader workers; "
         "return CPU tensors and move the batch in the training loop"
     )
     triggers = (".to(", ".cuda(")

@@ -20,7 +20,7 @@ class LegacyTensorType(Rule):
     code = "TDL307"
     name = "legacy-tensor-type"
     message = (
-        "legacy typed tensor class fixes dtype and device together; use `torch.empty`/`torch.tensor` "
+        "Legacy typed tensor class fixes dtype and device together; use `torch.empty`/`torch.tensor` "
         "with `dtype=` and `device=`, or `.to(device, dtype)`"
     )
     fix_availability = "sometimes"

@@ -31,7 +31,7 @@ _DISTRIBUTED_PATH = re.compile(
 )
 
 
-class DataParallelRule(Rule):
+class DataParallel(Rule):
     code = "TDL308"
     name = "data-parallel"
     message = (

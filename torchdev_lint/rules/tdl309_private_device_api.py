@@ -37,7 +37,7 @@ class PrivateDeviceApi(Rule):
     code = "TDL309"
     name = "private-device-api"
     message = (
-        "private torch device helper: it may change or vanish in any release; use its public wrapper "
+        "Private torch device helper: it may change or vanish in any release; use its public wrapper "
         "(`torch.device(...).index`, `torch.cuda.device_count()`, `torch.cuda.synchronize()`, ...)"
     )
     triggers = ("_get_device_index", "_cuda_")
@@ -140,7 +140,7 @@ class PrivateDeviceApi(Rule):
         replacement = None if name is None else PUBLIC_REPLACEMENT.get(name)
         if name is not None and replacement is not None:
             message = (
-                f"private torch device helper `{name.rsplit('.', 1)[1]}`: it may change or vanish "
+                f"Private torch device helper `{name.rsplit('.', 1)[1]}`: it may change or vanish "
                 f"in any release; use {replacement}"
             )
             self.report(node, message)
