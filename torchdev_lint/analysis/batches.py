@@ -416,8 +416,9 @@ class _Watch(cst.CSTVisitor):
         if isinstance(parent, cst.AugAssign):
             return HostWrite.CERTAIN if parent.target is node else HostWrite.NONE
         if isinstance(parent, cst.Assign):
-            if all(isinstance(t.target, cst.Name) for t in parent.targets):
-                self.live |= {(t.target.value,) for t in parent.targets}  # type: ignore[attr-defined]
+            names = [t.target for t in parent.targets if isinstance(t.target, cst.Name)]
+            if len(names) == len(parent.targets):
+                self.live |= {(name.value,) for name in names}
                 return HostWrite.NONE
             return HostWrite.POSSIBLE
         if isinstance(

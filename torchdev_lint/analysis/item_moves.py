@@ -70,9 +70,10 @@ def _values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
     """A name's assigned values when all are known, else the expression itself."""
     if isinstance(node, cst.Name):
         found = scope.lookup(node.value)
-        values = [b.value for b in found[1]] if found is not None else []
-        if values and all(v is not None for v in values):
-            return values  # type: ignore[return-value]
+        bindings = found[1] if found is not None else []
+        values = [b.value for b in bindings if b.value is not None]
+        if values and len(values) == len(bindings):
+            return values
     return [node]
 
 

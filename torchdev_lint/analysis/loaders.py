@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -36,7 +37,7 @@ _BATCH_NAME = re.compile(r"batch|(^|_)(iter|iterator)($|_)", re.IGNORECASE)
 _MAX_DEPTH = 6
 
 
-def is_dataloader_call(node: cst.BaseExpression, scope: Scope) -> bool:
+def is_dataloader_call(node: cst.BaseExpression, scope: Scope) -> TypeGuard[cst.Call]:
     """`DataLoader(...)` under any import spelling or alias."""
     return isinstance(node, cst.Call) and resolve(node.func, scope) in DATALOADER_CLASSES
 
@@ -60,7 +61,7 @@ def named_like_batches(node: cst.BaseExpression) -> bool:
     return last is not None and bool(_BATCH_NAME.search(last))
 
 
-def places_on_device(node: cst.BaseExpression) -> bool:
+def places_on_device(node: cst.CSTNode) -> TypeGuard[cst.Call]:
     """`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`: batches come out on the device."""
     return (
         isinstance(node, cst.Call)
@@ -156,7 +157,7 @@ class LoaderOrigin:
 def loader_origin(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> LoaderOrigin:
     """The loaders that iterating `node` iterates, through wrapper calls and names."""
     if is_dataloader_call(node, scope):
-        return LoaderOrigin(calls=(node,))  # type: ignore[arg-type]
+        return LoaderOrigin(calls=(node,))
     if places_on_device(node):
         return LoaderOrigin(placed=True)
     if depth >= _MAX_DEPTH:
@@ -206,7 +207,7 @@ def _use_of(node: cst.CSTNode, path: list[cst.CSTNode]) -> tuple[bool, bool]:
     parent = path[-1] if path else None
     if isinstance(parent, cst.Arg) and len(path) >= 2:
         call = path[-2]
-        if places_on_device(call):  # type: ignore[arg-type]
+        if places_on_device(call):
             return False, True
         if isinstance(call, cst.Call) and dotted_name(call.func) == "len":
             return False, False

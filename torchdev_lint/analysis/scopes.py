@@ -149,10 +149,10 @@ def assigned_values(node: cst.BaseExpression, scope: Scope) -> tuple[list[cst.Ba
     if found is None:
         return None
     owner, bindings = found
-    values = [b.value for b in bindings]
-    if not values or any(value is None for value in values):
+    values = [b.value for b in bindings if b.value is not None]
+    if not values or len(values) != len(bindings):
         return None
-    return values, owner  # type: ignore[return-value]
+    return values, owner
 
 
 def open_scope(node: cst.CSTNode, parent: Scope) -> Scope | None:

@@ -24,8 +24,8 @@ def collection_values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseEx
     found = scope.lookup(node.value)
     if found is None or found[0].kind != "function" or not found[1]:
         return None
-    values = [b.value for b in found[1]]
-    return None if any(v is None for v in values) else values  # type: ignore[return-value]
+    values = [b.value for b in found[1] if b.value is not None]
+    return values if len(values) == len(found[1]) else None
 
 
 def is_list(node: cst.BaseExpression, scope: Scope) -> bool:
@@ -104,8 +104,10 @@ def host_items_of_one_dtype(iterable: cst.BaseExpression, scope: Scope) -> bool:
         else:
             return False
         for element in elements:
-            if factory_shape(element, scope) is None or keyword(element, "device") is not None:  # type: ignore[arg-type]
+            if not isinstance(element, cst.Call):
                 return False
-            dtype = keyword(element, "dtype")  # type: ignore[arg-type]
+            if factory_shape(element, scope) is None or keyword(element, "device") is not None:
+                return False
+            dtype = keyword(element, "dtype")
             dtypes.add(None if dtype is None else cst.Module(body=[]).code_for_node(dtype.value))
     return len(dtypes) == 1

@@ -475,8 +475,8 @@ class LoaderWithoutPinMemory(Rule):
         dataset = dataset_argument(loader.call)
         for leaf in [] if dataset is None else built_from(dataset, loader.scope):
             dataset_class = _dataset_class(leaf, loader.scope)
-            if leaf in self.tensor_datasets:
-                found.append(self.tensor_datasets[leaf])  # type: ignore[index]
+            if isinstance(leaf, cst.Call) and leaf in self.tensor_datasets:
+                found.append(self.tensor_datasets[leaf])
             elif dataset_class is not None and moves_to_accelerator(dataset_class, loader.scope):
                 found.append(Residency.DEVICE)
         collate = keyword(loader.call, "collate_fn")

@@ -265,7 +265,8 @@ class BlockingH2dCopy(Rule):
         if keyword(node, "non_blocking") is not None or has_star(node, "**"):
             return
         # `.to(device, dtype, non_blocking)` / `.cuda(device, non_blocking)` given positionally.
-        if len(positional(node)) >= (2 if move.call.func.attr.value == "cuda" else 3):  # type: ignore[attr-defined]
+        cuda = isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda"
+        if len(positional(node)) >= (2 if cuda else 3):
             return
         batch = batch_move(move, self.ctx.ancestors, scope)
         if batch is None or not pinned_batch(batch, scope):

@@ -199,12 +199,15 @@ class DiscardedTensorTo(Rule):
             return
         analysis, sites = taken
         for statement in sites:
-            call: cst.Call = statement.value  # type: ignore[assignment]
-            receiver = call.func.value  # type: ignore[attr-defined]
+            call = statement.value
+            if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+                continue  # sites are `x.to(...)` statements
+            func = call.func
+            receiver = func.value
             value = analysis.value(receiver)
             if value is None or value.kind is not Kind.TENSOR:
                 continue
-            method = call.func.attr.value  # type: ignore[attr-defined]
+            method = func.attr.value
             fix = None
             if isinstance(receiver, cst.Name):
                 assign = cst.Assign(
