@@ -20,6 +20,7 @@ from torchdev_lint.analysis.flow_values import TENSOR, Kind, Value
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve, small_statements
 from torchdev_lint.analysis.torch_api import CONTAINERS, PARAMETER_CLASSES, STATEFUL_NN
 from torchdev_lint.analysis.units import memo, method_class, scope_of
+from torchdev_lint.analysis.walk import visit
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -223,7 +224,7 @@ def _find_initialiser(node: cst.ClassDef, ctx: FileContext) -> Initialiser | Non
     unknown: set[str] = set()
     for other in block_statements(node.body):
         if other is not method:
-            other.visit(_Writes(unknown))
+            visit(other, _Writes(unknown))
     return Initialiser(method, frozenset(unknown))
 
 

@@ -34,6 +34,7 @@ from torchdev_lint.analysis.loops import (
 )
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.analysis.torch_api import ALIASING_METHODS, RELOCATING_METHODS
+from torchdev_lint.analysis.walk import visit, walk
 from torchdev_lint.syntax import keyword
 
 # Builtins that only read their arguments.
@@ -112,14 +113,12 @@ def _may_alias(value: cst.BaseExpression, names: frozenset[str]) -> bool:
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
-
-    class _All(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            found.append(node)
-            return True
-
-    node.visit(_All())
+    walk(node, found.append, _nothing)
     return found
+
+
+def _nothing(node: cst.CSTNode) -> None:
+    pass
 
 
 def may_change(loop: Loop, names: frozenset[str], scope: Scope, besides: cst.Call | None = None) -> bool:
@@ -223,7 +222,7 @@ class _Exit(cst.CSTVisitor):
 def _may_leave(statements: Sequence[cst.CSTNode]) -> bool:
     finder = _Exit()
     for statement in statements:
-        statement.visit(finder)
+        visit(statement, finder)
     return finder.found
 
 

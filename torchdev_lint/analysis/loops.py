@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from torchdev_lint.analysis.scopes import dotted_name
+from torchdev_lint.analysis.walk import visit
 
 Loop = cst.For | cst.While
 _SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -174,7 +175,7 @@ def bound_in_body(loop: Loop) -> frozenset[str]:
     if cached is not None and cached[0] is loop:
         return cached[1]
     binder = _Binder()
-    loop.body.visit(binder)
+    visit(loop.body, binder)
     names = frozenset(binder.names)
     if len(_bound_cache) > 4096:
         _bound_cache.clear()
@@ -186,7 +187,7 @@ def bound_in(statements: Sequence[cst.CSTNode]) -> frozenset[str]:
     """Dotted names the statements assign (not entering nested scopes)."""
     binder = _Binder()
     for statement in statements:
-        statement.visit(binder)
+        visit(statement, binder)
     return frozenset(binder.names)
 
 
@@ -198,22 +199,25 @@ def loop_bound_names(loop: Loop) -> frozenset[str]:
 def names_in(node: cst.CSTNode) -> set[str]:
     """Dotted names read by an expression: `a`, `a.b`, with every prefix (`a` for `a.b`)."""
     found: set[str] = set()
-
-    class _Reader(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> bool:
-            name = dotted_name(node)
-            if name is None:
-                node.value.visit(self)  # `f().x`: the `x` is no name read
-                return False
-            parts = name.split(".")
-            found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
-            return False
-
-        def visit_Name(self, node: cst.Name) -> None:
-            found.add(node.value)
-
-    node.visit(_Reader())
+    visit(node, _Reader(found))
     return found
+
+
+class _Reader(cst.CSTVisitor):
+    def __init__(self, found: set[str]) -> None:
+        self.found = found
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        name = dotted_name(node)
+        if name is None:
+            visit(node.value, self)  # `f().x`: the `x` is no name read
+            return False
+        parts = name.split(".")
+        self.found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found.add(node.value)
 
 
 def depends_on(node: cst.CSTNode, names: frozenset[str] | set[str]) -> bool:
@@ -278,24 +282,27 @@ def statements_before(loop: Loop, statement: cst.BaseStatement) -> list[cst.Base
 _all_calls_cache: dict[int, tuple[Loop, list[cst.Call]]] = {}
 
 
+class _Calls(cst.CSTVisitor):
+    def __init__(self, calls: list[cst.Call]) -> None:
+        self.calls = calls
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
 def calls_in(loop: Loop) -> list[cst.Call]:
     """Every call in the loop body, nested scopes excluded."""
     cached = _all_calls_cache.get(id(loop))
     if cached is not None and cached[0] is loop:
         return cached[1]
     calls: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            calls.append(node)
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-    loop.body.visit(_Calls())
+    visit(loop.body, _Calls(calls))
     if len(_all_calls_cache) > 4096:
         _all_calls_cache.clear()
     _all_calls_cache[id(loop)] = (loop, calls)
@@ -311,12 +318,15 @@ def used_outside_loop(ancestors: Sequence[cst.CSTNode], loop: Loop, name: str) -
 
 
 def _count_name(node: cst.CSTNode, name: str) -> int:
-    count = 0
+    counter = _NameCounter(name)
+    visit(node, counter)
+    return counter.count
 
-    class _Counter(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal count
-            count += node.value == name
 
-    node.visit(_Counter())
-    return count
+class _NameCounter(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.count += node.value == self.name

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.walk import children
 
 _QUOTES = ('"', "'")
 
@@ -37,24 +37,20 @@ class QuoteStyle:
         return None
 
     def _scan(self) -> None:
+        # One pass of the walker's child lists, no callbacks: this runs on a whole module.
         counts = dict.fromkeys(_QUOTES, 0)
         forbidden: dict[int, frozenset[str]] = {}
-        enclosing: list[frozenset[str]] = [frozenset()]
-
-        def enter(node: cst.CSTNode) -> None:
-            if isinstance(node, cst.SimpleString):
-                quote = node.quote[0]
-                counts[quote] = counts.get(quote, 0) + 1
-            elif isinstance(node, cst.FormattedString):
-                # The quote character of an enclosing f-string stays forbidden below it.
-                enclosing.append(enclosing[-1] | {node.start[-1]})
-            if enclosing[-1]:
-                forbidden[id(node)] = enclosing[-1]
-
-        def leave(node: cst.CSTNode) -> None:
-            if isinstance(node, cst.FormattedString):
-                enclosing.pop()
-
-        walk(self._module, enter, leave)
+        # Each node with the quote characters of the f-strings around it (its own included).
+        stack: list[tuple[cst.CSTNode, frozenset[str]]] = [(self._module, frozenset())]
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            node, enclosing = pop()
+            if type(node) is cst.SimpleString:
+                counts[node.quote[0]] += 1
+            elif type(node) is cst.FormattedString:
+                enclosing = enclosing | {node.start[-1]}
+            if enclosing:
+                forbidden[id(node)] = enclosing
+            extend((child, enclosing) for child in children(node))
         self._preferred = "'" if counts["'"] > counts['"'] else '"'
         self._forbidden = forbidden

@@ -120,6 +120,22 @@ def walk(
         stack.extend((child, False) for child in reversed(children(node)))
 
 
+def visit(root: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """Run a LibCST visitor without rebuilding the tree: `visit_X` returning False skips
+    X's children (`leave_X` still runs), as in `root.visit(visitor)`; trivia are not visited."""
+    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, entered = pop()
+        if entered:
+            visitor.on_leave(node)
+        elif visitor.on_visit(node):
+            push((node, True))
+            stack.extend((child, False) for child in reversed(children(node)))
+        else:
+            visitor.on_leave(node)
+
+
 def contains(outer: cst.CSTNode, inner: cst.CSTNode | None) -> bool:
     """Is `inner` `outer` itself or one of its descendants?"""
     if inner is None:

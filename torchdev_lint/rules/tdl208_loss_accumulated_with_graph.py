@@ -10,6 +10,7 @@ import libcst as cst
 from torchdev_lint.analysis import autograd
 from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, names_in
 from torchdev_lint.analysis.scopes import assigned_values, dotted_name
+from torchdev_lint.analysis.walk import visit
 from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import method_call
@@ -393,35 +394,7 @@ class LossAccumulatedWithGraph(Rule):
     def _live_losses(self, added: cst.BaseExpression, losses: frozenset[str]) -> list[cst.BaseExpression]:
         """The losses in `added` that still carry their graph (not under `.item()`, `float()`, ...)."""
         live: list[cst.BaseExpression] = []
-        rule = self
-
-        class _Finder(cst.CSTVisitor):
-            def visit_Call(self, node: cst.Call) -> bool:
-                if _method(node) in autograd.DETACHING_METHODS:
-                    return False
-                if isinstance(node.func, cst.Name) and node.func.value in autograd.DETACHING_FUNCTIONS:
-                    return False
-                if rule._is_loss(node):
-                    live.append(node)
-                    return False
-                return True
-
-            def visit_Attribute(self, node: cst.Attribute) -> bool:
-                if node.attr.value in autograd.DETACHING_ATTRIBUTES:
-                    return False
-                if dotted_name(node) in losses:
-                    live.append(node)
-                    return False
-                return True
-
-            def visit_Name(self, node: cst.Name) -> None:
-                if node.value in losses:
-                    live.append(node)
-
-            def visit_Lambda(self, node: cst.Lambda) -> bool:
-                return False
-
-        added.visit(_Finder())
+        visit(added, _LiveLosses(self, losses, live))
         return live
 
     def _reset_in(self, loop: Loop, name: str, accumulation: cst.CSTNode) -> bool:
@@ -481,6 +454,42 @@ def _detached(value: cst.BaseExpression) -> bool:
             return False
 
 
+class _LiveLosses(cst.CSTVisitor):
+    """Collects the losses an expression reads outside detaching calls and attributes, lambdas excluded."""
+
+    def __init__(
+        self, rule: LossAccumulatedWithGraph, losses: frozenset[str], live: list[cst.BaseExpression]
+    ) -> None:
+        self.rule = rule
+        self.losses = losses
+        self.live = live
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if _method(node) in autograd.DETACHING_METHODS:
+            return False
+        if isinstance(node.func, cst.Name) and node.func.value in autograd.DETACHING_FUNCTIONS:
+            return False
+        if self.rule._is_loss(node):
+            self.live.append(node)
+            return False
+        return True
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if node.attr.value in autograd.DETACHING_ATTRIBUTES:
+            return False
+        if dotted_name(node) in self.losses:
+            self.live.append(node)
+            return False
+        return True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.losses:
+            self.live.append(node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
 class _Collector(cst.CSTVisitor):
     """Assignments, calls and returns of one function body, nested functions and classes excluded."""
 
@@ -523,7 +532,7 @@ def _collect(root: cst.CSTNode) -> _Collector:
     if cached is not None and cached[0] is root:
         return cached[1]
     collector = _Collector(root)
-    root.visit(collector)
+    visit(root, collector)
     if len(_collected) > 1024:
         _collected.clear()
     _collected[id(root)] = (root, collector)
