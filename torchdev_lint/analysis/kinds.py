@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -390,7 +391,7 @@ def module_or_model_name(node: cst.BaseExpression, scope: Scope) -> bool:
     return is_module(node, scope) or looks_like_module_name(node)
 
 
-def is_tensor_factory_call(node: cst.BaseExpression, scope: Scope) -> bool:
+def is_tensor_factory_call(node: cst.BaseExpression, scope: Scope) -> TypeGuard[cst.Call]:
     if not isinstance(node, cst.Call):
         return False
     name = resolve(node.func, scope)

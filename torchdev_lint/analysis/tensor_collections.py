@@ -42,7 +42,6 @@ def factory_shape(node: cst.BaseExpression, scope: Scope) -> tuple[str, ...] | N
     """The shape of `torch.randn(1, 3, 8, 8)` as argument texts, for shape-only factories."""
     if not is_tensor_factory_call(node, scope):
         return None
-    assert isinstance(node, cst.Call)
     name = resolve(node.func, scope) or ""
     if name[6:] not in SHAPED_FACTORIES:
         return None
