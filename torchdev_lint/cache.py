@@ -24,7 +24,7 @@ import json
 import os
 from collections.abc import Sequence
 from functools import cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from torchdev_lint import __version__
 from torchdev_lint.config import Settings
@@ -188,7 +188,7 @@ class ResultCache(NamedTuple):
             pass
 
 
-def _diagnostic(data: dict[str, object]) -> Diagnostic:
+def _diagnostic(data: dict[str, Any]) -> Diagnostic:  # parsed JSON from a cache file
     fix = data["fix"]
     info = None
     if fix is not None:
@@ -202,13 +202,13 @@ def _diagnostic(data: dict[str, object]) -> Diagnostic:
         info = FixInfo(fix["safety"], fix["message"], edits, follow_ups, fix.get("not_applied"))
     return Diagnostic(
         path=str(data["path"]),
-        line=int(data["line"]),  # type: ignore[call-overload]
-        column=int(data["column"]),  # type: ignore[call-overload]
-        end_line=int(data["end_line"]),  # type: ignore[call-overload]
-        end_column=int(data["end_column"]),  # type: ignore[call-overload]
+        line=int(data["line"]),
+        column=int(data["column"]),
+        end_line=int(data["end_line"]),
+        end_column=int(data["end_column"]),
         code=str(data["code"]),
         name=str(data["name"]),
         message=str(data["message"]),
         fix=info,
-        cell=data.get("cell"),  # type: ignore[arg-type]
+        cell=data.get("cell"),
     )
