@@ -206,8 +206,100 @@ class DeviceMismatch(Rule):
                 return rows
             """,
         ),
+        # Across the class boundary: the model placed in `setUp`, called in a test.
+        Invalid(
+            """
+            import unittest
+            import torch
+            from torch import nn
+
+            class EncoderTest(unittest.TestCase):
+                def setUp(self):
+                    self.encoder = nn.Linear(3, 4).cuda()
+
+                def test_shape(self):
+                    out = self.encoder(torch.randn(2, 3))
+                    self.assertEqual(out.shape, (2, 4))
+            """,
+            lines=(10,),
+            fixed="""
+            import unittest
+            import torch
+            from torch import nn
+
+            class EncoderTest(unittest.TestCase):
+                def setUp(self):
+                    self.encoder = nn.Linear(3, 4).cuda()
+
+                def test_shape(self):
+                    out = self.encoder(torch.randn(2, 3).to("cuda"))
+                    self.assertEqual(out.shape, (2, 4))
+            """,
+        ),
     )
     valid = (
+        # `setUp` moves the input too; a test moves its input; a test rebinds the model.
+        Valid(
+            """
+            import unittest
+            import torch
+            from torch import nn
+
+            class EncoderTest(unittest.TestCase):
+                def setUp(self):
+                    self.encoder = nn.Linear(3, 4).cuda()
+                    self.batch = torch.randn(2, 3).cuda()
+
+                def test_batch(self):
+                    self.encoder(self.batch)
+
+                def test_moved(self):
+                    self.encoder(torch.randn(2, 3).cuda())
+
+            class RebindTest(unittest.TestCase):
+                def setUp(self):
+                    self.encoder = nn.Linear(3, 4).cuda()
+
+                def test_cpu(self):
+                    self.encoder = nn.Linear(3, 4)
+                    self.encoder(torch.randn(2, 3))
+            """
+        ),
+        # Unknown across the boundary: another method reassigns the attribute, `setUp` places it
+        # only when CUDA is there, or `setUp` is an ordinary method of a class that is no TestCase.
+        Valid(
+            """
+            import unittest
+            import torch
+            from torch import nn
+
+            class ReloadTest(unittest.TestCase):
+                def setUp(self):
+                    self.encoder = nn.Linear(3, 4).cuda()
+
+                def reload(self):
+                    self.encoder = nn.Linear(3, 4)
+
+                def test_shape(self):
+                    self.encoder(torch.randn(2, 3))
+
+            class GuardedTest(unittest.TestCase):
+                def setUp(self):
+                    self.encoder = nn.Linear(3, 4)
+                    if torch.cuda.is_available():
+                        self.encoder = self.encoder.cuda()
+
+                def test_shape(self):
+                    self.encoder(torch.randn(2, 3))
+
+            class Harness:
+                def setUp(self):
+                    self.encoder = nn.Linear(3, 4).cuda()
+
+                def check(self):
+                    self.encoder(torch.randn(2, 3))
+            """
+        ),
         # Input moved to the model's device variable.
         Valid(
             """
