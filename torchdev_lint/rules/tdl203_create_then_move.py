@@ -2,46 +2,16 @@
 
 from __future__ import annotations
 
-from itertools import pairwise
-
 import libcst as cst
 
-from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.checkpoints import is_test_code
 from torchdev_lint.analysis.devices import CPU, as_move, is_dtype
-from torchdev_lint.analysis.guards import name_words
-from torchdev_lint.analysis.kinds import TENSOR_FACTORIES
-from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
-from torchdev_lint.analysis.walk import children
-from torchdev_lint.diagnostics import FixSafety
+from torchdev_lint.analysis.factory_values import DEVICE_FACTORIES, EXACT_IN_ANY_DTYPE, same_tensor_on_device
+from torchdev_lint.analysis.host_data import factory_creates_on_cpu
+from torchdev_lint.analysis.setup_code import runs_once
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, positional, with_keyword
 
-# Factories that take `device=` (from_numpy, stack and cat do not).
-DEVICE_FACTORIES = TENSOR_FACTORIES - {"from_numpy", "stack", "cat"}
-# These draw from the target device's generator once given `device=`: the same
-# distribution, other numbers than the CPU generator gave before the move.
-_RANDOM = frozenset({"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like"})
-# Computed by device kernels in floating point: the last bits may differ from the CPU's.
-_DEVICE_ARITHMETIC = frozenset({"arange", "linspace", "logspace"})
-# Every value they hold (0, 1, or none) is exact in any dtype: creating straight in
-# the dtype a move casts to gives the tensor that casting after creation gives.
-_EXACT_IN_ANY_DTYPE = frozenset({"zeros", "ones", "empty", "eye", "zeros_like", "ones_like", "empty_like"})
-# Integer dtypes: `arange` in one of them is exact integer arithmetic on every device.
-_INTEGER_DTYPES = frozenset(
-    {"int", "int8", "int16", "int32", "int64", "long", "short", "uint8", "uint16", "uint32", "uint64"}
-)
-# Words of a function's name that say it runs once, at setup: `_setup_train`, `initialize`,
-# availability probes (`_is_fp16_available`).
-_SETUP_WORDS = frozenset({"initialize", "initialise", "setup", "available"})
-# With "init", words that say what is set up once: `_init_weights`, `distributed_init`
-# (`init_hidden`, `init_state` run per batch).
-_INITIALIZED_ONCE = frozenset({"weights", "weight", "params", "parameters", "distributed", "model", "module"})
-# Words of a function, class or callee that say a tensor is a dummy input for one export or
-# trace: `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `class Exporter`, `convert_to_trt`.
-_EXPORT_WORDS = frozenset({"export", "exporter", "trace", "onnx", "trt", "tensorrt", "torchscript"})
-# Calls that register a tensor as model state once: `register_buffer(name, t)`, `nn.Parameter(t)`.
-_STATE_REGISTRATIONS = frozenset({"register_buffer", "register_parameter", "Parameter", "Buffer"})
 # `.to(device, dtype, non_blocking, copy)`: parameters a freshly created tensor can drop or keep.
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 # Factory arguments that make `device=` wrong or change semantics beyond placement.
@@ -508,91 +478,12 @@ class CreateThenMove(Rule):
             return
         if is_test_code(self.ctx.path, self.ctx.ancestors, self.ctx.scope):
             return  # a test's speed does not matter; its tensors are built the way it reads best
-        if self._runs_once():
+        if runs_once(self.ctx):
             return  # setup run once: nothing measurable to save
-        if not self._created_on_cpu(factory, factory_name, move.device_node):
+        if not factory_creates_on_cpu(factory, factory_name, move.device_node, self.ctx):
             return
         message = _FROM_DATA_MESSAGE if factory_name == "tensor" else None
         self.report(node, message=message, fix=self._fix(node, factory, factory_name))
-
-    def _runs_once(self) -> bool:
-        """Setup code, where one allocation more cannot matter: a function named for setup
-        (`__init__`, `_init_weights`, `_setup_train`, an availability probe), a first-use
-        branch (`if not hasattr(self, "queue"):`, `if len(state) == 0:`), a dummy input for an
-        export or trace (created in an exporter, or passed to `export_onnx(model, im)`,
-        `torch.jit.trace(model, im)`), or a tensor registered as model state on the spot
-        (`register_buffer(name, ...)`, `nn.Parameter(...)`)."""
-        ancestors = self.ctx.ancestors
-        functions = [node for node in ancestors if isinstance(node, cst.FunctionDef)]
-        if any(_names_setup(function.name.value) for function in functions):
-            return True
-        owners = [node.name.value for node in ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
-        if any(_EXPORT_WORDS & name_words(owner) for owner in owners):
-            return True
-        innermost = next((i for i, node in enumerate(ancestors) if functions and node is functions[-1]), 0)
-        for branch, body in pairwise(ancestors[innermost:]):
-            if isinstance(branch, cst.If) and body is branch.body and _first_use(branch.test, self.ctx.scope):
-                return True
-        # Climb the chain the move's result goes through: `.to(d).type_as(p)`, `[... .to(d)]`.
-        depth = 1
-        while True:
-            parent, grandparent = self.ctx.parent(depth), self.ctx.parent(depth + 1)
-            if (
-                isinstance(parent, cst.Attribute)
-                and isinstance(grandparent, cst.Call)
-                and grandparent.func is parent
-            ):
-                depth += 2
-            elif isinstance(parent, cst.Element) and isinstance(grandparent, (cst.List, cst.Tuple)):
-                depth += 2
-            else:
-                break
-        holder = self.ctx.parent(depth)
-        if isinstance(holder, cst.Arg):
-            registration = self.ctx.parent(depth + 1)
-            return isinstance(registration, cst.Call) and _callee_name(registration) in _STATE_REGISTRATIONS
-        if not functions or not isinstance(holder, cst.Assign) or len(holder.targets) != 1:
-            return False
-        target = holder.targets[0].target
-        return isinstance(target, cst.Name) and _passed_to_export(target.value, functions[-1])
-
-    def _created_on_cpu(
-        self, factory: cst.Call, factory_name: str, device: cst.BaseExpression | None
-    ) -> bool:
-        """Whether the factory's result is (as far as the code shows) on the CPU, and the move is
-        not to the device its source already has (`zeros_like(x).to(x.device)`: a no-op)."""
-        args = positional(factory)
-        source = (
-            args[0].value if args and (factory_name == "tensor" or factory_name.endswith("_like")) else None
-        )
-        if source is None:
-            return True
-        if (
-            isinstance(device, cst.Attribute)
-            and device.attr.value == "device"
-            and self.ctx.code_for(device.value) == self.ctx.code_for(source)
-        ):
-            return False
-        where = flow.device_of(source, self.ctx)
-        if factory_name.endswith("_like"):
-            # Created where `source` lives: only a CPU source makes this a host-to-device copy.
-            return where is not None and where.type == CPU
-        # `torch.tensor` copies an array or a tensor once more on the host before the move;
-        # Python data (a list, a number, a name of unknown value) is built on the host either way.
-        return (where is not None and where.type == CPU) or self._numpy_array(source)
-
-    def _numpy_array(self, source: cst.BaseExpression) -> bool:
-        """`np.zeros(...)`, `t.numpy()`, or a name bound only to such."""
-        found = assigned_values(source, self.ctx.scope) if isinstance(source, cst.Name) else None
-        values = found[0] if found is not None else [source]
-        return all(
-            isinstance(value, cst.Call)
-            and (
-                (resolve(value.func, self.ctx.scope) or "").startswith("numpy.")
-                or (isinstance(value.func, cst.Attribute) and value.func.attr.value == "numpy")
-            )
-            for value in values
-        )
 
     def _fix(self, call: cst.Call, factory: cst.Call, factory_name: str) -> Fix | None:
         if any(arg.star == "**" for arg in factory.args):
@@ -605,16 +496,16 @@ class CreateThenMove(Rule):
         device, dtype = target
         fixed: cst.BaseExpression = with_keyword(factory, "device", device)
         if dtype is not None:
-            if factory_name in _EXACT_IN_ANY_DTYPE:
+            if factory_name in EXACT_IN_ANY_DTYPE:
                 fixed = _with_dtype(factory, dtype)
                 fixed = with_keyword(fixed, "device", device)
             else:
                 # Create in the factory's own dtype, then cast: creating in the new dtype
                 # rounds the data once, differently (`tensor([0.1])` cast to float64).
                 fixed = cst.Call(func=cst.Attribute(value=fixed, attr=cst.Name("to")), args=[cst.Arg(dtype)])
-        return Fix(
-            _safety(factory, factory_name, self.ctx.scope), "Pass `device=` to the factory", {call: fixed}
-        )
+        # Safe where the device-created tensor equals the moved one bit for bit, and is still not a leaf.
+        same = same_tensor_on_device(factory, factory_name, self.ctx.scope)
+        return Fix("safe" if same else "unsafe", "Pass `device=` to the factory", {call: fixed})
 
     def _move_arguments(self, call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
         """(device, dtype) of a `.to(...)`/`.cuda(...)` call, or None when it does more than that."""
@@ -646,74 +537,6 @@ class CreateThenMove(Rule):
         return device, dtype
 
 
-def _callee_name(call: cst.Call) -> str | None:
-    """The last part of the called name: `register_buffer` of `self.register_buffer(...)`."""
-    func = call.func
-    return (
-        func.attr.value
-        if isinstance(func, cst.Attribute)
-        else func.value
-        if isinstance(func, cst.Name)
-        else None
-    )
-
-
-def _names_setup(name: str) -> bool:
-    """`__init__`, `_init_weights`, `distributed_init`, `_setup_train`, `_is_fp16_available`."""
-    words = name_words(name)
-    return (
-        name == "__init__"
-        or bool(_SETUP_WORDS & words)
-        or ("init" in words and bool(_INITIALIZED_ONCE & words))
-    )
-
-
-def _first_use(test: cst.BaseExpression, scope: Scope) -> bool:
-    """`not hasattr(self, "queue")`, `self.cache is None`, `len(state) == 0`: state made on first use."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = test.expression
-        return isinstance(inner, cst.Call) and resolve(inner.func, scope) == "builtins.hasattr"
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return False
-    left, (comparison,) = test.left, test.comparisons
-    right = comparison.comparator
-    if isinstance(comparison.operator, cst.Is) and isinstance(right, cst.Name) and right.value == "None":
-        return (
-            isinstance(left, cst.Attribute)
-            and isinstance(left.value, cst.Name)
-            and left.value.value == "self"
-        )
-    return (
-        isinstance(comparison.operator, cst.Equal)
-        and isinstance(right, cst.Integer)
-        and right.value == "0"
-        and isinstance(left, cst.Call)
-        and resolve(left.func, scope) == "builtins.len"
-    )
-
-
-def _passed_to_export(name: str, function: cst.FunctionDef) -> bool:
-    """Is `name` handed (alone or in a list or tuple) to an export or trace call in `function`?"""
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        stack.extend(children(node))
-        if not isinstance(node, cst.Call):
-            continue
-        callee = _callee_name(node)
-        if callee is None or not _EXPORT_WORDS & name_words(callee):
-            continue
-        for arg in node.args:
-            items = (
-                [e.value for e in arg.value.elements]
-                if isinstance(arg.value, (cst.List, cst.Tuple))
-                else [arg.value]
-            )
-            if any(isinstance(item, cst.Name) and item.value == name for item in items):
-                return True
-    return False
-
-
 def _with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
     """`factory` creating in `dtype`: its own `dtype=` replaced, or one added."""
     given = keyword(factory, "dtype")
@@ -722,26 +545,3 @@ def _with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
     return factory.with_changes(
         args=[arg.with_changes(value=dtype) if arg is given else arg for arg in factory.args]
     )
-
-
-def _safety(factory: cst.Call, factory_name: str, scope: Scope) -> FixSafety:
-    """Safe where the device-created tensor equals the moved one bit for bit, and is still not a leaf."""
-    grad = keyword(factory, "requires_grad")
-    if grad is not None and not _is_false(grad.value):
-        return "unsafe"  # the result would become a leaf that receives `.grad`; the moved copy is not
-    if factory_name in _RANDOM:
-        return "unsafe"
-    if factory_name in _DEVICE_ARITHMETIC:
-        dtype = keyword(factory, "dtype")
-        exact = factory_name == "arange" and dtype is not None and _integer_dtype(dtype.value, scope)
-        return "safe" if exact else "unsafe"
-    return "safe"
-
-
-def _integer_dtype(node: cst.BaseExpression, scope: Scope) -> bool:
-    name = resolve(node, scope)
-    return name is not None and name.startswith("torch.") and name[6:] in _INTEGER_DTYPES
-
-
-def _is_false(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "False"
