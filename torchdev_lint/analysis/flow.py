@@ -85,7 +85,7 @@ def analyse(unit: Unit, ctx: FileContext) -> Flow:
     """The device flow of `unit`, computed once per file context."""
     cache = memo(ctx)
     found = cache.get(unit)
-    if found is None:
+    if not isinstance(found, Flow):
         found = cache[unit] = _analyse(unit, ctx)
     return found
 

@@ -79,10 +79,10 @@ class Calls:
         """The value of `node`, given the values of its callee, its receiver (for `a.f()`) and its arguments."""
         func = node.func
         name = resolve(func, self.scope) if isinstance(func, (cst.Name, cst.Attribute)) else None
-        if (name is not None and kinds.is_module_class(name, self.scope)) or (
-            isinstance(func, cst.Name) and func.value in kinds.local_module_classes(self.scope.module)
-        ):
-            return self._construct(node, name or func.value, args, state)  # type: ignore[union-attr]
+        if name is not None and kinds.is_module_class(name, self.scope):
+            return self._construct(node, name, args, state)
+        if isinstance(func, cst.Name) and func.value in kinds.local_module_classes(self.scope.module):
+            return self._construct(node, name or func.value, args, state)
         if name is not None:
             result = self._function(node, name, args, state)
             if result is not _NOT_HANDLED:
@@ -196,9 +196,9 @@ class Calls:
         accelerated = [(n, v) for n, v in tensors if v.device.on_accelerator]  # type: ignore[union-attr]
         hosted = [(n, v) for n, v in tensors if v.device.type == "cpu"]  # type: ignore[union-attr]
         if accelerated and hosted:
-            self.record.conflict(
-                node, hosted[0][0], CPU, accelerated[0][1].device, accelerated[0][0], module_call=False
-            )  # type: ignore[arg-type]
+            accelerator = accelerated[0][1].device
+            assert accelerator is not None  # kept in `tensors` only with a device
+            self.record.conflict(node, hosted[0][0], CPU, accelerator, accelerated[0][0], module_call=False)
         devices = {v.device for _, v in tensors}
         known = len(tensors) == len(elements) and len(devices) == 1
         return Value(Kind.TENSOR, devices.pop() if known else None, True, any(v.grad for _, v in tensors))
@@ -329,7 +329,7 @@ class Calls:
         ]
         if method == "cuda":
             if positional and isinstance(positional[0][0].value, cst.Integer):
-                return True, Device("cuda", positional[0][0].value.evaluated_value)  # type: ignore[attr-defined]
+                return True, Device("cuda", positional[0][0].value.evaluated_value)
             if positional or keyword(node, "device") is not None:
                 return True, None
             return True, Device("cuda")

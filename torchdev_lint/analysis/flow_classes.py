@@ -268,7 +268,7 @@ class _Writes(cst.CSTVisitor):
         self._targets(node.target)
 
     def visit_AsName(self, node: cst.AsName) -> None:
-        self._targets(node.name)  # type: ignore[arg-type]
+        self._targets(node.name)
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
         self._targets(node.target)

@@ -50,8 +50,9 @@ def device_expression(node: cst.BaseExpression, scope: Scope) -> Value | None:
         inner = device_expression(node.args[0].value, scope)
         if inner is not None and inner.device is not None and inner.device.type is None:
             return Value(Kind.DEVICE, Device(None, origin=node))
-        if inner is not None and len(node.args) > 1 and isinstance(node.args[1].value, cst.Integer):
-            return inner.on(replace(inner.device, index=node.args[1].value.evaluated_value))  # type: ignore[arg-type]
+        second = node.args[1].value if len(node.args) > 1 else None
+        if inner is not None and inner.device is not None and isinstance(second, cst.Integer):
+            return inner.on(replace(inner.device, index=second.evaluated_value))
         return inner
     return None
 
@@ -65,7 +66,7 @@ def _availability(test: cst.BaseExpression, scope: Scope, depth: int = 0) -> boo
     if isinstance(test, cst.Name) and depth < 3:
         found = scope.lookup(test.value)
         if found is not None and len(found[1]) == 1 and found[1][0].value is not None:
-            return _availability(found[1][0].value, found[0], depth + 1)  # type: ignore[arg-type]
+            return _availability(found[1][0].value, found[0], depth + 1)
     return False
 
 
@@ -80,4 +81,4 @@ def outer_device(node: cst.Name, scope: Scope) -> Value | None:
     value = device_expression(bindings[0].value, owner)
     if value is None:
         return None
-    return value.on(replace(value.device, name=node.value)) if value.device else value  # type: ignore[arg-type]
+    return value.on(replace(value.device, name=node.value)) if value.device else value

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import libcst as cst
 
@@ -30,40 +31,22 @@ class Expressions:
         self.record = record
         self.scope = record.scope
         self.calls = Calls(record)
-        self.dispatch: dict[type, Callable[[cst.CSTNode, State], Value | None]] = {
-            cst.Name: self._name,
-            cst.Attribute: self._attribute,
-            cst.Call: self._call,
-            cst.BinaryOperation: self._binary,
-            cst.Comparison: self._comparison,
-            cst.UnaryOperation: self._unary,
-            cst.Subscript: self._subscript,
-            cst.IfExp: self._ifexp,
-            cst.SimpleString: self._string,
-            cst.Integer: lambda n, s: OTHER,
-            cst.Float: lambda n, s: OTHER,
-            cst.Imaginary: lambda n, s: OTHER,
-            cst.ConcatenatedString: lambda n, s: OTHER,
-            cst.FormattedString: self._fstring,
-            cst.NamedExpr: self._walrus,
-            cst.Await: self._await,
-        }
 
     def eval(self, node: cst.BaseExpression, state: State) -> Value | None:
         # One statement's expressions all see one state: the record keeps it to place conflicts.
         self.record.state = state
-        handler = self.dispatch.get(type(node))
+        handler = _DISPATCH.get(type(node))
         if handler is not None:
-            value = handler(node, state)
+            value = handler(self, node, state)
         elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
             for element in node.elements:
                 self.eval(element.value, state)
             value = OTHER
         elif isinstance(node, cst.Dict):
-            for element in node.elements:
-                if isinstance(element, cst.DictElement):
-                    self.eval(element.key, state)
-                self.eval(element.value, state)
+            for entry in node.elements:
+                if isinstance(entry, cst.DictElement):
+                    self.eval(entry.key, state)
+                self.eval(entry.value, state)
             value = OTHER
         elif isinstance(node, cst.BooleanOperation):
             self.eval(node.left, state)
@@ -246,3 +229,29 @@ class Expressions:
             self.bind(target.value, None, None, state)
         elif isinstance(target, cst.Subscript):
             self.eval(target.value, state)
+
+
+def _other(expressions: Expressions, node: cst.BaseExpression, state: State) -> Value:
+    return OTHER
+
+
+# The evaluator of each expression type, as plain functions: bound methods kept on
+# the instance would tie every `Expressions` into a reference cycle.
+_DISPATCH: dict[type[cst.CSTNode], Callable[[Expressions, Any, State], Value | None]] = {
+    cst.Name: Expressions._name,
+    cst.Attribute: Expressions._attribute,
+    cst.Call: Expressions._call,
+    cst.BinaryOperation: Expressions._binary,
+    cst.Comparison: Expressions._comparison,
+    cst.UnaryOperation: Expressions._unary,
+    cst.Subscript: Expressions._subscript,
+    cst.IfExp: Expressions._ifexp,
+    cst.SimpleString: Expressions._string,
+    cst.Integer: _other,
+    cst.Float: _other,
+    cst.Imaginary: _other,
+    cst.ConcatenatedString: _other,
+    cst.FormattedString: Expressions._fstring,
+    cst.NamedExpr: Expressions._walrus,
+    cst.Await: Expressions._await,
+}

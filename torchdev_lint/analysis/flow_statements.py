@@ -72,13 +72,13 @@ class Statements:
                 for attr, value in initialised(function, self.record.ctx).items():
                     state.set(f"{param.name.value}.{attr}", value)
                 continue
-            value = self._annotated(param.annotation)
-            if value is not None:
-                state.set(param.name.value, value)
+            annotated = self._annotated(param.annotation)
+            if annotated is not None:
+                state.set(param.name.value, annotated)
         for param in params.kwonly_params:
-            value = self._annotated(param.annotation)
-            if value is not None:
-                state.set(param.name.value, value)
+            annotated = self._annotated(param.annotation)
+            if annotated is not None:
+                state.set(param.name.value, annotated)
 
     def _annotated(self, annotation: cst.Annotation | None) -> Value | None:
         if annotation is None:
@@ -129,11 +129,11 @@ class Statements:
             self.expressions.eval(node.value, state)  # type: ignore[attr-defined]
         elif kind is cst.Assign:
             self._assign(node, state)  # type: ignore[arg-type]
-        elif kind is cst.AnnAssign:
-            if node.value is not None:  # type: ignore[attr-defined]
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
                 self.expressions.bind(
                     node.target, self.expressions.eval(node.value, state), node.value, state
-                )  # type: ignore[attr-defined]
+                )
         elif kind is cst.AugAssign:
             node_: cst.AugAssign = node  # type: ignore[assignment]
             left = self.expressions.eval(node_.target, state)
@@ -201,7 +201,7 @@ class Statements:
     def _loop(
         self,
         state: State,
-        enter: Callable[[State], None],
+        enter: Callable[[State], object],
         body: cst.BaseSuite,
         orelse: cst.Else | None,
         endless: bool,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -33,6 +34,9 @@ from torchdev_lint.analysis.tensor_collections import (
 )
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import comments, keyword, method_call
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
 
 _JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate"})
 
@@ -440,7 +444,7 @@ class PerItemTransferInLoop(Rule):
         ),
     )
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         # Appends of moved items, per (function scope, list name), waiting for a join.
         self.appended: dict[tuple[int, str], list[tuple[cst.For, cst.Call]]] = defaultdict(list)
@@ -461,9 +465,9 @@ class PerItemTransferInLoop(Rule):
             return
         first = node.args[0].value
         if isinstance(first, cst.Name):
-            for loop, move in self.appended.pop((id(scope.owner), first.value), ()):
+            for loop, appended in self.appended.pop((id(scope.owner), first.value), ()):
                 if loop not in self.ctx.ancestors:
-                    self.report(move)
+                    self.report(appended)
             values = collection_values(first, scope)
             if values is not None and len(values) == 1 and isinstance(values[0], cst.ListComp):
                 move = comprehension_move(values[0], scope)
@@ -502,9 +506,7 @@ class PerItemTransferInLoop(Rule):
     # (b) for item in items: model(item.to(d))
     def _check_model_call(self, node: cst.Call, scope: Scope) -> None:
         loop = item_loop(self.ctx.ancestors, scope)
-        if loop is None or not flow.module_by_any_evidence(node.func, self.ctx):
-            return
-        if not item_collection(loop.iter, scope) or shapes_differ(loop.iter, scope):
+        if loop is None or not item_collection(loop.iter, scope) or shapes_differ(loop.iter, scope):
             return
         item = loop.target.value  # type: ignore[attr-defined]
         aliases = moved_aliases(loop, item, scope)
@@ -520,7 +522,9 @@ class PerItemTransferInLoop(Rule):
             others = [a.value for a in node.args if a is not arg]
             if any(depends_on(other, varying) for other in others):
                 return
-            self.report(move.call, fix=self._batch_fix(loop, node, move, scope))
+            # Whether the callee is a model is asked last: it may take the function's flow analysis.
+            if flow.module_by_any_evidence(node.func, self.ctx):
+                self.report(move.call, fix=self._batch_fix(loop, node, move, scope))
             return
 
     def _batch_fix(self, loop: cst.For, model_call: cst.Call, move: Move, scope: Scope) -> Fix | None:
@@ -554,7 +558,7 @@ class PerItemTransferInLoop(Rule):
         joined = cst.Call(
             func=cst.Attribute(value=torch_name, attr=cst.Name(join)), args=[cst.Arg(loop.iter)]
         )
-        moved = method_call(joined, move.call.func.attr.value, move.call.args)  # type: ignore[attr-defined]
+        moved = method_call(joined, move.call.func.attr.value, tuple(move.call.args))  # type: ignore[attr-defined]
         outputs = method_call(
             model_call.with_changes(args=[cst.Arg(moved)]),
             split,
@@ -587,7 +591,7 @@ def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move,
     first = join.args[0].with_changes(value=items)
     joined = join.with_changes(args=[first, *join.args[1:]])
     method = move.call.func.attr.value  # type: ignore[attr-defined]
-    fixed = method_call(joined, method, move.call.args).with_changes(
+    fixed = method_call(joined, method, tuple(move.call.args)).with_changes(
         whitespace_before_args=move.call.whitespace_before_args
     )
     if comments(fixed) != comments(join):
