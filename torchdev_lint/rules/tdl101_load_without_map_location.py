@@ -12,17 +12,9 @@ from torchdev_lint.analysis.checkpoints import (
     Loader,
     SavedFiles,
     UseIndex,
-    discards_device,
-    fixed_url,
-    holds_numbers_only,
-    is_test_code,
-    names_host_file,
-    package_data,
     restores_host_data,
-    runs_on_xla,
 )
-from torchdev_lint.analysis.datasets import is_dataset_class
-from torchdev_lint.analysis.requirements import cuda_requirements
+from torchdev_lint.analysis.host_loads import reads_own_or_shipped_file, restores_no_device_at_call
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, with_keyword
@@ -647,50 +639,15 @@ class LoadWithoutMapLocation(Rule):
             return  # unpacked arguments may carry a map_location
         if argument(node, loader.map_location_index, "map_location") is not None:
             return
-        owner = self.ctx.scope.owner
-        path = argument(node, 0, "f")
-        if not self._restores_no_device(node, loader, owner, path.value if path is not None else None):
-            self.loads.append((node, loader, owner))
-
-    def _restores_no_device(
-        self, call: cst.Call, loader: Loader, owner: Scope, path: cst.BaseExpression | None
-    ) -> bool:
-        """Signs, at the call, that the load cannot meet a device this machine lacks."""
-        if path is not None and self.saved.written_here(path, owner):
-            return True  # read back what this function has just written, on this machine
-        if is_test_code(self.ctx.path, self.ctx.ancestors, owner) or discards_device(owner.node):
-            return True
-        if path is not None and names_host_file(path, self.ctx.scope):
-            return True  # generator states or metadata: written from host memory
-        if path is not None and loader.downloads and fixed_url(path, self.ctx.scope):
-            return True  # weights the authors publish and load everywhere they support
-        if runs_on_xla(owner.node):
-            return True  # XLA writes checkpoints from host memory; no CUDA device to restore
-        if loader.qualname == "torch.jit.load" and cuda_requirements(
-            self.ctx.scope, self.ctx.path
-        ).requires_cuda(call):
-            return (
-                True  # a CUDA-only program's scripted (TensorRT) module: a CPU map_location cannot serve it
-            )
-        for node in self.ctx.ancestors:
-            if not isinstance(node, cst.ClassDef):
-                continue
-            if holds_numbers_only(node.name.value):
-                return True  # a scheduler or scaler restoring its own state: plain numbers
-            if is_dataset_class(node, self.ctx.scope):
-                return True  # a dataset's files (caches, statistics) hold samples: host data
-        return False
+        if not restores_no_device_at_call(node, loader, self.saved, self.ctx):
+            self.loads.append((node, loader, self.ctx.scope.owner))
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
         indexes: dict[int, UseIndex] = {}
         for call, loader, owner in self.loads:
-            path = argument(call, 0, "f")
-            if path is not None and (
-                self.saved.read_back(loader.qualname, path.value, owner)
-                or (loader.qualname == "torch.load" and package_data(path.value, owner))
-            ):
+            if reads_own_or_shipped_file(call, loader, owner, self.saved):
                 continue  # the file wrote it itself, or it ships with the code
             index = indexes.get(id(owner.node))
             if index is None:
@@ -705,5 +662,9 @@ class LoadWithoutMapLocation(Rule):
         cpu = self.ctx.string("cpu", at=call)
         if cpu is None:
             return None  # inside an f-string that leaves no quote character legal
-        safety = "safe" if safe and loader.qualname != "torch.jit.load" else "unsafe"
-        return Fix(safety, 'Add `map_location="cpu"`', {call: with_keyword(call, "map_location", cpu)})
+        safe = safe and loader.qualname != "torch.jit.load"
+        return Fix(
+            "safe" if safe else "unsafe",
+            'Add `map_location="cpu"`',
+            {call: with_keyword(call, "map_location", cpu)},
+        )

@@ -1,0 +1,72 @@
+"""Loads (`torch.load`, `torch.jit.load`, `load_state_dict_from_url`) that cannot restore a
+tensor onto a device this machine lacks, judged from the load site and what the file writes.
+
+- `restores_no_device_at_call`: signs at the call itself (a path this function has just
+  written, test code, a function that deletes its `device` parameter, a generator-state or
+  metadata file, a URL fixed in the code, XLA, a CUDA-only program's `torch.jit.load`, a
+  scheduler, scaler or dataset class).
+- `reads_own_or_shipped_file`: known once the whole file has been traversed (an in-memory
+  round trip or a file saved from host memory by the same file, or data shipped with the code).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchdev_lint.analysis.checkpoints import (
+    Loader,
+    SavedFiles,
+    discards_device,
+    fixed_url,
+    holds_numbers_only,
+    is_test_code,
+    names_host_file,
+    package_data,
+    runs_on_xla,
+)
+from torchdev_lint.analysis.datasets import is_dataset_class
+from torchdev_lint.analysis.requirements import cuda_requirements
+from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.syntax import argument
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+
+def restores_no_device_at_call(call: cst.Call, loader: Loader, saved: SavedFiles, ctx: FileContext) -> bool:
+    """Signs, at the call being visited, that the load cannot meet a device this machine lacks."""
+    owner = ctx.scope.owner
+    found = argument(call, 0, "f")
+    path = found.value if found is not None else None
+    if path is not None and saved.written_here(path, owner):
+        return True  # read back what this function has just written, on this machine
+    if is_test_code(ctx.path, ctx.ancestors, owner) or discards_device(owner.node):
+        return True
+    if path is not None and names_host_file(path, ctx.scope):
+        return True  # generator states or metadata: written from host memory
+    if path is not None and loader.downloads and fixed_url(path, ctx.scope):
+        return True  # weights the authors publish and load everywhere they support
+    if runs_on_xla(owner.node):
+        return True  # XLA writes checkpoints from host memory; no CUDA device to restore
+    if loader.qualname == "torch.jit.load" and cuda_requirements(ctx.scope, ctx.path).requires_cuda(call):
+        return True  # a CUDA-only program's scripted (TensorRT) module: a CPU map_location cannot serve it
+    for node in ctx.ancestors:
+        if not isinstance(node, cst.ClassDef):
+            continue
+        if holds_numbers_only(node.name.value):
+            return True  # a scheduler or scaler restoring its own state: plain numbers
+        if is_dataset_class(node, ctx.scope):
+            return True  # a dataset's files (caches, statistics) hold samples: host data
+    return False
+
+
+def reads_own_or_shipped_file(call: cst.Call, loader: Loader, owner: Scope, saved: SavedFiles) -> bool:
+    """The file wrote what the load reads itself (see `SavedFiles.read_back`), or it ships with
+    the code; complete only once the whole file has been traversed."""
+    path = argument(call, 0, "f")
+    return path is not None and (
+        saved.read_back(loader.qualname, path.value, owner)
+        or (loader.qualname == "torch.load" and package_data(path.value, owner))
+    )
