@@ -122,6 +122,14 @@ class Wrapper(nn.Module):
     def forward(self, x):
         return self.net(x)
 """,
+        # a class deriving from a library's class (a model base class) may be a module
+        "\nfrom transformers import PreTrainedModel\n\n\nclass Head(PreTrainedModel):\n"
+        "    def __init__(self):\n        self.proj = nn.Linear(3, 4).cuda()\n\n"
+        "    def probe(self):\n        return self.proj(torch.randn(2, 3))\n",
+        # a model left on the CPU in __init__: code outside the class may move it to the GPU
+        INIT.replace("Net().to(DEVICE)", "Net()").replace(
+            "torch.zeros(1, 3)", "torch.zeros(1, 3).to(DEVICE)"
+        ),
         # a plain class whose method gets its input from the caller
         INIT.replace(
             "def warm_up(self):\n        self.model(torch.zeros(1, 3))",

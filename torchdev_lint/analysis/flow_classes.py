@@ -208,11 +208,14 @@ def _find_initialiser(node: cst.ClassDef, ctx: FileContext) -> Initialiser | Non
     name = node.name.value
     if name in kinds.local_module_classes(module_scope):
         return None  # a module's attributes follow its `.to()`: `class_facts` covers them
-    test_case = any(
-        (resolve(base.value, module_scope) or "").rsplit(".", 1)[-1] == "TestCase" for base in node.bases
-    )
+    bases = [resolve(base.value, module_scope) or dotted_name(base.value) or "" for base in node.bases]
+    test_case = any(base.rsplit(".", 1)[-1] == "TestCase" for base in bases)
+    if not test_case and any(base not in ("object", "builtins.object") for base in bases):
+        return None  # a base (a model class from a library) may be a module or set the attributes itself
     wanted = "setUp" if test_case else "__init__"
     methods = [s for s in block_statements(node.body) if isinstance(s, cst.FunctionDef)]
+    if any(m.name.value == "forward" for m in methods):
+        return None  # a module in all but name
     method = next((m for m in methods if m.name.value == wanted), None)
     if method is None or method.decorators or not method.params.params:
         return None  # a decorated initialiser (a skip, a wrapper) may not run as written

@@ -310,7 +310,7 @@ class Statements:
 def initialised(function: cst.FunctionDef, ctx: FileContext) -> dict[str, Value]:
     """The `self.<attr>` devices a plain class's initialiser (`flow_classes.initialiser`) leaves for `function`.
 
-    Only tensors, modules and devices whose device is known, and only
+    Only devices, tensors and modules known on an accelerator, and only
     attributes no other method assigns or moves in place.
     """
     setup = initialiser(function, ctx)
@@ -330,8 +330,13 @@ def initialised(function: cst.FunctionDef, ctx: FileContext) -> dict[str, Value]
                     name.startswith(prefix)
                     and "." not in attr
                     and attr not in setup.unknown
-                    and value.kind in (Kind.TENSOR, Kind.MODULE, Kind.DEVICE)
                     and value.device is not None
+                    # A device is never moved; a tensor or module only counts on an accelerator
+                    # (code outside the class may move a CPU one: to the GPU, the usual way).
+                    and (
+                        value.kind is Kind.DEVICE
+                        or (value.kind in (Kind.TENSOR, Kind.MODULE) and value.device.on_accelerator)
+                    )
                     and value.pending is None
                 ):
                     found[attr] = value
