@@ -5,6 +5,11 @@ module's `.to()` moves along; `self.register_buffer("mean", ...)` a tensor
 that follows it; `self.cache = torch.zeros(...)` a tensor that stays where it
 was built. The device flow reads these facts when it sees `self.fc` in a
 method or an instance of the class elsewhere.
+
+A plain class (or a unittest.TestCase) sets its instances up in one method,
+`__init__` (`setUp`): `initialiser` names it and the attributes other methods
+assign or move in place; `flow_statements.initialised` runs it and hands its
+other methods what it leaves in `self.<attr>`.
 """
 
 from __future__ import annotations

@@ -42,6 +42,14 @@ class DeviceMismatch(Rule):
         values on the same device variable, Python scalars, `.item()` results and CPU 0-dim
         tensors in arithmetic (PyTorch lets those mix).
 
+        It also sees across the class boundary: what a plain class's `__init__` (or a
+        `unittest.TestCase`'s `setUp`) places on an accelerator in `self.<attr>` is known in
+        the class's other methods, so `self.model = Net().cuda()` in `setUp` followed by
+        `self.model(torch.randn(2, 3))` in a test is reported. An attribute another method
+        assigns or moves in place, one placed only under a condition, a decorated `setUp`, a
+        class with a subclass in the file, an nn.Module (whose attributes follow its `.to()`)
+        or a class deriving from another library's class are left unknown.
+
         ## Why it matters
         This is the error every PyTorch user meets first: `RuntimeError: Input type
         (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same` or
