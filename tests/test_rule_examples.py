@@ -18,6 +18,11 @@ def _cases(kind: str) -> list[object]:
     return params
 
 
+def _sentence_start(message: str) -> bool:
+    """Messages read as sentences: a capital letter, or code in backticks."""
+    return message[:1].isupper() or message.startswith("`")
+
+
 def _settings(example: Invalid | Valid) -> Settings:
     return Settings.from_mapping(dict(example.settings))
 
@@ -28,6 +33,7 @@ def test_invalid_example_is_flagged_and_fixed(rule: type[Rule], example: Invalid
     source = example.source.encode()
     result = check_source("example.py", source, [rule], settings, skip_filter=False)
     assert [(d.code, d.line) for d in result.diagnostics] == [(rule.code, line) for line in example.lines]
+    assert all(_sentence_start(d.message) for d in result.diagnostics), "a message starts with a capital"
     outcome = fix_source("example.py", source, [rule], settings, unsafe=True)
     expected = example.fixed_source if example.fixed_source is not None else example.source
     assert outcome.source.decode() == expected
@@ -53,6 +59,9 @@ def test_rule_is_documented_and_has_examples(rule: type[Rule]) -> None:
         assert f"## {section}" in docs, f"{rule.code} docs lack '{section}'"
     assert rule.invalid and rule.valid
     assert rule.code.startswith("TDL") and rule.name == rule.name.lower()
+    camel_case = "".join(part.capitalize() for part in rule.name.split("-"))
+    assert rule.__name__ == camel_case, "a rule class is named after its rule, in CamelCase"
+    assert _sentence_start(rule.message), "a message starts with a capital"
     fixed = [example.fixed is not None for example in rule.invalid]
     assert (rule.fix_availability == "never") == (not any(fixed))
     if rule.fix_availability == "always":

@@ -19,7 +19,7 @@ _NO_FIX_FACTORY_KEYWORDS = frozenset({"pin_memory", "out"})
 # torch builds a tensor from a list or number on the host whatever `device=` says, and
 # copies an array or tensor source straight to `device=` (torch/csrc/utils/tensor_new.cpp).
 _FROM_DATA_MESSAGE = (
-    "array or CPU tensor copied into a new CPU tensor and then to the device; `device=` on the factory "
+    "Array or CPU tensor copied into a new CPU tensor and then to the device; `device=` on the factory "
     "copies it once and saves the intermediate CPU tensor (the data still crosses from the host)"
 )
 
@@ -27,7 +27,7 @@ _FROM_DATA_MESSAGE = (
 class CreateThenMove(Rule):
     code = "TDL203"
     name = "create-then-move"
-    message = "tensor created on the CPU and then copied to the device; pass `device=` to the factory instead"
+    message = "Tensor created on the CPU and then copied to the device; pass `device=` to the factory instead"
     fix_availability = "sometimes"
     triggers = (".to(", ".cuda(")
     docs = """

@@ -19,7 +19,7 @@ class CudaBoolDevice(Rule):
     code = "TDL311"
     name = "cuda-bool-device"
     message = (
-        "device chosen by a boolean CUDA flag: it can only pick CUDA or the CPU, never MPS or XPU; "
+        "Device chosen by a boolean CUDA flag: it can only pick CUDA or the CPU, never MPS or XPU; "
         "take a `--device` option, pass `torch.device(args.device)` around and use `.to(device)`"
     )
     default_enabled = False
