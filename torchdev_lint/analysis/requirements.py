@@ -12,6 +12,7 @@ file writes them, stop the program where CUDA is missing.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Protocol
 
 import libcst as cst
@@ -232,7 +233,7 @@ class CudaRequirements:
                 return self._references.get(name, [])
         return []
 
-    def _gated_before(self, body: tuple[cst.CSTNode, ...] | list[cst.CSTNode], child: cst.CSTNode) -> bool:
+    def _gated_before(self, body: Sequence[cst.CSTNode], child: cst.CSTNode) -> bool:
         for statement in body:
             if statement is child:
                 return False

@@ -57,9 +57,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
     walk(module, collector.enter, collector.leave)  # one traversal for both analyses
     sites: dict[str, Reference | None] = {}
     for text, reference in collector.sites:
-        if text in sites and sites[text] != reference:
-            reference = None
-        sites[text] = reference
+        sites[text] = None if text in sites and sites[text] != reference else reference
     summaries = {}
     for qualname, function in functions:
         summary = _function_summary(qualname, function, requirements, collector)
@@ -67,9 +65,9 @@ def summarize(module: cst.Module, path: str) -> Summary:
             summaries[qualname] = summary
     aliases = {}
     for name, bindings in scope.bindings.items():
-        reference = _import_reference(name, bindings, ())
-        if reference is not None:
-            aliases[name] = reference
+        alias = _import_reference(name, bindings, ())
+        if alias is not None:
+            aliases[name] = alias
     return {"functions": summaries, "sites": sites, "aliases": aliases, "stars": stars}
 
 
