@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -13,6 +14,9 @@ from torchdev_lint.analysis.loaders import is_loader
 from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, is_conditional_in, names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.rule import Invalid, Rule, Valid
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
 
 # Tensor methods that copy to the host and so wait for the device to finish.
 _SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
@@ -182,7 +186,7 @@ class SyncInLoop(Rule):
         ),
     )
 
-    def __init__(self, ctx) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._accelerated: dict[int, bool] = {}
         self._reported: set[Loop] = set()
@@ -284,7 +288,7 @@ def _loop_tensors(loop: Loop, scope: Scope) -> set[str]:
     return names
 
 
-def _host_tensor(call: cst.Call, ctx) -> bool:  # type: ignore[no-untyped-def]
+def _host_tensor(call: cst.Call, ctx: FileContext) -> bool:
     """`.item()`/`.tolist()`/... of a tensor the device flow knows is on the CPU: no sync."""
     func = call.func
     if not isinstance(func, cst.Attribute):

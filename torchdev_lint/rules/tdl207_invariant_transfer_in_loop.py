@@ -329,7 +329,7 @@ def _private_tensor(receiver: cst.BaseExpression, ancestors: Sequence[cst.CSTNod
         value = binding.value
         if value is None or not is_tensor_factory_call(value, scope):
             return False
-        if resolve(value.func, scope) in _SHARING_FACTORIES:  # type: ignore[attr-defined]
+        if resolve(value.func, scope) in _SHARING_FACTORIES:
             return False
     function = _function(ancestors)
     names = aliases(function, receiver.value)
