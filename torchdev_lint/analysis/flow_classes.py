@@ -25,7 +25,7 @@ from torchdev_lint.analysis.flow_values import TENSOR, Kind, Value
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve, small_statements
 from torchdev_lint.analysis.torch_api import CONTAINERS, PARAMETER_CLASSES, STATEFUL_NN
 from torchdev_lint.analysis.units import memo, method_class, scope_of
-from torchdev_lint.analysis.walk import visit
+from torchdev_lint.analysis.walk import visit, walk
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -227,7 +227,7 @@ def _find_initialiser(node: cst.ClassDef, ctx: FileContext) -> Initialiser | Non
     code = ctx.module.code_for_node(method)
     if not any(word in code for word in (".cuda(", ".to(", "device")) or _RETURN.search(code):
         return None  # nothing placed on a device, or a path that leaves early
-    if _subclassed(name, module_scope) or "setattr(" in ctx.module.code_for_node(node):
+    if _subclassed(name, module_scope) or _calls_setattr(node):
         return None  # a subclass may set the attributes up differently
     unknown: set[str] = set()
     for other in block_statements(node.body):
@@ -237,6 +237,23 @@ def _find_initialiser(node: cst.ClassDef, ctx: FileContext) -> Initialiser | Non
 
 
 _RETURN = re.compile(r"\breturn\b|\byield\b")
+
+
+def _calls_setattr(node: cst.ClassDef) -> bool:
+    """Does the class set attributes by name (`setattr(self, name, value)`), out of the flow's sight?
+
+    A walk, not a text search of the class's code: generating the code of a
+    3,000-line class cost more than the rest of the file's check.
+    """
+    found = False
+
+    def enter(child: cst.CSTNode) -> None:
+        nonlocal found
+        if isinstance(child, cst.Call) and isinstance(child.func, cst.Name) and child.func.value == "setattr":
+            found = True
+
+    walk(node, enter, lambda child: None)
+    return found
 
 
 def _subclassed(name: str, module_scope: Scope) -> bool:
