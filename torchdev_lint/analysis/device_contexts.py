@@ -2,18 +2,30 @@
 
 A device that is compared (`d == torch.device("cuda")`), looked up under a
 `try:` that expects a missing GPU, written where a test expects an error, used
-as data (a dict key, a set member, a test parameter, a parameter default), or
-stored as configuration that whoever runs the code overrides (`args.device =
+as data (a dict key, a set member, a test parameter, a parameter default, a
+cache key in a test that fakes the work), or stored as configuration that whoever runs the code overrides (`args.device =
 "cuda"`, `parser.set_defaults(device="cuda")`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis.guards import availability_guarded, flag_condition
+from torchdev_lint.analysis.requirements import benchmark_path, cuda_requirements
 from torchdev_lint.analysis.scopes import dotted_name
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
+# Names that hold a device: `device`, `DEVICE`, `dev`, `train_device`, `device0` (not `device_type`).
+_DEVICE_NAME = re.compile(r"^(\w*_)?(device|dev)\d*$", re.IGNORECASE)
+# Keywords of torch's `Tensor.cuda` / `Module.cuda`.
+_CUDA_METHOD_KEYWORDS = frozenset({"device", "non_blocking", "memory_format"})
 
 # Owners whose attributes are configuration: `cfg.MODEL.DEVICE`, `args.device`, `self.config.device`.
 _CONFIG_OWNERS = frozenset(
@@ -50,6 +62,32 @@ _CONFIG_CALLS = frozenset(
 )
 
 
+def harmless_here(
+    node: cst.BaseExpression, site: cst.CSTNode, ctx: FileContext, *, device_parameter: bool = True
+) -> bool:
+    """A device compared, chosen under an availability check or a CUDA flag, expected to fail, in a
+    benchmark, or in code that only runs where CUDA is (`site`: the call or assignment holding it)."""
+    scope = ctx.scope
+    return (
+        in_comparison(node, ctx.ancestors)
+        or availability_guarded(scope, device_parameter=device_parameter)
+        or bool(flag_condition(node, ctx.ancestors, scope, strict=False))
+        or expected_to_raise(ctx.ancestors)
+        or benchmark_path(ctx.path)
+        or cuda_requirements(scope, ctx.path, ctx.project).requires_cuda(site)
+    )
+
+
+def names_device(name: str) -> bool:
+    """`DEVICE`, `self.train_device`: a name that holds a device and is not a setting (`args.device`)."""
+    return bool(_DEVICE_NAME.match(name.rsplit(".", 1)[-1])) and not is_config(name)
+
+
+def torch_cuda_signature(call: cst.Call) -> bool:
+    """`.cuda()`, `.cuda(i, non_blocking=True)`: torch's method, not a quantizer's `cuda(qtensor, meta=...)`."""
+    return all(arg.keyword is None or arg.keyword.value in _CUDA_METHOD_KEYWORDS for arg in call.args)
+
+
 def used_as_data(ancestors: Sequence[cst.CSTNode]) -> bool:
     """`{torch.device("cuda:0"): ...}`, set members, subscripts, test parameters, parameter defaults."""
     child = ancestors[-1]
@@ -62,6 +100,50 @@ def used_as_data(ancestors: Sequence[cst.CSTNode]) -> bool:
             return False
         child = ancestor
     return False
+
+
+def key_in_faked_test(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """`device_0 = torch.device("cuda:0")` in a test that swaps the work for fakes (`monkeypatch`) and only
+    hands the name to the code under test (a cache key): nothing is ever placed on that device."""
+    assign = ancestors[-2] if len(ancestors) > 1 else None
+    function = next((a for a in reversed(ancestors) if isinstance(a, (cst.FunctionDef, cst.ClassDef))), None)
+    if (
+        not isinstance(assign, cst.Assign)
+        or assign.value is not call
+        or len(assign.targets) != 1
+        or not isinstance(assign.targets[0].target, cst.Name)
+        or not isinstance(function, cst.FunctionDef)
+        or not function.name.value.startswith("test")
+        or "monkeypatch" not in {param.name.value for param in function.params.params}
+    ):
+        return False
+    name = assign.targets[0].target.value
+    uses = _NameUses(name)
+    function.body.visit(uses)
+    return uses.total == uses.handed_over + 1  # the assignment's own target
+
+
+class _NameUses(cst.CSTVisitor):
+    """How often a name occurs, and how often as a positional argument of a call that is not a move
+    or a torch function (`resampler.lookup(size, device_0)`)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.total = 0
+        self.handed_over = 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.total += node.value == self.name
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        method = func.attr.value if isinstance(func, cst.Attribute) else None
+        if method in ("to", "cuda") or (dotted_name(func) or "").split(".", 1)[0] == "torch":
+            return
+        self.handed_over += sum(
+            arg.keyword is None and isinstance(arg.value, cst.Name) and arg.value.value == self.name
+            for arg in node.args
+        )
 
 
 def is_config(name: str) -> bool:

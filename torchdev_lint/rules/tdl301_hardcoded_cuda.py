@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.device_contexts import (
     configures,
-    expected_to_raise,
-    in_comparison,
-    is_config,
+    harmless_here,
+    key_in_faked_test,
+    names_device,
     probed,
+    torch_cuda_signature,
     used_as_data,
 )
 from torchdev_lint.analysis.device_variable import DeviceEdit, DeviceVariable
 from torchdev_lint.analysis.devices import is_cuda_literal
-from torchdev_lint.analysis.guards import availability_guarded, flag_condition
-from torchdev_lint.analysis.requirements import benchmark_path, cuda_requirements
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.analysis.walk import contains
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -28,9 +27,6 @@ from torchdev_lint.syntax import keyword, positional
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
     from torchdev_lint.rule import Replacement
-
-# Names that hold a device: `device`, `DEVICE`, `dev`, `train_device`, `device0` (not `device_type`).
-_DEVICE_NAME = re.compile(r"^(\w*_)?(device|dev)\d*$", re.IGNORECASE)
 
 
 class HardcodedCuda(Rule):
@@ -71,11 +67,13 @@ class HardcodedCuda(Rule):
           `if args.device == "cuda":`, `if not args.cpu:`) or about where data is kept
           (`if self.cpu_cache:`, `if offload:`); not under `if t.device != torch.device("cuda"):`,
           which says nothing about CUDA being there;
+        - a tensor's `.cuda()`/`.to("cuda")` as a statement, its result dropped (TDL306's bug);
         - functions or classes about CUDA or host offloading by name (`class CUDATestBase`,
           `def enable_cpu_offload`) and methods that implement a move (`def to`);
         - device objects used as data (dict keys, set members, subscripts, comparisons,
           decorator arguments such as `@pytest.mark.parametrize("device", ["cpu", "cuda"])`,
-          parameter defaults), settings (`cfg.MODEL.DEVICE = "cuda"`, `args.device = "cuda"`,
+          parameter defaults, names only handed to the code under test in a test that takes
+          `monkeypatch`), settings (`cfg.MODEL.DEVICE = "cuda"`, `args.device = "cuda"`,
           `parser.set_defaults(device="cuda")`), device tests (`check_device(a, b, device="cuda")`),
           `autocast("cuda")`, `device_type="cuda"`,
           tuples and lists of backend names, and
@@ -197,8 +195,9 @@ class HardcodedCuda(Rule):
                     self.device = "cuda"
                     self.head = nn.Linear(2, 2).cuda(self.index)
                     self.mask = nn.Linear(2, 2).cuda(0), torch.ones(3, device="cuda:1")
+                    self.model.cuda()
             """,
-            lines=(5, 6, 7, 8),
+            lines=(5, 6, 7, 8, 9),
         ),
         Invalid(
             # A process group joined only sometimes is no gate.
@@ -441,6 +440,22 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
+            # A dropped move of a tensor (TDL306's bug); devices that are only cache keys in a faked test.
+            """
+            import torch
+
+            def init_codebook(size):
+                codebook = torch.randn(size)
+                codebook.cuda()
+
+            def test_cache_per_device(monkeypatch):
+                monkeypatch.setattr("pkg.ops.build_table", lambda n, device: object())
+                first = torch.device("cuda:0")
+                second = torch.device("cuda:1")
+                assert tables.get(4, first) is not tables.get(4, second)
+            """
+        ),
+        Valid(
             # The project says it is CUDA-only.
             """
             import torch
@@ -481,12 +496,12 @@ class HardcodedCuda(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
             if isinstance(func.value, cst.Name) and self.ctx.qualname(func.value) == "torch":
                 return
-            if all(arg.keyword is None or arg.keyword.value in _CUDA_METHOD_KEYWORDS for arg in node.args):
+            if torch_cuda_signature(node) and not self._discarded_move(func):
                 self._check(node, node, self.device_variable.moved_with_to(node), device_parameter=False)
             return
         if isinstance(func, cst.Attribute) and func.attr.value == "to":
             args = positional(node)
-            if args and is_cuda_literal(args[0].value):
+            if args and is_cuda_literal(args[0].value) and not self._discarded_move(func):
                 self._check(args[0].value, node, self._literal_edit(args[0].value))
         elif self.ctx.qualname(func) == "torch.device":
             args = positional(node)
@@ -495,6 +510,7 @@ class HardcodedCuda(Rule):
                 and is_cuda_literal(args[0].value)
                 and not used_as_data(self.ctx.ancestors)
                 and not probed(self.ctx.ancestors)
+                and not key_in_faked_test(node, self.ctx.ancestors)
             ):
                 self._check(args[0].value, node, self._device_call_edit(node))
         given = keyword(node, "device")
@@ -506,7 +522,7 @@ class HardcodedCuda(Rule):
             return
         for target in node.targets:
             name = dotted_name(target.target)
-            if name is not None and _DEVICE_NAME.match(name.rsplit(".", 1)[-1]) and not is_config(name):
+            if name is not None and names_device(name):
                 self._check(node.value, node, self._choice_edit(node.value))
                 return
 
@@ -519,6 +535,10 @@ class HardcodedCuda(Rule):
 
     # Detection -------------------------------------------------------------
 
+    def _discarded_move(self, method: cst.Attribute) -> bool:
+        """`t.cuda()` as a statement on a tensor: a no-op whose real bug is TDL306's; where it would go is moot."""
+        return isinstance(self.ctx.parent(1), cst.Expr) and flow.is_tensor(method.value, self.ctx)
+
     def _check(
         self,
         node: cst.BaseExpression,
@@ -528,15 +548,7 @@ class HardcodedCuda(Rule):
         device_parameter: bool = True,
     ) -> None:
         """Record a hard-coded use at `node` (inside `site`, the call or assignment) unless it is harmless."""
-        scope = self.ctx.scope
-        if (
-            in_comparison(node, self.ctx.ancestors)
-            or availability_guarded(scope, device_parameter=device_parameter)
-            or flag_condition(node, self.ctx.ancestors, scope, strict=False)
-            or expected_to_raise(self.ctx.ancestors)
-            or benchmark_path(self.ctx.path)
-            or cuda_requirements(scope, self.ctx.path, self.ctx.project).requires_cuda(site)
-        ):
+        if harmless_here(node, site, self.ctx, device_parameter=device_parameter):
             return
         statement = next(a for a in reversed(self.ctx.ancestors) if isinstance(a, cst.BaseStatement))
         self._statements.setdefault(statement, []).append(_Site(node, edit))
@@ -579,9 +591,6 @@ class HardcodedCuda(Rule):
             anchor, statement = definition
             replacements[anchor] = cst.FlattenSentinel([anchor, statement])
         return Fix("unsafe", "Use one `device` variable chosen by `torch.cuda.is_available()`", replacements)
-
-
-_CUDA_METHOD_KEYWORDS = frozenset({"device", "non_blocking", "memory_format"})
 
 
 @dataclass(frozen=True)
