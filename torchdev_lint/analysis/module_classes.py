@@ -108,3 +108,42 @@ def initialises_module(statement: cst.BaseStatement) -> bool:
         ):
             return True
     return False
+
+
+def built_only_for_export(class_name: str, module: cst.Module) -> bool:
+    """Every mention of the class in its file is a call inside a function named for export
+    (`export_coreml`): a wrapper built to be traced once on the host, never moved to a device."""
+    finder = _ClassMentions(class_name)
+    module.visit(finder)
+    return finder.export_calls > 0 and finder.mentions == finder.export_calls + 1  # and its `class` line
+
+
+class _ClassMentions(cst.CSTVisitor):
+    def __init__(self, class_name: str) -> None:
+        self.class_name = class_name
+        self.functions: list[str] = []
+        self.mentions = 0
+        self.export_calls = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(node.name.value.lower())
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.functions.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.functions.append("")  # methods of another class are not export code
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.functions.pop()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.mentions += node.value == self.class_name
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if (
+            isinstance(node.func, cst.Name)
+            and node.func.value == self.class_name
+            and any("export" in function for function in self.functions)
+        ):
+            self.export_calls += 1

@@ -9,6 +9,7 @@ import libcst as cst
 from torchdev_lint.analysis.attribute_uses import AttributeUses, ClassRegistrations, TensorAttribute
 from torchdev_lint.analysis.kinds import constructs_module, is_module_subclass
 from torchdev_lint.analysis.module_classes import (
+    built_only_for_export,
     init_statements,
     initialises_module,
     instance_name,
@@ -52,7 +53,8 @@ class UnregisteredModuleTensor(Rule):
         placement is managed by hand); 0-dim tensors (`torch.tensor(0.5)`: CUDA accepts CPU
         scalars); tensors only read on the host (`.item()`, `.tolist()`, `.shape`, `len()`,
         counters); classes that are not modules; modules that override `_apply`, `to`, `cuda` or
-        `__setattr__`.
+        `__setattr__`; export wrappers, built in their file only by functions named for export
+        (`export_coreml`) and traced there on the host, never moved.
 
         ## Why it matters
         `model.to(device)` (and `.cuda()`, `.half()`) walks the module's parameters and buffers. A
@@ -441,6 +443,25 @@ class UnregisteredModuleTensor(Rule):
                     return x - self.mean
             """
         ),
+        Valid(
+            # A wrapper built only by an export function, traced once on the host.
+            """
+            import torch
+
+            class ScaledBoxes(torch.nn.Module):
+                def __init__(self, model, h, w):
+                    super().__init__()
+                    self.model = model
+                    self.scale = torch.tensor([1 / w, 1 / h, 1 / w, 1 / h])
+
+                def forward(self, x):
+                    return self.model(x) * self.scale
+
+            def export_mobile(model, im):
+                wrapper = ScaledBoxes(model, *im.shape[2:])
+                return torch.jit.trace(wrapper, im)
+            """
+        ),
     )
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -448,7 +469,9 @@ class UnregisteredModuleTensor(Rule):
         if not is_module_subclass(node, scope.parent or scope):
             return
         methods = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
-        if any(m.name.value in _MOVE_OVERRIDES for m in methods):
+        if any(m.name.value in _MOVE_OVERRIDES for m in methods) or built_only_for_export(
+            node.name.value, self.ctx.module
+        ):
             return
         init = next((m for m in methods if m.name.value == "__init__"), None)
         self_name = instance_name(init) if init is not None else None
