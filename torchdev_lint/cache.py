@@ -170,22 +170,26 @@ class ResultCache(NamedTuple):
             "source_lines": {str(n): s for n, s in result.source_lines.items()},
             "error": result.error,
         }
-        import tempfile  # only on a miss: a run answered from the cache need not load it
+        store_json(self._entry(key), data)
 
-        entry = self._entry(key)
+
+def store_json(entry: str, data: object) -> None:
+    """Write a cache entry atomically (temporary file + rename); a failure only costs the entry."""
+    import tempfile  # only on a miss: a run answered from the cache need not load it
+
+    try:
+        os.makedirs(os.path.dirname(entry), exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(entry), suffix=".tmp")
         try:
-            os.makedirs(os.path.dirname(entry), exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(entry), suffix=".tmp")
-            try:
-                with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                    json.dump(data, stream, separators=(",", ":"))
-                os.replace(temporary, entry)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temporary)
-                raise
-        except OSError:
-            pass
+            with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                json.dump(data, stream, separators=(",", ":"))
+            os.replace(temporary, entry)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+    except OSError:
+        pass
 
 
 def _diagnostic(data: dict[str, Any]) -> Diagnostic:  # parsed JSON from a cache file

@@ -18,7 +18,6 @@ gates: without facts a file is checked as it is on its own.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -270,7 +269,9 @@ class _Pass:
             except (SourceError, RecursionError):
                 return
             if entry is not None:
-                _store(entry, summary)
+                from torchdev_lint.cache import store_json
+
+                store_json(entry, summary)
         self.summaries[path] = summary
 
     def _entry(self, source: bytes) -> str | None:
@@ -338,23 +339,3 @@ def _load(entry: str) -> Summary | None:
     return (
         data if isinstance(data, dict) and {"functions", "sites", "aliases", "stars"} <= data.keys() else None
     )
-
-
-def _store(entry: str, summary: Summary) -> None:
-    """Write atomically; a failure only costs the entry."""
-    import tempfile
-
-    folder = os.path.dirname(entry)
-    try:
-        os.makedirs(folder, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump(summary, stream, separators=(",", ":"))
-            os.replace(temporary, entry)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
-    except OSError:
-        pass
