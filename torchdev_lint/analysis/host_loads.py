@@ -5,34 +5,47 @@ tensor onto a device this machine lacks, judged from the load site and what the 
   written, test code, a function that deletes its `device` parameter, a generator-state or
   metadata file, a URL fixed in the code, XLA, a CUDA-only program's `torch.jit.load`, a
   scheduler, scaler or dataset class).
-- `reads_own_or_shipped_file`: known once the whole file has been traversed (an in-memory
-  round trip or a file saved from host memory by the same file, or data shipped with the code).
+- `PendingLoads`: the loads left, judged once the whole file has been traversed (an in-memory
+  round trip or a file saved from host memory by the same file, data shipped with the code,
+  a value whose every use restores host data) and whether every use is a `load_state_dict`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoints import (
+    LOADERS,
     Loader,
     SavedFiles,
+    UseIndex,
     discards_device,
     fixed_url,
     holds_numbers_only,
     is_test_code,
     names_host_file,
     package_data,
+    restores_host_data,
     runs_on_xla,
 )
 from torchdev_lint.analysis.datasets import is_dataset_class
 from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.scopes import Scope
-from torchdev_lint.syntax import argument
+from torchdev_lint.syntax import argument, has_star
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
+
+
+def unmapped_loader(call: cst.Call, qualname: str | None) -> Loader | None:
+    """The loader `call` calls when it passes no `map_location` (unpacked arguments may carry one)."""
+    loader = LOADERS.get(qualname or "")
+    if loader is None or has_star(call, "*") or has_star(call, "**"):
+        return None
+    return loader if argument(call, loader.map_location_index, "map_location") is None else None
 
 
 def restores_no_device_at_call(call: cst.Call, loader: Loader, saved: SavedFiles, ctx: FileContext) -> bool:
@@ -60,6 +73,35 @@ def restores_no_device_at_call(call: cst.Call, loader: Loader, saved: SavedFiles
         if is_dataset_class(node, ctx.scope):
             return True  # a dataset's files (caches, statistics) hold samples: host data
     return False
+
+
+class PendingLoads:
+    """Loads without `map_location` and without a sign at the call, judged once the whole file
+    is known (a load may come before the save of its file; the fix's safety depends on every
+    later use of the loaded value)."""
+
+    def __init__(self, saved: SavedFiles) -> None:
+        self.saved = saved
+        self._loads: list[tuple[cst.Call, Loader, Scope]] = []
+
+    def add(self, call: cst.Call, loader: Loader, owner: Scope) -> None:
+        self._loads.append((call, loader, owner))
+
+    def flagged(self, ctx: FileContext) -> Iterator[tuple[cst.Call, Loader, bool]]:
+        """The loads that may restore tensors onto a missing device, each with whether every
+        use of the loaded value ends in a `load_state_dict` (where `map_location="cpu"` changes
+        nothing the program sees)."""
+        indexes: dict[int, UseIndex] = {}
+        for call, loader, owner in self._loads:
+            if reads_own_or_shipped_file(call, loader, owner, self.saved):
+                continue  # the file wrote it itself, or it ships with the code
+            index = indexes.get(id(owner.node))
+            if index is None:
+                index = indexes[id(owner.node)] = UseIndex(owner.node)
+            receivers = index.state_dict_receivers(call, owner)
+            if receivers and all(restores_host_data(r, owner) for r in receivers):
+                continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
+            yield call, loader, receivers is not None
 
 
 def reads_own_or_shipped_file(call: cst.Call, loader: Loader, owner: Scope, saved: SavedFiles) -> bool:

@@ -6,18 +6,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import (
-    LOADERS,
-    SAVED_OBJECT,
-    Loader,
-    SavedFiles,
-    UseIndex,
-    restores_host_data,
-)
-from torchdev_lint.analysis.host_loads import reads_own_or_shipped_file, restores_no_device_at_call
+from torchdev_lint.analysis.checkpoints import SAVED_OBJECT, Loader, SavedFiles
+from torchdev_lint.analysis.host_loads import PendingLoads, restores_no_device_at_call, unmapped_loader
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import argument, has_star, with_keyword
+from torchdev_lint.syntax import with_keyword
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -36,36 +29,33 @@ class LoadWithoutMapLocation(Rule):
         Flags `torch.load(f)`, `torch.jit.load(f)` and `torch.hub.load_state_dict_from_url(url)`
         (also spelled `torch.utils.model_zoo.load_url`) calls that pass no `map_location`, neither
         by keyword nor positionally (second argument of `torch.load`/`torch.jit.load`, third of
-        `load_state_dict_from_url`). Calls that unpack `*args` or `**kwargs` may carry one and are
-        left alone. So are loads where the premise (tensors restored onto a device this machine
-        may not have) cannot hold: a `torch.load` of a path that the same file writes with
-        `torch.save` from host memory (`torch.save(feats.cpu(), path)`, the same path expression),
-        or that the same function has just written with `torch.save` or `torch.jit.save` (the
-        same run on the same machine); a load (`torch.load` or `torch.jit.load`) of an in-memory
-        `io.BytesIO` buffer by the class (or function) that serializes into such buffers (a
-        pickler, a broadcast, a launcher passing results back); loads in
-        tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a module that
-        imports pytest or unittest); a `torch.load` of a file shipped with the code (a path built
-        from `__file__`); loads in a function that deletes its own `device` or
-        `map_location` parameter (`del device`); and loads whose every use is a
-        `load_state_dict` of a scheduler or a scaler (`lr_scheduler`, `self.scaler`), or that
-        a scheduler or scaler class makes of its own state (`class WarmupScheduler`): those
-        states hold plain numbers.
+        `load_state_dict_from_url`). Calls unpacking `*args` or `**kwargs` may carry one.
 
-        Also left alone, because the data is host data by construction: a path that names
-        generator states or metadata (`rng_file`, `"rng_state.pth"`, `path / _METADATA_FILENAME`,
-        `meta_file`); a file the same file saves from generator states (`g.get_state()`,
-        `torch.cuda.get_rng_state_all()`); a loaded value whose every use goes into a
-        generator setter (`set_rng_state_for_device(...)` included) or into
-        `torch.from_numpy`/`np.asarray` (pickled arrays); loads in a `Dataset` class (its
-        caches and statistics hold samples) and in a function that imports `torch_xla` (XLA
-        writes checkpoints from host memory). `load_state_dict_from_url`/`load_url` of a URL
-        fixed in the code (a literal, a constant, an entry of a table of them: `model_urls["resnet18"]`,
-        `look_up_option(arch, model_urls, None)`) is left alone too: its authors publish those weights and load them on every machine
-        they support. A `torch.jit.load` in code that cannot run without CUDA (a function that
-        raises or exits when CUDA is missing, a CUDA-only module) is not flagged: a scripted
-        TensorRT engine cannot be mapped to the CPU. Weights a class saves and loads itself
-        are still flagged: the file may come from a GPU machine.
+        Loads where the premise (tensors restored onto a device this machine may lack) cannot
+        hold are left alone:
+        - files the program wrote itself: a path the same function has just written with
+          `torch.save`/`torch.jit.save` (same run, same machine); a `torch.load` of a path that
+          the file writes with `torch.save` from host memory (`torch.save(feats.cpu(), path)`,
+          the same path expression); an in-memory
+          `io.BytesIO` round trip by the class (or function) that serializes into such buffers
+          (a pickler, a broadcast, a launcher passing results back);
+        - host data by construction: generator states and metadata (`rng_file`,
+          `"rng_state.pth"`, `path / _METADATA_FILENAME`, a file saved from `g.get_state()`), a
+          value whose every use is a generator setter or `torch.from_numpy`/`np.asarray`, a
+          scheduler's or scaler's state (`lr_scheduler.load_state_dict`, `class
+          WarmupScheduler`), loads in a `Dataset` class, in a function importing `torch_xla`, or deleting its `device`/`map_location`
+          parameter (`del device`);
+        - tests (`test_*.py`, `*_test.py`, `conftest.py`, `test_*` functions of a module that
+          imports pytest or unittest) and files shipped with the code (a path built from
+          `__file__`);
+        - `load_state_dict_from_url`/`load_url` of a URL fixed in the code (a literal, a constant,
+          `model_urls["resnet18"]`, `look_up_option(arch, model_urls, None)`): its authors publish
+          and load those weights everywhere they support;
+        - a `torch.jit.load` in code that cannot run without CUDA (a scripted TensorRT engine
+          cannot be mapped to the CPU).
+
+        Weights a class saves and loads itself are still flagged: the file may come from a GPU
+        machine.
 
         ## Why it matters
         Without `map_location`, every tensor is restored onto the device it was saved from. A
@@ -108,34 +98,39 @@ class LoadWithoutMapLocation(Rule):
         Invalid(
             """
             import torch
-            state = torch.load("ckpt.pt")
-            """,
-            lines=(2,),
-            fixed="""
-            import torch
-            state = torch.load("ckpt.pt", map_location="cpu")
-            """,
-        ),
-        Invalid(
-            """
             import torch as T
             from torch import load as L
+            state = torch.load("ckpt.pt")
             a = T.load(path)
             b = L(
                 path,
                 weights_only=True,
             )
+            scripted = torch.jit.load("model.ts")
+            print(f"{torch.load(path)}")  # the quote legal in an f-string on Python 3.10
+
+            def from_url(net, url):
+                sd = torch.hub.load_state_dict_from_url(url, "/tmp/hub")
+                net.load_state_dict(sd)
             """,
-            lines=(3, 4),
+            lines=(4, 5, 6, 10, 11, 14),
             fixed="""
+            import torch
             import torch as T
             from torch import load as L
+            state = torch.load("ckpt.pt", map_location="cpu")
             a = T.load(path, map_location="cpu")
             b = L(
                 path,
                 weights_only=True,
                 map_location="cpu",
             )
+            scripted = torch.jit.load("model.ts", map_location="cpu")
+            print(f"{torch.load(path, map_location='cpu')}")  # the quote legal in an f-string on Python 3.10
+
+            def from_url(net, url):
+                sd = torch.hub.load_state_dict_from_url(url, "/tmp/hub", map_location="cpu")
+                net.load_state_dict(sd)
             """,
         ),
         Invalid(
@@ -201,40 +196,7 @@ class LoadWithoutMapLocation(Rule):
                 return torch.load(path, map_location="cpu")
             """,
         ),
-        Invalid(
-            """
-            import torch
-            scripted = torch.jit.load("model.ts")
-
-            def from_url(net, url):
-                sd = torch.hub.load_state_dict_from_url(url, "/tmp/hub")
-                net.load_state_dict(sd)
-            """,
-            lines=(2, 5),
-            fixed="""
-            import torch
-            scripted = torch.jit.load("model.ts", map_location="cpu")
-
-            def from_url(net, url):
-                sd = torch.hub.load_state_dict_from_url(url, "/tmp/hub", map_location="cpu")
-                net.load_state_dict(sd)
-            """,
-        ),
-        # In an f-string the literal takes the quote that is legal there on Python 3.10;
-        # where neither is, the finding has no fix.
-        Invalid(
-            """
-            import torch
-            path = "x.pt"
-            print(f"{torch.load(path)}")
-            """,
-            lines=(3,),
-            fixed="""
-            import torch
-            path = "x.pt"
-            print(f"{torch.load(path, map_location='cpu')}")
-            """,
-        ),
+        # Where no quote character is legal inside an f-string, the finding has no fix.
         Invalid(
             """
             import torch
@@ -242,8 +204,8 @@ class LoadWithoutMapLocation(Rule):
             """,
             lines=(2,),
         ),
-        # A file format written and read by module-level functions: the bytes may come from a
-        # file saved on another machine.
+        # A file format written and read by module-level functions, weights a class writes and
+        # reads itself: the bytes may come from a file saved on another machine.
         Invalid(
             """
             import io
@@ -256,8 +218,15 @@ class LoadWithoutMapLocation(Rule):
 
             def deserialize_weights(model, data):
                 model.load_state_dict(torch.load(io.BytesIO(data)))
+
+            class Checkpointer:
+                def save(self, model, path):
+                    torch.save(model.state_dict(), path)
+
+                def restore(self, model, path):
+                    model.load_state_dict(torch.load(path))
             """,
-            lines=(10,),
+            lines=(10, 17),
             fixed="""
             import io
             import torch
@@ -269,6 +238,13 @@ class LoadWithoutMapLocation(Rule):
 
             def deserialize_weights(model, data):
                 model.load_state_dict(torch.load(io.BytesIO(data), map_location="cpu"))
+
+            class Checkpointer:
+                def save(self, model, path):
+                    torch.save(model.state_dict(), path)
+
+                def restore(self, model, path):
+                    model.load_state_dict(torch.load(path, map_location="cpu"))
             """,
         ),
         # A script's evaluation function named `test` is no unit test; a cache read before it is
@@ -315,49 +291,8 @@ class LoadWithoutMapLocation(Rule):
                 scheduler.load_state_dict(ckpt["scheduler"])
             """,
         ),
-        # A class writing and reading its own weights: the file may come from a GPU machine.
-        Invalid(
-            """
-            import torch
-
-            class Checkpointer:
-                def save(self, model, path):
-                    torch.save(model.state_dict(), path)
-
-                def restore(self, model, path):
-                    model.load_state_dict(torch.load(path))
-            """,
-            lines=(8,),
-            fixed="""
-            import torch
-
-            class Checkpointer:
-                def save(self, model, path):
-                    torch.save(model.state_dict(), path)
-
-                def restore(self, model, path):
-                    model.load_state_dict(torch.load(path, map_location="cpu"))
-            """,
-        ),
     )
     valid = (
-        Valid(
-            # Generator states are CPU bytes (or Python numbers) whichever device they seed.
-            """
-            import random
-
-            import numpy as np
-            import torch
-
-            def restore_rng(path):
-                state = torch.load(path, weights_only=True)
-                random.setstate(state["python"])
-                np.random.set_state(state["numpy"])
-                torch.random.set_rng_state(state["cpu"])
-                if torch.cuda.is_available():
-                    torch.cuda.random.set_rng_state_all(state["cuda"])
-            """
-        ),
         Valid(
             """
             import torch
@@ -371,37 +306,37 @@ class LoadWithoutMapLocation(Rule):
             h = torch.hub.load_state_dict_from_url(url, map_location=device)
             """
         ),
+        # Other functions named `load`, and a local `torch` that is not the module.
         Valid(
             """
+            import pickle
+
             import torch
 
             def load(path):
                 return open(path).read()
 
-            data = load("notes.txt")
-            """
-        ),
-        Valid(
-            """
-            import pickle
-            from json import load
-            data = load(open("a.json"))
-            obj = pickle.load(f)
-            """
-        ),
-        Valid(
-            """
-            import torch
-
             def restore(path):
                 torch = FakeTorch()
                 return torch.load(path)
+
+            def read(f):
+                from json import load
+
+                return load(f), pickle.load(f)
+
+            data = load("notes.txt")
             """
         ),
-        # The file writes this checkpoint itself, from host memory.
+        # The file writes this file itself from host memory; read back in the same function, or
+        # through in-memory buffers: the same run, the same machine, so the devices exist.
         Valid(
             """
+            import io
             import os
+            import tempfile
+            from pathlib import Path
+
             import torch
 
             def features(model, loader, cache_file):
@@ -415,17 +350,6 @@ class LoadWithoutMapLocation(Rule):
                 out = self.encoder(batch).detach().cpu()
                 torch.save(out, self.out_path)
                 return torch.load(self.out_path)
-            """
-        ),
-        # Read back in the same function, or through in-memory buffers: the same run, the same
-        # machine, so the devices the tensors were saved from exist.
-        Valid(
-            """
-            import io
-            import tempfile
-            from pathlib import Path
-
-            import torch
 
             def simulate(model, optimizer, steps):
                 with tempfile.TemporaryDirectory() as tmp:
@@ -472,12 +396,13 @@ class LoadWithoutMapLocation(Rule):
                     return torch.jit.load(io.BytesIO(serialized))
             """
         ),
-        # Weights shipped inside the package, next to the code.
+        # Weights shipped inside the package, next to the code; unit tests.
         Valid(
             """
             import os
             from pathlib import Path
 
+            import pytest
             import torch
 
             WEIGHTS = Path(__file__).resolve().parent / "weights" / "dists.pt"
@@ -490,18 +415,17 @@ class LoadWithoutMapLocation(Rule):
                         self.load_state_dict(torch.load(path))
                         weights = torch.load(str(WEIGHTS))
                         self.alpha = weights["alpha"]
-            """
-        ),
-        # Unit tests load what they have just written; a loader that deletes its `device`
-        # parameter says the data has none; schedulers and scalers restore plain numbers.
-        Valid(
-            """
-            import pytest
-            import torch
 
             def test_roundtrip(tmp_path, model):
                 save_checkpoint(model, tmp_path / "m.pt")
                 model.load_state_dict(torch.load(tmp_path / "m.pt"))
+            """
+        ),
+        # A loader that deletes its `device` parameter says the data has none; schedulers and
+        # scalers restore plain numbers.
+        Valid(
+            """
+            import torch
 
             class Checkpointable:
                 def load(self, path, end_of_epoch=False, device=None):
@@ -524,19 +448,28 @@ class LoadWithoutMapLocation(Rule):
                 trainer.scaler.load_state_dict(torch.load(checkpoint + "/scaler.pt"))
             """
         ),
-        # Host data by construction: generator states (named so, or saved from `get_state()`),
-        # bookkeeping metadata, NumPy tables, XLA checkpoints, a dataset's own cache.
+        # Host data by construction: generator states (fed to setters, named so, or saved from
+        # `get_state()`), bookkeeping metadata, NumPy tables, XLA checkpoints, a dataset's cache.
         Valid(
             """
             import os
             import random
 
+            import numpy as np
             import torch
             from torch.utils.data import Dataset
 
             from .utils import set_rng_state_for_device
 
             _META_FILE = "meta.pt"
+
+            def restore_rng(path):
+                state = torch.load(path, weights_only=True)
+                random.setstate(state["python"])
+                np.random.set_state(state["numpy"])
+                torch.random.set_rng_state(state["cpu"])
+                if torch.cuda.is_available():
+                    torch.cuda.random.set_rng_state_all(state["cuda"])
 
             def restore_generators(checkpoint, rank, distributed):
                 rng_file = os.path.join(checkpoint, f"rng_state_{rank}.pth")
@@ -618,10 +551,10 @@ class LoadWithoutMapLocation(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
+        self.saved = SavedFiles()
         # Judged once the whole file is known: a load may come before the save of its file,
         # and the fix's safety depends on every later use of the loaded value.
-        self.loads: list[tuple[cst.Call, Loader, Scope]] = []
-        self.saved = SavedFiles()
+        self.loads = PendingLoads(self.saved)
         # A `load_state_dict` of this file may keep the tensors it is given as they are.
         self.defines_load_state_dict = False
 
@@ -634,28 +567,15 @@ class LoadWithoutMapLocation(Rule):
         if name in SAVED_OBJECT:
             self.saved.note(node, name, self.ctx)
             return
-        loader = LOADERS.get(name or "")
-        if loader is None or has_star(node, "*") or has_star(node, "**"):
-            return  # unpacked arguments may carry a map_location
-        if argument(node, loader.map_location_index, "map_location") is not None:
-            return
-        if not restores_no_device_at_call(node, loader, self.saved, self.ctx):
-            self.loads.append((node, loader, self.ctx.scope.owner))
+        loader = unmapped_loader(node, name)
+        if loader is not None and not restores_no_device_at_call(node, loader, self.saved, self.ctx):
+            self.loads.add(node, loader, self.ctx.scope.owner)
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
-        indexes: dict[int, UseIndex] = {}
-        for call, loader, owner in self.loads:
-            if reads_own_or_shipped_file(call, loader, owner, self.saved):
-                continue  # the file wrote it itself, or it ships with the code
-            index = indexes.get(id(owner.node))
-            if index is None:
-                index = indexes[id(owner.node)] = UseIndex(owner.node)
-            receivers = index.state_dict_receivers(call, owner)
-            if receivers and all(restores_host_data(r, owner) for r in receivers):
-                continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
-            fix = self._fix(call, loader, safe=receivers is not None and not self.defines_load_state_dict)
+        for call, loader, into_state_dicts in self.loads.flagged(self.ctx):
+            fix = self._fix(call, loader, safe=into_state_dicts and not self.defines_load_state_dict)
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
 
     def _fix(self, call: cst.Call, loader: Loader, *, safe: bool) -> Fix | None:
