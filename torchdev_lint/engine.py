@@ -298,7 +298,7 @@ def check_source(
     `python_tree` is CPython's `ast` of `source` when the caller has it
     (flake8 does): it is not built again.
     """
-    if skip_filter and not could_match(source, rules):
+    if skip_filter and project is None and not could_match(source, rules):
         return FileResult(path, None, project=project)
     module, tree = _parse(path, source, python_tree)
     original = _original(source, module, tree)
