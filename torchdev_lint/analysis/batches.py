@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
 import libcst as cst
 
 from torchdev_lint.analysis.devices import Move, as_move
-from torchdev_lint.analysis.loaders import is_loader, is_pinned, iterates_mapping, loader_origin
+from torchdev_lint.analysis.loaders import is_loader, iterates_mapping, loader_origin
 from torchdev_lint.analysis.loops import (
     body_statement,
     bound_in,
@@ -25,6 +26,7 @@ from torchdev_lint.analysis.loops import (
     statements_before,
     target_names,
 )
+from torchdev_lint.analysis.parameters import Parameter
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.analysis.torch_api import DESCRIPTIVE_ATTRIBUTES, MEMORY_SHARING_METHODS
 from torchdev_lint.syntax import keyword_is_true
@@ -149,12 +151,16 @@ def _through_comprehensions(name: str, ancestors: Sequence[cst.CSTNode]) -> str:
     return name
 
 
-def pinned_batch(batch: BatchMove, scope: Scope) -> bool:
-    """Do all the loaders the batch may come from pin memory (and none places it on the device)?"""
-    origin = loader_origin(batch.loop.iter, scope)
-    return (
-        bool(origin.calls) and not origin.untraced and not origin.placed and all(map(is_pinned, origin.calls))
-    )
+def pinned_batch(batch: BatchMove, scope: Scope, facts: PinnedParameters | None = None) -> bool:
+    """Do all the loaders the batch may come from pin memory (and none places it on the device)?
+    A loader that is a parameter counts as pinned when the project facts say every call passes one."""
+    return loader_origin(batch.loop.iter, scope).pinned(facts.pinned if facts is not None else None)
+
+
+class PinnedParameters(Protocol):
+    """What the project facts say of a loader parameter (see `analysis/project_facts.FileFacts`)."""
+
+    def pinned(self, parameter: Parameter) -> bool: ...
 
 
 # --- Is the host batch written after its copy? -----------------------------------------------

@@ -6,6 +6,7 @@
   a `load_state_dict(...)` call (directly, through items, `.get`/`.pop`, names
   it is assigned to, key-renaming dict comprehensions)? Only then does loading
   it onto the CPU change nothing the program sees.
+- `saved_dict_slots`: the values of a dict given to `torch.save` (TDL105, here and across calls).
 - `SavedFiles`: what the file writes (`saved_on_cpu`, `path_key`), so that loads
   of what it has just written, or wrote from host memory, are known for what they are.
 - `in_memory_buffer`, `package_data`, `holds_numbers_only`, `restores_host_data`, `names_host_file`,
@@ -43,6 +44,24 @@ if TYPE_CHECKING:
 
 # Functions that write a file a loader may read back, and the name of the parameter they save.
 SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
+
+# A value slot of a checkpoint dict: `"model": value` or `dict(model=value)`.
+Slot = cst.DictElement | cst.Arg
+
+
+def saved_dict_slots(value: cst.BaseExpression, scope: Scope) -> list[Slot]:
+    """The value slots of a dict given to `torch.save`: a literal, `dict(...)`, or a name bound
+    only to one in the same function (whose values that function's uses judge)."""
+    if isinstance(value, cst.Name):
+        found = scope.lookup(value.value)
+        if found is None or found[0] is not scope.owner or len(found[1]) != 1 or found[1][0].value is None:
+            return []
+        value = found[1][0].value
+    if isinstance(value, cst.Dict):
+        return [element for element in value.elements if isinstance(element, cst.DictElement)]
+    if isinstance(value, cst.Call) and resolve(value.func, scope) == "builtins.dict":
+        return [arg for arg in value.args if arg.keyword is not None]
+    return []
 
 
 class SavedFiles:

@@ -10,13 +10,14 @@ loader comes from and where it goes. Batches moved inside their loop are in
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
 import libcst as cst
 
 from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.syntax import keyword, keyword_is_true
 
@@ -145,13 +146,32 @@ class LoaderOrigin:
     """Where the batches of an iterable come from."""
 
     calls: tuple[cst.Call, ...] = ()  # the `DataLoader(...)` calls it is known to iterate
-    untraced: bool = False  # part of it is a loader of unknown origin (a parameter, an attribute)
+    untraced: bool = False  # part of it is a loader of unknown origin (an attribute, a call's result)
     placed: bool = False  # it went through a library that puts the batches on the device itself
+    # The parameters of the function (named as summaries name it) it iterates: their callers know.
+    parameters: tuple[Parameter, ...] = ()
 
     def __or__(self, other: LoaderOrigin) -> LoaderOrigin:
         return LoaderOrigin(
-            self.calls + other.calls, self.untraced or other.untraced, self.placed or other.placed
+            self.calls + other.calls,
+            self.untraced or other.untraced,
+            self.placed or other.placed,
+            self.parameters + other.parameters,
         )
+
+    @property
+    def unknown(self) -> bool:
+        """Is part of it a loader this file does not build (a parameter, an attribute)?"""
+        return self.untraced or bool(self.parameters)
+
+    def pinned(self, pinned_parameter: Callable[[Parameter], bool] | None = None) -> bool:
+        """Does every loader it iterates pin memory (and none place batches on the device)? A
+        parameter counts when `pinned_parameter` says every project call passes a pinned loader."""
+        if self.untraced or self.placed or not (self.calls or self.parameters):
+            return False
+        if self.parameters and (pinned_parameter is None or not all(map(pinned_parameter, self.parameters))):
+            return False
+        return all(map(is_pinned, self.calls))
 
 
 def loader_origin(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> LoaderOrigin:
@@ -162,6 +182,9 @@ def loader_origin(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Loa
         return LoaderOrigin(placed=True)
     if depth >= _MAX_DEPTH:
         return LoaderOrigin(untraced=True)
+    parameter = parameter_of(node, scope)
+    if parameter is not None:
+        return LoaderOrigin(parameters=(parameter,))
     origin = LoaderOrigin()
     sources = [arg for arg in _wrapped(node, scope) if is_loader(arg, scope)]
     values = [(source, scope) for source in sources] if sources else _bound_values(node, scope)
@@ -178,6 +201,8 @@ class LoaderFate:
 
     escapes: bool  # returned, passed on, stored, or bound at module level: used where this file cannot see
     delegated: bool  # handed to a library that puts its batches on the device itself
+    # The calls it is passed to as an argument (project facts may know what the callee does).
+    handed: tuple[tuple[cst.Call, cst.Arg], ...] = ()
 
 
 def loader_fate(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> LoaderFate:
@@ -197,25 +222,26 @@ def loader_fate(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> LoaderFate:
     ):
         uses = _NameUses(parent.targets[0].target.value)
         function.body.visit(uses)
-        return LoaderFate(uses.escapes, uses.delegated)
-    path = list(ancestors[:-1])
-    return LoaderFate(*_use_of(call, path))
+        return LoaderFate(uses.escapes, uses.delegated, tuple(uses.handed))
+    return _use_of(call, list(ancestors[:-1]))
 
 
-def _use_of(node: cst.CSTNode, path: list[cst.CSTNode]) -> tuple[bool, bool]:
-    """(escapes, delegated) for a loader expression `node` whose ancestors are `path`."""
+def _use_of(node: cst.CSTNode, path: list[cst.CSTNode]) -> LoaderFate:
+    """What one use of a loader expression `node` whose ancestors are `path` does with it."""
     parent = path[-1] if path else None
     if isinstance(parent, cst.Arg) and len(path) >= 2:
         call = path[-2]
         if places_on_device(call):
-            return False, True
+            return LoaderFate(False, True)
         if isinstance(call, cst.Call) and dotted_name(call.func) == "len":
-            return False, False
+            return LoaderFate(False, False)
     if _in_loop_iterable([*path, node]):
-        return False, False
+        return LoaderFate(False, False)
     if isinstance(parent, cst.Attribute) and parent.value is node:
-        return False, False
-    return not isinstance(parent, cst.AssignTarget), False
+        return LoaderFate(False, False)
+    if isinstance(parent, cst.Arg) and parent.value is node and isinstance(path[-2], cst.Call):
+        return LoaderFate(True, False, ((path[-2], parent),))
+    return LoaderFate(not isinstance(parent, cst.AssignTarget), False)
 
 
 def _in_loop_iterable(path: Sequence[cst.CSTNode]) -> bool:
@@ -236,12 +262,14 @@ class _NameUses(cst.CSTVisitor):
         self.path: list[cst.CSTNode] = []
         self.escapes = False
         self.delegated = False
+        self.handed: list[tuple[cst.Call, cst.Arg]] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.Name) and node.value == self.name:
-            escapes, delegated = _use_of(node, self.path)
-            self.escapes |= escapes
-            self.delegated |= delegated
+            use = _use_of(node, self.path)
+            self.escapes |= use.escapes
+            self.delegated |= use.delegated
+            self.handed += use.handed
         self.path.append(node)
         return True
 

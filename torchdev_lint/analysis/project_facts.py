@@ -1,19 +1,23 @@
 """Project facts: pass 1 over the checked files, to a fixed point, and what each check receives.
 
-Today one fact crosses files: which functions stop the program where CUDA is
-missing (`utils.init_distributed_mode()` exits, raises or asserts without CUDA,
-or joins an NCCL process group), so that TDL301/TDL311 stay silent after a call
-of one. Pass 1 parses only the files that can matter: those whose text could
-hold a gate of their own, then, round by round, those naming a function already
-known to gate (a caller, or a package `__init__` re-exporting it). Summaries are
-cached on disk by content (`analysis/summaries.py`), so a warm run parses
-nothing, and this module imports LibCST only on a miss.
+Facts that cross files: which functions stop the program where CUDA is missing
+(`utils.init_distributed_mode()` exits, raises or asserts without CUDA, or joins
+an NCCL process group), so that TDL301/TDL311 stay silent after a call of one;
+and what functions do with their parameters (`analysis/parameter_facts.py`:
+store them in a checkpoint, move a loader's batches, receive pinned loaders).
+Pass 1 parses only the files that can matter: those whose text could hold a gate
+of their own, build a loader or save a checkpoint, then, round by round, those
+naming a function already known to gate or to use a parameter so (a caller, or a
+package `__init__` re-exporting it) and the modules loaders are passed to.
+Summaries are cached on disk by content (`analysis/summaries.py`), so a warm run
+parses nothing, and this module imports LibCST only on a miss.
 
-A file's check receives `FileFacts`: the callees it names that gate. Their
+A file's check receives `FileFacts`: the callees it names that gate or use their
+parameters so, and its own loader parameters every call passes pinned. Their
 digest is what the file's cache key adds, so an edit elsewhere that leaves those
 facts alone re-checks nothing, and one that changes them re-checks exactly the
-files that name the function. Unknown (third-party, unparsable, ambiguous) never
-gates: without facts a file is checked as it is on its own.
+files they concern. Unknown (third-party, unparsable, ambiguous) never gates nor
+yields a finding: without facts a file is checked as it is on its own.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from torchdev_lint.analysis.parameter_facts import Handed, handed, pinned_parameters
 from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_all, read_source
+
+if TYPE_CHECKING:
+    from torchdev_lint.analysis.parameters import Parameter
 
 # Text a gate of the file's own needs (see requirements.CudaRequirements.stops_caller): a claim
 # of the GPU, an assert about CUDA on its first line, an `if` about CUDA (or the CPU) whose
@@ -45,7 +53,15 @@ _ELSE_TEXT = re.compile(rb"^[ \t]*else[ \t]*:", re.MULTILINE)
 _IMPORT = re.compile(
     rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
 )
+# Text a parameter boundary needs in the file that starts it: a loader built (TDL204/TDL205),
+# a checkpoint saved (TDL105). Its callers and callees are found as for gates, by name.
+_PARAMETER_TEXT = re.compile(rb"\bDataLoader\b|\bsave\(")
 _MAX_ALIASES = 8
+# The summary fields that name a function of the file, and every field a cached summary must have.
+_DEFINED = ("functions", "checkpoints", "batches")
+_FIELDS = frozenset(
+    {"functions", "sites", "aliases", "stars", "counts", "checkpoints", "batches", "loader_args"}
+)
 FOLDER = "summaries"
 
 Summary = dict[str, Any]
@@ -54,20 +70,42 @@ Parse = Callable[[str, bytes], Any]
 
 
 class FileFacts(NamedTuple):
-    """What a file's check learns from the rest of the project."""
+    """What a file's check learns from the rest of the project (see `analysis/parameter_facts.py`
+    for the parameter boundaries)."""
 
     gating: frozenset[str] = frozenset()
+    # (callee as written, call position or -1, parameter): stored in a saved dict / batches moved.
+    checkpointing: frozenset[Handed] = frozenset()
+    batch_moving: frozenset[Handed] = frozenset()
+    # (function, parameter) of this file: every project call passes a pinned loader.
+    pinned_loaders: frozenset[tuple[str, str]] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
         return callee in self.gating
 
+    def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
+        """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""
+        return _parameters(self.checkpointing, callee)
+
+    def moves_batches(self, callee: str) -> list[tuple[int | None, str]]:
+        """The loader parameters (call position, name) whose batches `callee` moves to a device."""
+        return _parameters(self.batch_moving, callee)
+
+    def pinned(self, parameter: Parameter) -> bool:
+        """Does every call in the project pass a pinned `DataLoader` for this loader parameter?"""
+        return (parameter.function, parameter.name) in self.pinned_loaders
+
     @property
     def digest(self) -> str:
         """A hash of these facts for the file's cache key; empty when there are none."""
-        if not self.gating:
+        if not any(self):
             return ""
-        return hashlib.sha256("\0".join(sorted(self.gating)).encode()).hexdigest()
+        return hashlib.sha256(json.dumps([sorted(member) for member in self]).encode()).hexdigest()
+
+
+def _parameters(handed: frozenset[Handed], callee: str) -> list[tuple[int | None, str]]:
+    return [(None if at < 0 else at, name) for text, at, name in handed if text == callee]
 
 
 class ProjectFacts(NamedTuple):
@@ -109,7 +147,8 @@ class _Pass:
         self.unparsed: dict[str, bytes] = {}  # checked, no summary yet (no gate text of its own)
         self.seen: set[str] = set()
         self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
-        self.names: set[str] = set()  # the names callers of gating functions write
+        self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
+        self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
         self._targets: dict[tuple[str, str], Target | None] = {}
 
     def add(self, path: str) -> None:
@@ -122,7 +161,7 @@ class _Pass:
             source = self._read(current)
             if source is None:
                 continue
-            if _may_gate(source):
+            if _may_gate(source) or _PARAMETER_TEXT.search(source):
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
@@ -136,11 +175,18 @@ class _Pass:
         text names one, and the modules a reference to one leads to (a re-exporting package)."""
         while True:
             gating = self._fixed_point()
+            known = gating | self._parameter_functions()
             # A caller in another file names the function, or the class of a method.
-            names = {qualname.split(".", 1)[0] for _, qualname in gating} | self._gating_aliases(gating)
+            names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
+            names |= self._loader_callees()
             fresh, self.names = names - self.names, self.names | names
             self._targets.clear()
-            facts = {path: self._facts(path, gating) for path in self.summaries if path in self.checked}
+            pinned = pinned_parameters(self.summaries, self._target, self.unreadable)
+            facts = {
+                path: self._facts(path, gating, pinned.get(path, frozenset()))
+                for path in self.summaries
+                if path in self.checked
+            }
             new = [path for path in self.wanted if path not in self.summaries]
             if fresh:
                 named = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(n.encode()) for n in sorted(fresh)))
@@ -155,7 +201,7 @@ class _Pass:
                     self._summarize(path, source)
                     progressed = progressed or path in self.summaries
             if not progressed:
-                return {path: found for path, found in facts.items() if found.gating}
+                return {path: found for path, found in facts.items() if any(found)}
 
     def _read(self, path: str) -> bytes | None:
         """The bytes of a file not read before (None when seen already or unreadable)."""
@@ -186,24 +232,49 @@ class _Pass:
                         changed = True
         return gating
 
-    def _gating_aliases(self, gating: set[Target]) -> set[str]:
-        """Names a module re-exports a gating function under (`from .dist import init as setup`)."""
+    def _aliases(self, known: set[Target]) -> set[str]:
+        """Names a module re-exports a known function under (`from .dist import init as setup`)."""
         return {
             name
             for path, summary in self.summaries.items()
             for name, reference in summary["aliases"].items()
-            if self._target(path, reference) in gating
+            if self._target(path, reference) in known
         }
 
-    def _facts(self, path: str, gating: set[Target]) -> FileFacts:
-        sites = self.summaries[path]["sites"]
-        return FileFacts(
-            frozenset(
-                text
-                for text, reference in sites.items()
-                if reference is not None and self._target(path, reference) in gating
-            )
+    def _parameter_functions(self) -> set[Target]:
+        """Functions that store a parameter in a checkpoint or move a loader parameter's batches."""
+        return {
+            (path, qualname)
+            for path, summary in self.summaries.items()
+            for field in ("checkpoints", "batches")
+            for qualname in summary[field]
+        }
+
+    def _loader_callees(self) -> set[str]:
+        """The names of the project functions loaders are passed to: their modules are wanted
+        (where the batches go is in the callee)."""
+        names = set()
+        for path, summary in self.summaries.items():
+            for text, _, _ in summary["loader_args"]:
+                reference = summary["sites"].get(text)
+                if reference is None or reference[0] != "module":
+                    continue
+                located = self.index.locate(path, reference[1], reference[2])
+                if located is not None and located.file is not None and located.attributes:
+                    names.add(located.attributes[0])
+                    if located.file not in self.summaries:
+                        self.wanted.add(located.file)
+        return names
+
+    def _facts(self, path: str, gating: set[Target], pinned: frozenset[tuple[str, str]]) -> FileFacts:
+        summary = self.summaries[path]
+        checkpointing, batch_moving = handed(summary, lambda r: self._target(path, r), self.summaries)
+        gates = frozenset(
+            text
+            for text, reference in summary["sites"].items()
+            if reference is not None and self._target(path, reference) in gating
         )
+        return FileFacts(gates, checkpointing, batch_moving, pinned)
 
     # Resolution ------------------------------------------------------------
 
@@ -237,7 +308,7 @@ class _Pass:
                 self.wanted.add(path)
             return None
         qualname = ".".join(attributes)
-        if qualname in summary["functions"]:
+        if any(qualname in summary[field] for field in _DEFINED):
             return path, qualname
         alias = summary["aliases"].get(attributes[0])
         if alias is not None:
@@ -267,6 +338,7 @@ class _Pass:
             try:
                 summary = summarize(self.parse(path, source), path)
             except (SourceError, RecursionError):
+                self.unreadable.append(source)
                 return
             if entry is not None:
                 from torchdev_lint.cache import store_json
@@ -336,6 +408,4 @@ def _load(entry: str) -> Summary | None:
             os.close(fd)
     except (OSError, ValueError):
         return None
-    return (
-        data if isinstance(data, dict) and {"functions", "sites", "aliases", "stars"} <= data.keys() else None
-    )
+    return data if isinstance(data, dict) and _FIELDS <= data.keys() else None

@@ -14,6 +14,8 @@ kept as written; the project index resolves them later, see
   these texts. A text bound two ways in the file maps to None (unknown).
 - `aliases`: module-level imports (`from .utils import init`), so that a package's
   `__init__.py` re-exporting a function leads to it; `stars`: its `import *` modules.
+- `counts`: how many calls name each site; `checkpoints`, `batches`, `loader_args`: what
+  functions do with their parameters and which calls pass loaders (`analysis/parameter_uses.py`).
 
 A reference is `["module", level, "dotted.path.name"]` (an import: `level` leading
 dots), `["here", "name"]` or `["here", "Class.method"]` (this file), or
@@ -28,6 +30,7 @@ from typing import Any
 
 import libcst as cst
 
+from torchdev_lint.analysis.parameter_uses import ParameterUses
 from torchdev_lint.analysis.requirements import CudaRequirements
 from torchdev_lint.analysis.scopes import (
     BUILTIN_NAMES,
@@ -56,8 +59,10 @@ def summarize(module: cst.Module, path: str) -> Summary:
     collector = _Collector(scope, bool(stars), requirements, functions)
     walk(module, collector.enter, collector.leave)  # one traversal for both analyses
     sites: dict[str, Reference | None] = {}
+    counts: dict[str, int] = {}
     for text, reference in collector.sites:
         sites[text] = None if text in sites and sites[text] != reference else reference
+        counts[text] = counts.get(text, 0) + 1
     summaries = {}
     for qualname, function in functions:
         summary = _function_summary(qualname, function, requirements, collector)
@@ -68,7 +73,14 @@ def summarize(module: cst.Module, path: str) -> Summary:
         alias = _import_reference(name, bindings, ())
         if alias is not None:
             aliases[name] = alias
-    return {"functions": summaries, "sites": sites, "aliases": aliases, "stars": stars}
+    return {
+        "functions": summaries,
+        "sites": sites,
+        "aliases": aliases,
+        "stars": stars,
+        "counts": counts,
+        **collector.parameters.fields(),
+    }
 
 
 def digest(summary: Summary) -> str:
@@ -124,6 +136,8 @@ class _Collector:
         self.calls: dict[tuple[str, int], list[Reference]] = {}
         self.returns: set[tuple[str, int]] = set()
         self.generators: set[str] = set()
+        self.parameters = ParameterUses()
+        self._ancestors: list[cst.CSTNode] = []
         self._statements = {
             id(statement): (qualname, index)
             for qualname, function in functions
@@ -135,6 +149,7 @@ class _Collector:
 
     def enter(self, node: cst.CSTNode) -> None:
         self.requirements.index_enter(node)
+        self._ancestors.append(node)
         key = self._statements.get(id(node))
         if key is not None:
             self._statement, self._statement_node, self._nested = key, node, 0
@@ -160,6 +175,7 @@ class _Collector:
 
     def leave(self, node: cst.CSTNode) -> None:
         self.requirements.index_leave(node)
+        self._ancestors.pop()
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and self._statement is not None:
             self._nested -= 1
         if node is self._statement_node:
@@ -171,8 +187,10 @@ class _Collector:
         text = dotted_name(node.func)
         reference = reference_of(text, self.scope) if text is not None else None
         if reference is None or (reference[0] == "star" and not self.stars):
+            self.parameters.call(node, self.scope, self._ancestors, None)
             return
         assert text is not None
+        self.parameters.call(node, self.scope, self._ancestors, text)
         self.sites.append((text, reference))
         if self._statement is not None and isinstance(self._statement_node, cst.SimpleStatementLine):
             self.calls.setdefault(self._statement, []).append(reference)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis.checkpoints import Slot, saved_dict_slots
 from torchdev_lint.analysis.kinds import probably_module
 from torchdev_lint.analysis.loaded_modules import (
     loaded_checkpoint,
@@ -14,6 +15,7 @@ from torchdev_lint.analysis.loaded_modules import (
     module_use_receiver,
     unmoved,
 )
+from torchdev_lint.analysis.parameters import passed_arguments
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, method_call
@@ -21,8 +23,11 @@ from torchdev_lint.syntax import argument, method_call
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
-# A value slot of a checkpoint dict: `"model": value` or `dict(model=value)`.
-Slot = cst.DictElement | cst.Arg
+_HANDED_MESSAGE = (
+    "A whole module is passed to `{callee}`, which stores it in a checkpoint dict given to "
+    "`torch.save`: it is pickled with its class path and devices; save its `state_dict()` "
+    "instead and restore it with `load_state_dict`"
+)
 
 
 class ModuleInCheckpointDict(Rule):
@@ -42,6 +47,11 @@ class ModuleInCheckpointDict(Rule):
         (`torch.load(p)["model"].eval()`, `ckpt = torch.load(p)` then `ckpt["model"](x)` or
         `net = ckpt["model"]; net.eval()`, `ckpt["model"].to(device).eval()`; a name rebound from the
         path it loads, `ckpt = torch.load(ckpt)`, counts), reported at the `torch.load(` call.
+        Across functions and files (project analysis, not under flake8): a module passed to a
+        project function that stores that parameter as a value of a dict it gives to
+        `torch.save` (`save_checkpoint(model, optimizer, path)` with `utils.save_checkpoint`
+        saving `{"model": model, ...}`), reported at the call; a parameter the helper's own
+        check already reports (named or annotated like a module) is reported there only.
 
         ## Why it matters
         A checkpoint dict looks like the portable format, but a module inside it is pickled whole:
@@ -66,7 +76,8 @@ class ModuleInCheckpointDict(Rule):
         Never safe: the save side is rewritten to store `model.state_dict()` in the dict, which
         changes what the file holds; every reader of the checkpoint must then build the model and
         call `load_state_dict`, so the fix is always unsafe. The load side has no fix (the model's
-        class and constructor arguments are not known there).
+        class and constructor arguments are not known there), and neither has a call that hands
+        a module to a checkpointing helper (what else the helper does with it is not known there).
         """
     invalid = (
         Invalid(
@@ -202,6 +213,8 @@ class ModuleInCheckpointDict(Rule):
         super().__init__(ctx)
         # Judged when their scope has been traversed: module evidence includes later uses.
         self.saves: list[tuple[cst.Call, list[Slot], Scope]] = []
+        # Calls of a project function that stores these arguments in a saved dict (project facts).
+        self.handed: list[tuple[cst.Call, str, list[cst.Arg], Scope]] = []
         self.load_scopes: set[Scope] = set()
         self.item_uses: dict[Scope, set[str]] = defaultdict(set)
 
@@ -210,13 +223,19 @@ class ModuleInCheckpointDict(Rule):
         scope = self.ctx.scope
         if name == "torch.save":
             arg = argument(node, 0, "obj")
-            slots = self._slots(arg.value, scope) if arg is not None else []
+            slots = saved_dict_slots(arg.value, scope) if arg is not None else []
             if slots:
                 self.saves.append((node, slots, scope))
             return
         if name == "torch.load":
             self.load_scopes.add(scope.owner)
             return
+        facts = self.ctx.project
+        callee = dotted_name(node.func) if facts is not None else None
+        if facts is not None and callee is not None:
+            stored = passed_arguments(node, facts.checkpointed(callee))
+            if stored:
+                self.handed.append((node, callee, stored, scope))
         receiver = module_use_receiver(node, isinstance(self.ctx.parent(), cst.Expr))
         loaded = loaded_checkpoint(receiver, scope)
         if loaded is not None:
@@ -227,25 +246,6 @@ class ModuleInCheckpointDict(Rule):
             key = dotted_name(receiver.value) if isinstance(receiver, cst.Subscript) else None
             if key is not None:
                 self.item_uses[scope.owner].add(key)
-
-    def _slots(self, value: cst.BaseExpression, scope: Scope) -> list[Slot]:
-        """The value slots of the dict being saved: a literal, `dict(...)`, or a name bound to one."""
-        if isinstance(value, cst.Name):
-            # Only a dict built in the same function: its values are judged by that scope's uses.
-            found = scope.lookup(value.value)
-            if (
-                found is None
-                or found[0] is not scope.owner
-                or len(found[1]) != 1
-                or found[1][0].value is None
-            ):
-                return []
-            value = found[1][0].value
-        if isinstance(value, cst.Dict):
-            return [element for element in value.elements if isinstance(element, cst.DictElement)]
-        if isinstance(value, cst.Call) and self.ctx.qualname(value.func) == "builtins.dict":
-            return [arg for arg in value.args if arg.keyword is not None]
-        return []
 
     def leave_scope(self, scope: Scope) -> None:
         self._decide()
@@ -265,6 +265,13 @@ class ModuleInCheckpointDict(Rule):
                 }
                 self.report(call, fix=Fix("unsafe", "Store `state_dict()` instead", replacements))
         self.saves = waiting
+        handed = []
+        for call, callee, args, scope in self.handed:
+            if scope.owner is not current:
+                handed.append((call, callee, args, scope))
+            elif any(probably_module(arg.value, scope) for arg in args):
+                self.report(call, message=_HANDED_MESSAGE.format(callee=callee))
+        self.handed = handed
         if current in self.load_scopes:
             self.load_scopes.discard(current)
             for call, item in loads_used_as_modules(current, self.item_uses.pop(current, set())):

@@ -25,7 +25,8 @@ from torchdev_lint.analysis.loaders import (
     moves_to_accelerator,
     places_on_device,
 )
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.parameters import passed_arguments
+from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
 
@@ -53,7 +54,10 @@ class LoaderWithoutPinMemory(Rule):
         followed to the loops that iterate it, directly or through wrapper calls (`enumerate`,
         `zip`, `tqdm(loader)`, `logger.log_every(loader, n)`). A loader that leaves the function
         (returned, passed on, stored, or bound at module level) is flagged when the file moves
-        batches of a loader of unknown origin (a parameter or attribute named like a loader).
+        batches of a loader of unknown origin (a parameter or attribute named like a loader),
+        or when it is passed to a project function, in any file, that moves the batches of
+        that parameter to a device (`train_one_epoch(model, loader, device)` in `engine.py`;
+        project analysis, not under flake8).
         Not flagged: loaders given `pin_memory` or `**kwargs`; loaders whose batches are never
         moved (or only to the CPU); loaders handed to a library that puts batches on the device
         itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`), and, in a file that
@@ -420,7 +424,7 @@ class LoaderWithoutPinMemory(Rule):
             origin = loader_origin(batch.loop.iter, scope)
             if not origin.placed:  # batches a library already put on the device: the move is a no-op
                 self.moved.extend(origin.calls)
-                self.untraced_moves |= origin.untraced
+                self.untraced_moves |= origin.unknown
 
     def leave_Module(self, node: cst.Module) -> None:
         for loader in self.unpinned:
@@ -436,11 +440,21 @@ class LoaderWithoutPinMemory(Rule):
             self.report(loader.call, fix=fix)
 
     def _batches_moved(self, loader: _Loader) -> bool:
-        """Seen moved, or it goes where this file cannot follow it and loaders of unknown origin are moved."""
+        """Seen moved, passed to a project function that moves its batches, or it goes where this
+        file cannot follow it and loaders of unknown origin are moved."""
         if any(call is loader.call for call in self.moved):
             return True
         fate = loader.fate
-        return fate.escapes and not fate.delegated and self.untraced_moves and not self.delegates
+        if fate.delegated or self.delegates:
+            return False  # the library puts the batches on the device: the file's moves are no-ops
+        facts = self.ctx.project
+        if facts is not None and any(
+            (callee := dotted_name(call.func)) is not None
+            and any(arg is handed for arg in passed_arguments(call, facts.moves_batches(callee)))
+            for call, handed in fate.handed
+        ):
+            return True  # a project function this file calls moves the batches of what it is passed
+        return fate.escapes and self.untraced_moves
 
     @overload
     def _tensor_residency(

@@ -1,0 +1,99 @@
+"""The summary's parameter boundaries: what a function does with what its callers pass.
+
+Gathered call by call during the summary's one traversal (`summaries._Collector`)
+and written into the file's summary as plain JSON:
+
+- `checkpoints`: `{"save_checkpoint": [[0, "encoder"], ...]}`, the parameters a
+  function stores as values of a dict it gives to `torch.save` (the dict TDL105 reads,
+  `checkpoints.saved_dict_slots`), unless the function's own check already reports
+  them (a parameter named or annotated like a module): a caller passing a module
+  there is TDL105 at the call.
+- `batches`: `{"train_one_epoch": [[1, "loader"]]}`, the parameters a function
+  iterates as a loader (directly or through `enumerate`/`tqdm`/...) and whose batches
+  it moves to a device that is not the CPU (`batches.batch_move`): a caller passing
+  an unpinned `DataLoader` there is TDL204 at the `DataLoader(...)`.
+- `loader_args`: `[["engine.train_one_epoch", [1], [1]], ...]`, one entry per call
+  that passes a loader this file builds: the callee as written, the slots (position,
+  or keyword) of the pinned ones, and of all of them. With how often each callee is
+  called (the summary's `counts`), this says whether every call of a function passes
+  a pinned loader for a parameter (TDL205 in the callee).
+
+Positions count every positional parameter (`self` included); `parameters.call_position`
+maps them to a call's positions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import libcst as cst
+
+from torchdev_lint.analysis.batches import batch_move
+from torchdev_lint.analysis.checkpoints import saved_dict_slots
+from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.kinds import probably_module
+from torchdev_lint.analysis.loaders import is_loader, loader_origin
+from torchdev_lint.analysis.parameters import Parameter, parameter_of
+from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.syntax import argument
+
+
+class ParameterUses:
+    """The parameter facts of one file, noted call by call."""
+
+    def __init__(self) -> None:
+        self.checkpoints: dict[str, list[list[Any]]] = {}
+        self.batches: dict[str, list[list[Any]]] = {}
+        self.loader_args: list[list[Any]] = []
+
+    def call(
+        self, node: cst.Call, scope: Scope, ancestors: Sequence[cst.CSTNode], callee: str | None
+    ) -> None:
+        """A call (the last of `ancestors`); `callee` is its text when it names a project function."""
+        if callee is not None:
+            self._loaders_passed(node, scope, callee)
+        move = as_move(node, scope)
+        if move is not None and move.to_accelerator:
+            batch = batch_move(move, ancestors, scope)
+            origin = None if batch is None else loader_origin(batch.loop.iter, scope)
+            if origin is not None and not origin.placed:
+                for moved in origin.parameters:
+                    _note(self.batches, moved)
+        elif resolve(node.func, scope) == "torch.save":
+            saved = argument(node, 0, "obj")
+            for slot in saved_dict_slots(saved.value, scope) if saved is not None else ():
+                stored = parameter_of(slot.value, scope)
+                if stored is not None and not probably_module(slot.value, scope):
+                    _note(self.checkpoints, stored)
+
+    def _loaders_passed(self, node: cst.Call, scope: Scope, callee: str) -> None:
+        pinned: list[int | str] = []
+        loaders: list[int | str] = []
+        position: int | None = 0
+        for arg in node.args:
+            if arg.star:
+                position = None if arg.star == "*" else position
+                continue
+            slot = arg.keyword.value if arg.keyword is not None else position
+            if arg.keyword is None and position is not None:
+                position += 1
+            if slot is None or not is_loader(arg.value, scope):
+                continue
+            origin = loader_origin(arg.value, scope)
+            if origin.calls:
+                loaders.append(slot)
+                if origin.pinned():
+                    pinned.append(slot)
+        if loaders:
+            self.loader_args.append([callee, pinned, loaders])
+
+    def fields(self) -> dict[str, Any]:
+        return {"checkpoints": self.checkpoints, "batches": self.batches, "loader_args": self.loader_args}
+
+
+def _note(table: dict[str, list[list[Any]]], parameter: Parameter) -> None:
+    entry = [parameter.position, parameter.name]
+    found = table.setdefault(parameter.function, [])
+    if entry not in found:
+        found.append(entry)
