@@ -31,12 +31,15 @@ from torchdev_lint.analysis.checkpoints import (
     restores_host_data,
     runs_on_xla,
 )
+from torchdev_lint.analysis.dataset_bases import derives_from_project_dataset
 from torchdev_lint.analysis.datasets import is_dataset_class
 from torchdev_lint.analysis.requirements import cuda_requirements
+from torchdev_lint.analysis.saved_files import local_key, path_shape
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.syntax import argument, has_star
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.project_facts import FileFacts
     from torchdev_lint.engine import FileContext
 
 
@@ -70,7 +73,9 @@ def restores_no_device_at_call(call: cst.Call, loader: Loader, saved: SavedFiles
             continue
         if holds_numbers_only(node.name.value):
             return True  # a scheduler or scaler restoring its own state: plain numbers
-        if is_dataset_class(node, ctx.scope):
+        if is_dataset_class(node, ctx.scope) or (
+            ctx.project is not None and derives_from_project_dataset(node, ctx.project.dataset_bases)
+        ):
             return True  # a dataset's files (caches, statistics) hold samples: host data
     return False
 
@@ -84,17 +89,18 @@ class PendingLoads:
         self.saved = saved
         self._loads: list[tuple[cst.Call, Loader, Scope]] = []
 
-    def add(self, call: cst.Call, loader: Loader, owner: Scope) -> None:
-        self._loads.append((call, loader, owner))
+    def add(self, call: cst.Call, loader: Loader, scope: Scope) -> None:
+        self._loads.append((call, loader, scope))
 
     def flagged(self, ctx: FileContext) -> Iterator[tuple[cst.Call, Loader, bool]]:
         """The loads that may restore tensors onto a missing device, each with whether every
         use of the loaded value ends in a `load_state_dict` (where `map_location="cpu"` changes
         nothing the program sees)."""
         indexes: dict[int, UseIndex] = {}
-        for call, loader, owner in self._loads:
-            if reads_own_or_shipped_file(call, loader, owner, self.saved):
-                continue  # the file wrote it itself, or it ships with the code
+        for call, loader, scope in self._loads:
+            owner = scope.owner
+            if reads_own_or_shipped_file(call, loader, scope, self.saved, ctx.project):
+                continue  # the project wrote it from host memory, or it ships with the code
             index = indexes.get(id(owner.node))
             if index is None:
                 index = indexes[id(owner.node)] = UseIndex(owner.node)
@@ -104,11 +110,20 @@ class PendingLoads:
             yield call, loader, receivers is not None
 
 
-def reads_own_or_shipped_file(call: cst.Call, loader: Loader, owner: Scope, saved: SavedFiles) -> bool:
-    """The file wrote what the load reads itself (see `SavedFiles.read_back`), or it ships with
+def reads_own_or_shipped_file(
+    call: cst.Call, loader: Loader, scope: Scope, saved: SavedFiles, project: FileFacts | None
+) -> bool:
+    """The file wrote what the load reads itself (see `SavedFiles.read_back`), another file of
+    the project writes it from host memory only (`analysis/saved_files.py`), or it ships with
     the code; complete only once the whole file has been traversed."""
-    path = argument(call, 0, "f")
-    return path is not None and (
-        saved.read_back(loader.qualname, path.value, owner)
-        or (loader.qualname == "torch.load" and package_data(path.value, owner))
-    )
+    found = argument(call, 0, "f")
+    if found is None:
+        return False
+    owner = scope.owner
+    if saved.read_back(loader.qualname, found.value, owner):
+        return True
+    if loader.qualname != "torch.load":
+        return False
+    if project is not None and local_key(path_shape(found.value, scope)) in project.host_saved:
+        return True
+    return package_data(found.value, owner)

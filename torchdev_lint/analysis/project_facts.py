@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from torchdev_lint.analysis import dataset_bases, saved_files
 from torchdev_lint.analysis.parameter_facts import Handed, handed, pinned_parameters
 from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.diagnostics import SourceError
@@ -60,7 +61,18 @@ _MAX_ALIASES = 8
 # The summary fields that name a function of the file, and every field a cached summary must have.
 _DEFINED = ("functions", "checkpoints", "batches")
 _FIELDS = frozenset(
-    {"functions", "sites", "aliases", "stars", "counts", "checkpoints", "batches", "loader_args"}
+    {
+        "functions",
+        "sites",
+        "aliases",
+        "stars",
+        "counts",
+        "checkpoints",
+        "batches",
+        "loader_args",
+        "saved_files",
+        "dataset_classes",
+    }
 )
 FOLDER = "summaries"
 
@@ -79,6 +91,10 @@ class FileFacts(NamedTuple):
     batch_moving: frozenset[Handed] = frozenset()
     # (function, parameter) of this file: every project call passes a pinned loader.
     pinned_loaders: frozenset[tuple[str, str]] = frozenset()
+    # `saved_files.local_key`s of `torch.load` paths the project writes only from host memory;
+    # base class texts naming a project Dataset class (`analysis/dataset_bases.py`).
+    host_saved: frozenset[str] = frozenset()
+    dataset_bases: frozenset[str] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
@@ -148,6 +164,7 @@ class _Pass:
         self.seen: set[str] = set()
         self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
         self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
+        self.needles: set[bytes] = set()  # text of host-saved paths (saved_files.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
         self._targets: dict[tuple[str, str], Target | None] = {}
 
@@ -161,7 +178,7 @@ class _Pass:
             source = self._read(current)
             if source is None:
                 continue
-            if _may_gate(source) or _PARAMETER_TEXT.search(source):
+            if _may_gate(source) or _PARAMETER_TEXT.search(source) or dataset_bases.may_need(source):
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
@@ -187,7 +204,9 @@ class _Pass:
                 for path in self.summaries
                 if path in self.checked
             }
+            facts = self._with_load_facts(facts)
             new = [path for path in self.wanted if path not in self.summaries]
+            new += self._loading(saved_files.needles(self.summaries))
             if fresh:
                 named = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(n.encode()) for n in sorted(fresh)))
                 new += [path for path, source in self.unparsed.items() if named.search(source)]
@@ -275,6 +294,61 @@ class _Pass:
             if reference is not None and self._target(path, reference) in gating
         )
         return FileFacts(gates, checkpointing, batch_moving, pinned)
+
+    def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
+        """TDL101's facts: loads of paths saved from host memory, bases that are Datasets."""
+        host = saved_files.host_loads(self.summaries, self.checked, self._canonical)
+        datasets = dataset_bases.dataset_bases(self.summaries, self.checked, self._class)
+        return {
+            path: found._replace(
+                host_saved=host.get(path, frozenset()), dataset_bases=datasets.get(path, frozenset())
+            )
+            for path, found in facts.items()
+        }
+
+    def _loading(self, needles: set[bytes]) -> list[str]:
+        """Checked files not parsed yet whose text may load a path saved from host memory."""
+        fresh, self.needles = needles - self.needles, self.needles | needles
+        if not fresh:
+            return []
+        named = re.compile(b"|".join(re.escape(needle) for needle in sorted(fresh)))
+        return [
+            path
+            for path, source in self.unparsed.items()
+            if path in self.checked and b"load" in source and named.search(source)
+        ]
+
+    def _canonical(self, path: str, reference: list[Any]) -> str | None:
+        """What a reference of `path` names project-wide: `file:name`, or `:dotted` outside it."""
+        if reference[0] == "here":
+            return f"{path}:{reference[1]}"
+        if reference[0] != "module":
+            return None
+        located = self.index.locate(path, reference[1], reference[2])
+        if located is None:
+            return f":{reference[2]}" if reference[1] == 0 else None
+        if located.file is None or not located.attributes:
+            return None
+        return f"{located.file}:{'.'.join(located.attributes)}"
+
+    def _class(self, path: str, reference: list[Any], depth: int = 0) -> Target | None:
+        """The project class a base reference names, through re-exports; the module holding it
+        is summarized when it has not been."""
+        if reference[0] == "here":
+            return path, reference[1]
+        located = self.index.locate(path, reference[1], reference[2])
+        if located is None or located.file is None or len(located.attributes) != 1 or depth > _MAX_ALIASES:
+            return None
+        if located.file not in self.summaries:
+            source = self.unparsed.pop(located.file, None) or self._read(located.file)
+            if source is not None:
+                self._summarize(located.file, source)
+        summary = self.summaries.get(located.file)
+        name = located.attributes[0]
+        if summary is None or name in summary["dataset_classes"]:
+            return located.file, name
+        alias = summary["aliases"].get(name)
+        return self._class(located.file, alias, depth + 1) if alias is not None else (located.file, name)
 
     # Resolution ------------------------------------------------------------
 

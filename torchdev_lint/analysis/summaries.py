@@ -14,6 +14,9 @@ kept as written; the project index resolves them later, see
   these texts. A text bound two ways in the file maps to None (unknown).
 - `aliases`: module-level imports (`from .utils import init`), so that a package's
   `__init__.py` re-exporting a function leads to it; `stars`: its `import *` modules.
+- `saved_files`, `dataset_classes`: the paths `torch.save` writes (from host memory or not)
+  and `torch.load` reads, the classes that are or may be Datasets (for TDL101:
+  `analysis/saved_files.py`, `analysis/dataset_bases.py`).
 - `counts`: how many calls name each site; `checkpoints`, `batches`, `loader_args`: what
   functions do with their parameters and which calls pass loaders (`analysis/parameter_uses.py`).
 
@@ -30,8 +33,10 @@ from typing import Any
 
 import libcst as cst
 
+from torchdev_lint.analysis.dataset_bases import DatasetClasses
 from torchdev_lint.analysis.parameter_uses import ParameterUses
 from torchdev_lint.analysis.requirements import CudaRequirements
+from torchdev_lint.analysis.saved_files import SavedPaths
 from torchdev_lint.analysis.scopes import (
     BUILTIN_NAMES,
     Scope,
@@ -80,6 +85,8 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "stars": stars,
         "counts": counts,
         **collector.parameters.fields(),
+        "saved_files": collector.saved_files.summary(),
+        "dataset_classes": collector.dataset_classes.classes,
     }
 
 
@@ -137,6 +144,8 @@ class _Collector:
         self.returns: set[tuple[str, int]] = set()
         self.generators: set[str] = set()
         self.parameters = ParameterUses()
+        self.saved_files = SavedPaths(reference_of)  # torch.save/torch.load paths (TDL101)
+        self.dataset_classes = DatasetClasses(reference_of)  # bases of classes (TDL101)
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
             id(statement): (qualname, index)
@@ -155,6 +164,8 @@ class _Collector:
             self._statement, self._statement_node, self._nested = key, node, 0
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and self._statement is not None:
             self._nested += 1
+        if isinstance(node, cst.ClassDef) and self.scope.parent is None:
+            self.dataset_classes.note(node, self.scope)
         if isinstance(node, cst.Call):
             self._call(node)
         elif isinstance(node, cst.Return) and self._statement is not None and not self._nested:
@@ -184,6 +195,7 @@ class _Collector:
             self.scope = self.scope.parent
 
     def _call(self, node: cst.Call) -> None:
+        self.saved_files.note(node, self.scope)
         text = dotted_name(node.func)
         reference = reference_of(text, self.scope) if text is not None else None
         if reference is None or (reference[0] == "star" and not self.stars):

@@ -36,14 +36,17 @@ class LoadWithoutMapLocation(Rule):
         - files the program wrote itself: a path the same function has just written with
           `torch.save`/`torch.jit.save` (same run, same machine); a `torch.load` of a path that
           the file writes with `torch.save` from host memory (`torch.save(feats.cpu(), path)`,
-          the same path expression); an in-memory
+          the same path expression), or that other files of the project write only from host
+          memory (the same string, f-string shape such as `f"{prefix}.f0_stat.pt"`, project
+          constant through imports, or distinctive configuration key); an in-memory
           `io.BytesIO` round trip by the class (or function) that serializes into such buffers
           (a pickler, a broadcast, a launcher passing results back);
         - host data by construction: generator states and metadata (`rng_file`,
           `"rng_state.pth"`, `path / _METADATA_FILENAME`, a file saved from `g.get_state()`), a
           value whose every use is a generator setter or `torch.from_numpy`/`np.asarray`, a
           scheduler's or scaler's state (`lr_scheduler.load_state_dict`, `class
-          WarmupScheduler`), loads in a `Dataset` class, in a function importing `torch_xla`, or deleting its `device`/`map_location`
+          WarmupScheduler`), loads in a `Dataset` class (its bases followed through the
+          project), in a function importing `torch_xla`, or deleting its `device`/`map_location`
           parameter (`del device`);
         - tests (`test_*.py`, `*_test.py`, `conftest.py`, `test_*` functions of a module that
           imports pytest or unittest) and files shipped with the code (a path built from
@@ -569,7 +572,7 @@ class LoadWithoutMapLocation(Rule):
             return
         loader = unmapped_loader(node, name)
         if loader is not None and not restores_no_device_at_call(node, loader, self.saved, self.ctx):
-            self.loads.add(node, loader, self.ctx.scope.owner)
+            self.loads.add(node, loader, self.ctx.scope)
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":

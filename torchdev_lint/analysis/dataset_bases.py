@@ -1,0 +1,115 @@
+"""Dataset classes across files: `class CodeDataset(FairseqDataset)`, where `FairseqDataset`
+(another module of the project) derives from `torch.utils.data.Dataset` (issue 13).
+
+A dataset's files (caches, statistics) hold samples, host data (see
+`host_loads.restores_no_device_at_call`); per file, `datasets.is_dataset_class`
+follows bases only through classes of the same file.
+
+- `DatasetClasses`: the summary field (pass 1, `summaries._Collector`): each
+  module-level class that is a Dataset in its own file, or has bases that are
+  project names (imports, classes of the file), with those bases' references.
+- `dataset_bases`: for each checked file, the base texts (as the file writes them)
+  that name a project class deriving from a torch Dataset
+  (`project_facts.FileFacts.dataset_bases`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import libcst as cst
+
+from torchdev_lint.analysis.datasets import is_dataset_class
+from torchdev_lint.analysis.scopes import Scope, dotted_name
+
+Reference = list[Any]
+Target = tuple[str, str]
+# The project class a base reference of a file names (its module summarized on demand), or None.
+Locate = Callable[[str, Reference], Target | None]
+References = Callable[[str, Scope], Reference | None]
+
+# A file may need the fact: it loads something and defines a class with a base.
+_CLASS_WITH_BASE = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([ \t]*[A-Za-z_]", re.MULTILINE)
+_LOAD_TEXT = re.compile(rb"\.load\s*\(")
+
+
+def may_need(source: bytes) -> bool:
+    return bool(_LOAD_TEXT.search(source) and _CLASS_WITH_BASE.search(source))
+
+
+class DatasetClasses:
+    """The module-level classes of one file that are, or may be through the project, Datasets."""
+
+    def __init__(self, references: References) -> None:
+        self._references = references
+        self.classes: dict[str, dict[str, Any]] = {}
+
+    def note(self, node: cst.ClassDef, scope: Scope) -> None:
+        """A module-level class; `scope` is the module's."""
+        bases = []
+        for base in node.bases:
+            value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+            text = dotted_name(value)
+            if text is None:
+                continue
+            found = scope.lookup(text)
+            if found is not None and any(isinstance(b.node, cst.ClassDef) for b in found[1]):
+                bases.append([text, ["here", text]])
+            elif (reference := self._references(text, scope)) is not None and reference[0] == "module":
+                bases.append([text, reference])
+        dataset = is_dataset_class(node, scope)
+        if dataset or bases:
+            self.classes[node.name.value] = {"dataset": dataset, "bases": bases}
+
+
+def dataset_bases(
+    summaries: dict[str, dict[str, Any]], checked: Iterable[str], locate: Locate
+) -> dict[str, frozenset[str]]:
+    """For each checked file, the base texts of its classes that name a project Dataset class."""
+    targets: dict[tuple[str, str], Target | None] = {}
+    while True:  # resolving a base may summarize its module, which brings bases of its own
+        pending = [
+            (path, text, reference)
+            for path, summary in list(summaries.items())
+            for known in summary.get("dataset_classes", {}).values()
+            for text, reference in known["bases"]
+            if (path, text) not in targets
+        ]
+        if not pending:
+            break
+        for path, text, reference in pending:
+            targets[path, text] = locate(path, reference)
+    datasets: set[Target] = set()
+    changed = True
+    while changed:
+        changed = False
+        for path, summary in summaries.items():
+            for name, known in summary.get("dataset_classes", {}).items():
+                if (path, name) not in datasets and (
+                    known["dataset"] or any(targets[path, text] in datasets for text, _ in known["bases"])
+                ):
+                    datasets.add((path, name))
+                    changed = True
+    found = {}
+    for path in checked:
+        classes = summaries.get(path, {}).get("dataset_classes", {})
+        texts = frozenset(
+            text
+            for known in classes.values()
+            for text, _ in known["bases"]
+            if targets[path, text] in datasets
+        )
+        if texts:
+            found[path] = texts
+    return found
+
+
+def derives_from_project_dataset(node: cst.ClassDef, bases: frozenset[str]) -> bool:
+    """Does a base of the class name a project Dataset class (`dataset_bases` of its file)?"""
+    for base in node.bases:
+        value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+        if dotted_name(value) in bases:
+            return True
+    return False

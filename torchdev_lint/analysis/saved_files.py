@@ -1,0 +1,238 @@
+"""Files the project writes with `torch.save` and reads with `torch.load`, across files (issue 13).
+
+A `torch.load(f"{manifest}.f0_stat.pt")` in `data/dataset.py` reads what
+`prepare.py` wrote with `torch.save(stats, f"{prefix}.f0_stat.pt")`: when every
+`torch.save` of the project to that path writes host data (`.cpu()`, NumPy,
+numbers, dicts of those: `checkpoints.saved_on_cpu`), the load cannot meet a
+device this machine lacks.
+
+A path is compared by its **shape**: literal text, `None` for what is not known
+(a parameter, a call), `["key", "f0_stats"]` for a configuration key
+(`cfg.f0_stats`, `cfg["f0_stats"]`) and `["ref", "consts.L_FILE", reference]` for a
+module-level name (a constant of the file or an import; the reference is the
+summaries' one, resolved by the project index to the defining file). Only
+distinctive shapes count: a literal word besides the extension, or a constant,
+or a key that is more than a generic path word (`args.output` matches too much).
+
+- `SavedPaths`: what one file's summary says (pass 1, `summaries._Collector`).
+- `host_loads`: from all summaries, for each checked file the `local_key` of its
+  loads that only host data is saved to (`project_facts.FileFacts.host_saved`).
+- `local_key`: the key a rule asks with, from the path expression at the load.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import libcst as cst
+
+from torchdev_lint.analysis.checkpoints import saved_on_cpu
+from torchdev_lint.analysis.guards import name_words
+from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
+from torchdev_lint.syntax import argument, positional
+
+Shape = list[Any]
+Reference = list[Any]
+# What a reference of a summary names, project-wide (a file and a name), or None when unknown.
+Canonical = Callable[[str, Reference], str | None]
+References = Callable[[str, Scope], Reference | None]
+
+_JOINS = frozenset({"os.path.join", "posixpath.join"})
+_SAME_PATH = frozenset({"builtins.str", "pathlib.Path", "os.fspath", "os.path.abspath", "os.path.expanduser"})
+_EXTENSION = re.compile(r"\.\w+$")
+# Words of a configuration key that say "a path", not which file.
+_GENERIC_KEY_WORDS = frozenset(
+    "path file filename fname dir folder root out output outdir prefix name save load ckpt "
+    "checkpoint model state dict fn f p pt pth tmp cache data args cfg config".split()
+)
+_MAX_DEPTH = 3
+# Text a file must hold to write a file another may read back (a cheap test, before parsing).
+_SAVE_TEXT = re.compile(rb"\bsave\s*\(")
+
+
+def may_save(source: bytes) -> bool:
+    return bool(_SAVE_TEXT.search(source))
+
+
+class SavedPaths:
+    """The `torch.save` paths (with whether the object is host data) and `torch.load` paths of
+    one file, noted call by call during the summaries' traversal."""
+
+    def __init__(self, references: References) -> None:
+        self._references = references
+        self.saves: list[list[Any]] = []
+        self.loads: list[Shape] = []
+
+    def note(self, call: cst.Call, scope: Scope) -> None:
+        name = resolve(call.func, scope)
+        if name == "torch.save":
+            obj, path = argument(call, 0, "obj"), argument(call, 1, "f")
+            if obj is not None and path is not None:
+                shape = path_shape(path.value, scope, self._references)
+                entry = [shape, saved_on_cpu(obj.value, scope)]
+                if distinctive(shape) and entry not in self.saves:
+                    self.saves.append(entry)
+        elif name == "torch.load":
+            path = argument(call, 0, "f")
+            if path is not None:
+                shape = path_shape(path.value, scope, self._references)
+                if distinctive(shape) and shape not in self.loads:
+                    self.loads.append(shape)
+
+    def summary(self) -> dict[str, Any]:
+        return {"saves": self.saves, "loads": self.loads}
+
+
+def path_shape(
+    path: cst.BaseExpression, scope: Scope, references: References | None = None, depth: int = 0
+) -> Shape:
+    """The shape of a path expression (see the module doc); `references` given in pass 1 only."""
+    parts = _parts(path, scope, references, depth)
+    merged: Shape = []
+    for part in parts:
+        if isinstance(part, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += part
+        elif not (part is None and merged and merged[-1] is None):
+            merged.append(part)
+    return merged
+
+
+def _parts(node: cst.BaseExpression, scope: Scope, references: References | None, depth: int) -> Shape:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return [value] if isinstance(value, str) else [None]
+    if isinstance(node, cst.ConcatenatedString):
+        return _parts(node.left, scope, references, depth) + _parts(node.right, scope, references, depth)
+    if isinstance(node, cst.FormattedString):
+        parts: Shape = []
+        for piece in node.parts:
+            if isinstance(piece, cst.FormattedStringText):
+                parts.append(piece.value)
+            elif isinstance(piece, cst.FormattedStringExpression):
+                parts += _parts(piece.expression, scope, references, depth)
+        return parts
+    if isinstance(node, cst.BinaryOperation):
+        left, right = (
+            _parts(node.left, scope, references, depth),
+            _parts(node.right, scope, references, depth),
+        )
+        if isinstance(node.operator, cst.Divide):
+            return [*left, "/", *right]
+        return [*left, *right] if isinstance(node.operator, cst.Add) else [None]
+    if isinstance(node, cst.Call):
+        name = resolve(node.func, scope)
+        given = positional(node)
+        if name in _JOINS and given and not any(arg.star for arg in node.args):
+            joined: Shape = []
+            for index, arg in enumerate(given):
+                joined += ["/"] * bool(index) + _parts(arg.value, scope, references, depth)
+            return joined
+        if name in _SAME_PATH and len(node.args) == 1 and not node.args[0].star:
+            return _parts(node.args[0].value, scope, references, depth)
+        return [None]
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        index = node.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+            key = index.value.evaluated_value
+            return [["key", key]] if isinstance(key, str) else [None]
+        return [None]
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        return _name_parts(node, scope, references, depth)
+    return [None]
+
+
+def _name_parts(
+    node: cst.Name | cst.Attribute, scope: Scope, references: References | None, depth: int
+) -> Shape:
+    """A name bound once at module level (an import, a constant, a class) is a reference; a
+    local name stands for its one assigned value; `cfg.key` is a configuration key; anything
+    else is unknown."""
+    text = dotted_name(node)
+    if text is None:
+        return [None]
+    found = scope.lookup(text.split(".", 1)[0])
+    if found is not None and found[0].kind == "module" and len(found[1]) == 1:
+        binding = found[1][0]
+        if binding.import_target is not None:
+            return [["ref", text, references(text, scope) if references is not None else None]]
+        if binding.value is not None or isinstance(binding.node, cst.ClassDef):
+            return [["ref", text, ["here", text]]]
+    if isinstance(node, cst.Name):
+        assigned = assigned_values(node, scope) if depth < _MAX_DEPTH else None
+        if assigned is not None and len(assigned[0]) == 1 and assigned[1].kind != "module":
+            return _parts(assigned[0][0], assigned[1], references, depth + 1)
+        return [None]
+    return [["key", node.attr.value]]
+
+
+def distinctive(shape: Shape) -> bool:
+    """Does the shape name a particular file (not just `{}.pt` or `args.output`)?"""
+    text = "".join(part for part in shape if isinstance(part, str))
+    if re.search(r"[A-Za-z]", _EXTENSION.sub("", text)):
+        return True
+    return any(
+        isinstance(part, list) and (part[0] == "ref" or bool(name_words(part[1]) - _GENERIC_KEY_WORDS))
+        for part in shape
+    )
+
+
+def local_key(shape: Shape) -> str:
+    """The shape as the file writes it (references by their text): what a rule asks with."""
+    return json.dumps([part[:2] if isinstance(part, list) else part for part in shape])
+
+
+def host_loads(
+    summaries: dict[str, dict[str, Any]], checked: Iterable[str], canonical: Canonical
+) -> dict[str, frozenset[str]]:
+    """For each checked file, the `local_key`s of its loads whose path every `torch.save` of the
+    project (at least one) writes from host memory."""
+    host: dict[str, bool] = {}
+    for path, summary in summaries.items():
+        for shape, on_host in summary.get("saved_files", {}).get("saves", ()):
+            key = _project_key(path, shape, canonical)
+            if key is not None:
+                host[key] = host.get(key, True) and on_host
+    found = {}
+    for path in checked:
+        summary = summaries.get(path)
+        loads = summary.get("saved_files", {}).get("loads", ()) if summary is not None else ()
+        keys = frozenset(
+            local_key(shape)
+            for shape in loads
+            if host.get(_project_key(path, shape, canonical) or "") is True
+        )
+        if keys:
+            found[path] = keys
+    return found
+
+
+def needles(summaries: dict[str, dict[str, Any]]) -> set[bytes]:
+    """Text a file loading a host-saved path must hold (a literal of the path, or the name of
+    its constant or key): only such files need parsing to learn their loads."""
+    found = set()
+    for summary in summaries.values():
+        for shape, on_host in summary.get("saved_files", {}).get("saves", ()):
+            if not on_host:
+                continue
+            words = [part for part in shape if isinstance(part, str) and part.strip("/._-")]
+            words += [part[1].rsplit(".", 1)[-1] for part in shape if isinstance(part, list)]
+            if words:
+                found.add(max(words, key=len).encode())
+    return found
+
+
+def _project_key(path: str, shape: Shape, canonical: Canonical) -> str | None:
+    """The shape with each reference replaced by what it names project-wide."""
+    parts: list[Any] = []
+    for part in shape:
+        if isinstance(part, list) and part[0] == "ref":
+            target = canonical(path, part[2]) if part[2] is not None else None
+            if target is None:
+                return None
+            parts.append(["ref", target])
+        else:
+            parts.append(part)
+    return json.dumps(parts)
