@@ -1,10 +1,12 @@
 """How the methods of an nn.Module subclass use the tensors `__init__` stores on `self`.
 
 For each `self.<name>` tensor attribute: whether another method moves or
-re-creates it, and per use whether the statement also reads the method's
-inputs (or locals derived from them) and which other module attributes it
-reads; and for the class, which names are registered as buffers, parameters
-or submodules (by name, or dynamically).
+re-creates it (itself, or a value computed from it in the same expression),
+and per use whether the statement also reads the method's inputs (or locals
+derived from them) and which other module attributes it reads; for the class,
+which names are registered as buffers, parameters or submodules (by name, or
+dynamically), and which helper methods compute on the host by design (every
+caller moves their result to a device).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchdev_lint.analysis.module_classes import local_names, self_attribute
+from torchdev_lint.analysis.module_classes import instance_name, local_names, self_attribute
 from torchdev_lint.analysis.scopes import BUILTIN_NAMES, Scope, dotted_name, resolve
 from torchdev_lint.analysis.torch_api import HOST_RESULT_METHODS, MATCHING_METHODS, REGISTERING_METHODS
 
@@ -58,6 +60,7 @@ class AttributeUses(cst.CSTVisitor):
         attributes: dict[str, TensorAttribute],
         facts: ClassRegistrations,
         is_init: bool,
+        host_side: bool = False,
     ) -> None:
         self.scope = scope
         self.method = method
@@ -65,6 +68,8 @@ class AttributeUses(cst.CSTVisitor):
         self.attributes = attributes
         self.facts = facts
         self.is_init = is_init
+        # A helper whose result every caller moves to a device: its uses compute on the host.
+        self.host_side = host_side
         self.stack: list[cst.CSTNode] = []
         self.inputs = local_names(method) - {self_name}
 
@@ -148,6 +153,11 @@ class AttributeUses(cst.CSTVisitor):
             ):
                 return
             break
+        if self._derived_value_moved(current):
+            attribute.moved_or_recreated = True
+            return
+        if self.host_side:
+            return
         statement = next((n for n in reversed(self.stack) if isinstance(n, cst.BaseSmallStatement)), None)
         if statement is not None:
             names = _Names(self.self_name)
@@ -156,6 +166,82 @@ class AttributeUses(cst.CSTVisitor):
             if read is not None:
                 read.visit(names)
             attribute.uses.append((bool(names.names & self.inputs), names.attributes))
+
+    def _derived_value_moved(self, node: cst.CSTNode) -> bool:
+        """`(self.table * w).to(x.device)`, `x.new_tensor(self.table[i])`: what the statement
+        computes from the attribute is moved to a device in the same expression."""
+        child = node
+        for parent in reversed(self.stack[: self.stack.index(node)]):
+            if isinstance(parent, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+            if isinstance(parent, cst.Call) and (
+                (parent.func is child and moves_to_device(parent))
+                or (isinstance(child, cst.Arg) and _moves_argument(parent))
+            ):
+                return True
+            child = parent
+        return False
+
+
+def moves_to_device(call: cst.Call) -> bool:
+    """`t.to(x.device)`, `t.to(device)`, `t.cuda()`, `t.type_as(x)`: the result lands on a device the call names."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return False
+    if func.attr.value in ("cuda", "type_as"):
+        return True
+    return func.attr.value == "to" and any(_names_device(arg) for arg in call.args)
+
+
+def _names_device(arg: cst.Arg) -> bool:
+    if arg.keyword is not None:
+        return arg.keyword.value == "device"
+    if isinstance(arg.value, cst.SimpleString):
+        return "cuda" in arg.value.value
+    return "device" in (dotted_name(arg.value) or "").rsplit(".", 1)[-1]
+
+
+def results_moved_by_callers(methods: list[cst.FunctionDef]) -> set[str]:
+    """Methods that every caller in the class moves the result of to a device
+    (`self.build_filters(...).to(x.device)`), directly or from inside another such method:
+    what they compute stays on the host by design."""
+    calls: dict[str, list[tuple[str, bool]]] = defaultdict(list)  # callee -> (caller, moved)
+    for method in methods:
+        self_name = instance_name(method)
+        if self_name is not None:
+            finder = _SelfCalls(self_name)
+            method.body.visit(finder)
+            for callee, moved in finder.calls:
+                calls[callee].append((method.name.value, moved))
+    host: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for callee, callers in calls.items():
+            if callee not in host and all(moved or caller in host for caller, moved in callers):
+                host.add(callee)
+                changed = True
+    return host
+
+
+class _SelfCalls(cst.CSTVisitor):
+    """`self.<method>(...)` calls of one method, and whether each result is moved to a device at once."""
+
+    def __init__(self, self_name: str) -> None:
+        self.self_name = self_name
+        self.calls: list[tuple[str, bool]] = []
+        self.moved: set[cst.Call] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and moves_to_device(node):
+            self.moved.add(func.value)  # visited after its mover: the receiver is a child
+        callee = self_attribute(func, self.self_name)
+        if callee is not None:
+            self.calls.append((callee, node in self.moved))
 
 
 def _identity_test(comparison: cst.Comparison) -> bool:

@@ -6,7 +6,12 @@ from collections import defaultdict
 
 import libcst as cst
 
-from torchdev_lint.analysis.attribute_uses import AttributeUses, ClassRegistrations, TensorAttribute
+from torchdev_lint.analysis.attribute_uses import (
+    AttributeUses,
+    ClassRegistrations,
+    TensorAttribute,
+    results_moved_by_callers,
+)
 from torchdev_lint.analysis.kinds import constructs_module, is_module_subclass
 from torchdev_lint.analysis.module_classes import (
     built_only_for_export,
@@ -48,7 +53,9 @@ class UnregisteredModuleTensor(Rule):
         a method call on one made in `__init__`.
 
         Not flagged: registered buffers and parameters; attributes moved or re-created where they
-        are used (`self.table.to(x.device)`, `x.new_tensor(self.table)`) or assigned again outside
+        are used (`self.table.to(x.device)`, `x.new_tensor(self.table)`), also through what is
+        computed from them (`(self.table * w).to(x.device)`, or a helper method whose result
+        every caller moves: `self.make_filters(...).to(x.device)`), or assigned again outside
         `__init__`; tensors created with an explicit `device=` or moved in `__init__` (their
         placement is managed by hand); 0-dim tensors (`torch.tensor(0.5)`: CUDA accepts CPU
         scalars); tensors only read on the host (`.item()`, `.tolist()`, `.shape`, `len()`,
@@ -309,6 +316,32 @@ class UnregisteredModuleTensor(Rule):
             """
         ),
         Valid(
+            # Computed on the host on purpose: what is built from the tensor moves to the input's
+            # device, in the same expression or by every caller of the helper that builds it.
+            """
+            import torch
+            from torch import nn
+
+            class TriangularBank(nn.Module):
+                def __init__(self, n_bins, n_bands):
+                    super().__init__()
+                    self.grid = torch.linspace(0, 1, n_bins).repeat(n_bands, 1)
+                    self.centres = torch.linspace(0, 1, n_bands)
+                    self.offsets = torch.arange(n_bins)
+
+                def _bank(self, centres, width):
+                    return self._clip(self.grid, centres[:, None], width)
+
+                def _clip(self, grid, centres, width):
+                    return torch.relu(1 - (grid - centres).abs() / width)
+
+                def forward(self, spec, width: float):
+                    bank = self._bank(self.centres, width).to(spec.device)
+                    shift = (self.offsets * width).to(spec.device)
+                    return spec @ bank.T + shift
+            """
+        ),
+        Valid(
             # Only read on the host: counters, shapes, Python bookkeeping.
             """
             import torch
@@ -481,10 +514,19 @@ class UnregisteredModuleTensor(Rule):
         attributes = self._tensor_attributes(init, self_name, facts)
         if not attributes:
             return
+        host_helpers = results_moved_by_callers(methods)
         for method in methods:
             method_self = instance_name(method)
             if method_self is not None:
-                AttributeUses(self.ctx.scope, method, method_self, attributes, facts, method is init).scan()
+                AttributeUses(
+                    self.ctx.scope,
+                    method,
+                    method_self,
+                    attributes,
+                    facts,
+                    method is init,
+                    host_side=method.name.value in host_helpers,
+                ).scan()
         if facts.dynamic_registration:
             return
         on_device = facts.state | facts.registered
