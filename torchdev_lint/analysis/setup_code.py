@@ -1,8 +1,11 @@
 """Code that runs once, at setup, where one allocation or copy more cannot matter.
 
 `runs_once(ctx)` answers for the node being visited: inside a function named for setup
-(`__init__`, `_init_weights`, `_setup_train`, an availability probe), in a first-use
-branch (`if not hasattr(self, "queue"):`, `if len(state) == 0:`), a dummy input for an
+(`__init__`, `_init_weights`, `_setup_train`, an availability probe, a conversion for
+deployment such as `switch_to_deploy` or `_fuse_bn_tensor`), in a first-use branch
+(`if not hasattr(self, "queue"):`, `if len(state) == 0:`), in a private helper that this
+file calls only from such code or lists only in a registry named for setup
+(`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`), a dummy input for an
 export or trace (made in an exporter, or passed to `export_onnx(model, im)`,
 `torch.jit.trace(model, im)`), or a tensor registered as model state on the spot
 (`register_buffer(name, ...)`, `nn.Parameter(...)`).
@@ -10,6 +13,7 @@ export or trace (made in an exporter, or passed to `export_onnx(model, im)`,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -17,14 +21,19 @@ import libcst as cst
 
 from torchdev_lint.analysis.guards import name_words
 from torchdev_lint.analysis.scopes import Scope, resolve
-from torchdev_lint.analysis.walk import children
+from torchdev_lint.analysis.walk import children, walk
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
 # Words of a function's name that say it runs once, at setup: `_setup_train`, `initialize`,
-# availability probes (`_is_fp16_available`).
-_SETUP_WORDS = frozenset({"initialize", "initialise", "setup", "available"})
+# availability probes (`_is_fp16_available`), conversions for deployment (`switch_to_deploy`,
+# `reparameterize`, `_fuse_bn_tensor`; a kernel used per step is `fused_*`, another word).
+_SETUP_WORDS = frozenset(
+    {"initialize", "initialise", "setup", "available", "deploy", "fuse", "reparameterize", "reparameterise"}
+)
+# Words of a module-level registry's name that say its functions run at setup: `ROPE_INIT_FUNCTIONS`.
+_SETUP_REGISTRY_WORDS = frozenset({"init", "initialize", "initialise", "setup"})
 # With "init", words that say what is set up once: `_init_weights`, `distributed_init`
 # (`init_hidden`, `init_state` run per batch).
 _INITIALIZED_ONCE = frozenset({"weights", "weight", "params", "parameters", "distributed", "model", "module"})
@@ -33,21 +42,15 @@ _INITIALIZED_ONCE = frozenset({"weights", "weight", "params", "parameters", "dis
 _EXPORT_WORDS = frozenset({"export", "exporter", "trace", "onnx", "trt", "tensorrt", "torchscript"})
 # Calls that register a tensor as model state once: `register_buffer(name, t)`, `nn.Parameter(t)`.
 _STATE_REGISTRATIONS = frozenset({"register_buffer", "register_parameter", "Parameter", "Buffer"})
+_CACHE = "_setup_callers"
 
 
 def runs_once(ctx: FileContext) -> bool:
     """Whether the node being visited is setup code run once (see the module docstring)."""
     ancestors = ctx.ancestors
     functions = [node for node in ancestors if isinstance(node, cst.FunctionDef)]
-    if any(_names_setup(function.name.value) for function in functions):
+    if _in_setup_code(ancestors, ctx.scope):
         return True
-    owners = [node.name.value for node in ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
-    if any(_EXPORT_WORDS & name_words(owner) for owner in owners):
-        return True
-    innermost = next((i for i, node in enumerate(ancestors) if functions and node is functions[-1]), 0)
-    for branch, body in pairwise(ancestors[innermost:]):
-        if isinstance(branch, cst.If) and body is branch.body and _first_use(branch.test, ctx.scope):
-            return True
     # Climb the chain the visited node's result goes through: `.to(d).type_as(p)`, `[... .to(d)]`.
     depth = 1
     while True:
@@ -70,6 +73,136 @@ def runs_once(ctx: FileContext) -> bool:
         return False
     target = holder.targets[0].target
     return isinstance(target, cst.Name) and _passed_to_export(target.value, functions[-1])
+
+
+def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
+    """Code under `ancestors` (outermost first) runs at setup: in a function named for setup or
+    export, in a first-use branch of its function, or in a private helper called only from such code."""
+    functions = [node for node in ancestors if isinstance(node, cst.FunctionDef)]
+    if any(_names_setup(function.name.value) for function in functions):
+        return True
+    owners = [node.name.value for node in ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
+    if any(_EXPORT_WORDS & name_words(owner) for owner in owners):
+        return True
+    innermost = next((i for i, node in enumerate(ancestors) if functions and node is functions[-1]), 0)
+    for branch, body in pairwise(ancestors[innermost:]):
+        if isinstance(branch, cst.If) and body is branch.body and _first_use(branch.test, scope):
+            return True
+    return bool(functions) and _setup_callers(scope).called_only_at_setup(functions[-1])
+
+
+def _setup_callers(scope: Scope) -> _SetupCallers:
+    """The index of the module `scope` belongs to, built once per file."""
+    module = scope.module
+    found = module.__dict__.get(_CACHE)
+    if found is None:
+        found = _SetupCallers(module)
+        module.__dict__[_CACHE] = found
+    return found
+
+
+class _SetupCallers:
+    """Where one module names its private functions (`_helper`) and methods (`self._helper`),
+    to tell the helpers it calls only from setup code.
+
+    Only private names count: other modules may call a public function per step. A use other
+    than a call (`register_forward_hook(self._hook)` in `__init__`) may run at any time, and so
+    may a call at module level (`main()` of a script runs its training loop); the one use
+    besides a call that counts is a value in a module-level registry named for setup.
+    """
+
+    def __init__(self, module: Scope) -> None:
+        assert isinstance(module.node, cst.Module)
+        self._module = module
+        self._parents: dict[int, cst.CSTNode] = {}
+        self._definitions: dict[str, list[cst.FunctionDef]] = {}
+        self._uses: dict[str, list[cst.CSTNode]] = {}
+        self._once: dict[int, bool] = {}
+        self._stack: list[cst.CSTNode] = []
+        walk(module.node, self._enter, self._leave)
+
+    def _enter(self, node: cst.CSTNode) -> None:
+        parent = self._stack[-1] if self._stack else None
+        self._stack.append(node)
+        if parent is None:
+            return
+        self._parents[id(node)] = parent
+        if isinstance(node, cst.FunctionDef) and _private(node.name.value):
+            key = (
+                "." + node.name.value
+                if isinstance(self._parents.get(id(parent)), cst.ClassDef)
+                else node.name.value
+            )
+            self._definitions.setdefault(key, []).append(node)
+        elif isinstance(node, cst.Name) and _private(node.value):
+            if not _names_definition(node, parent):
+                self._uses.setdefault(node.value, []).append(node)
+        elif (
+            isinstance(node, cst.Attribute)
+            and _private(node.attr.value)
+            and isinstance(node.value, cst.Name)
+            and node.value.value in ("self", "cls")
+        ):
+            self._uses.setdefault("." + node.attr.value, []).append(node)
+
+    def _leave(self, node: cst.CSTNode) -> None:
+        self._stack.pop()
+
+    def called_only_at_setup(self, function: cst.FunctionDef) -> bool:
+        """Every use of the function's name in this file is a call from setup code or an entry
+        of a registry named for setup, and there is one at least."""
+        key = id(function)
+        if key not in self._once:
+            self._once[key] = False  # a recursive function: its own calls prove nothing
+            uses = self._uses_of(function)
+            self._once[key] = bool(uses) and all(self._use_at_setup(use) for use in uses)
+        return self._once[key]
+
+    def _uses_of(self, function: cst.FunctionDef) -> list[cst.CSTNode]:
+        """Where this file names a private function it defines once; empty when unknown."""
+        for key in (function.name.value, "." + function.name.value):
+            if self._definitions.get(key) == [function]:
+                return self._uses.get(key, [])
+        return []
+
+    def _use_at_setup(self, use: cst.CSTNode) -> bool:
+        parent = self._parents.get(id(use))
+        if isinstance(parent, cst.DictElement) and parent.value is use:
+            return self._in_setup_registry(parent)
+        if not isinstance(parent, cst.Call) or parent.func is not use:
+            return False
+        ancestors: list[cst.CSTNode] = [use]
+        while (node := self._parents.get(id(ancestors[-1]))) is not None:
+            ancestors.append(node)
+        ancestors.reverse()
+        return _in_setup_code(ancestors, self._module)
+
+    def _in_setup_registry(self, element: cst.DictElement) -> bool:
+        """`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}` at module level."""
+        table = self._parents.get(id(element))
+        assignment = self._parents.get(id(table))
+        line = self._parents.get(id(assignment))
+        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(
+            self._parents.get(id(line)), cst.Module
+        ):
+            return False
+        if isinstance(assignment, cst.Assign) and len(assignment.targets) == 1:
+            target: cst.BaseExpression = assignment.targets[0].target
+        elif isinstance(assignment, cst.AnnAssign):
+            target = assignment.target
+        else:
+            return False
+        return isinstance(target, cst.Name) and bool(_SETUP_REGISTRY_WORDS & name_words(target.value))
+
+
+def _names_definition(name: cst.Name, parent: cst.CSTNode) -> bool:
+    """`def _helper`, `x._helper`: the name is not a use of a function."""
+    return isinstance(parent, cst.FunctionDef) or (isinstance(parent, cst.Attribute) and parent.attr is name)
+
+
+def _private(name: str) -> bool:
+    """`_helper`, not `__init__` or a public name."""
+    return name.startswith("_") and not name.endswith("__")
 
 
 def _callee_name(call: cst.Call) -> str | None:

@@ -51,8 +51,11 @@ class CreateThenMove(Rule):
 
         Setup code that runs once is not flagged either: one allocation more cannot matter
         there. That is code in a function named for setup (`__init__`, `_init_weights`,
-        `_setup_train`, `distributed_init`, an availability probe such as `_is_fp16_available`;
-        not `init_hidden` or `init_state`, which run per batch),
+        `_setup_train`, `distributed_init`, an availability probe such as `_is_fp16_available`,
+        a conversion for deployment such as `switch_to_deploy` or `_fuse_bn_tensor`;
+        not `init_hidden` or `init_state`, which run per batch), in a private helper the file
+        calls only from setup code or lists only in a registry named for setup
+        (`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`),
         state made on first use and kept (under `if not hasattr(self, "pool"):`,
         `if self.cache is None:` or an optimizer's `if len(state) == 0:`), a dummy input for an export or trace (inside an exporter class or function, or a name
         handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`),
@@ -201,6 +204,43 @@ class CreateThenMove(Rule):
             """,
         ),
         Invalid(
+            # Helpers that run per step: called from `forward` as well as `__init__`, registered
+            # as a hook, listed in a registry not named for setup, or called from module level
+            # (a script's `main` runs its loop). A device index in a variable: no fix.
+            """
+            import torch
+            from torch import nn
+
+            def _gelu_table(n, gpu):
+                return torch.linspace(-4, 4, n).cuda(gpu)
+
+            ACTIVATIONS = {"gelu": _gelu_table}
+
+            class Padder(nn.Module):
+                def __init__(self, width, gpu):
+                    super().__init__()
+                    self.edge = self._pad(width, gpu)
+                    self.register_forward_pre_hook(self._mask_hook)
+
+                def _pad(self, width, gpu):
+                    return torch.zeros(width).cuda(gpu)
+
+                def _mask_hook(self, module, args):
+                    return torch.ones(args[0].shape).cuda(self.gpu)
+
+                def forward(self, x):
+                    return torch.cat([self._pad(x.size(0), self.gpu), x])
+
+            def _main(gpu):
+                for step in range(1000):
+                    print(torch.randn(8, 3).cuda(gpu))
+
+            if __name__ == "__main__":
+                _main(0)
+            """,
+            lines=(5, 16, 19, 26),
+        ),
+        Invalid(
             # Reported without a fix: pinned memory, **kwargs, a memory format, a device variable.
             """
             import torch
@@ -313,7 +353,7 @@ class CreateThenMove(Rule):
         ),
         Valid(
             # Setup run once: `__init__`, weight init, training setup, an availability probe,
-            # state registered on the spot, dummy inputs for one export or trace.
+            # state registered on the spot, dummy inputs for one export or trace, helpers.
             """
             import torch
             from torch import nn
@@ -355,6 +395,32 @@ class CreateThenMove(Rule):
                 def __call__(self, model):
                     im = torch.zeros(self.batch, 3, *self.imgsz).to(self.device)
                     return model(im)
+
+            # Private helpers called only from setup (`__init__`, a conversion for deployment)
+            # or listed only in a registry named for setup: rotary frequencies made at model init.
+            def _linear_rotary(cfg, device=None):
+                steps = torch.arange(0, cfg.dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float)
+                return 1.0 / (cfg.theta ** (steps / cfg.dim)) / cfg.factor
+
+            ROTARY_INIT_FNS: dict = {"linear": _linear_rotary}
+
+            class RepBlock(nn.Module):
+                def __init__(self, k, device):
+                    super().__init__()
+                    self.offsets = self._kernel_offsets(k, device)
+
+                def _kernel_offsets(self, k, device):
+                    return torch.arange(k).to(device) - k // 2
+
+                def switch_to_deploy(self):
+                    self.bias = self._identity_bias(self.conv.out_channels)
+
+                def _identity_bias(self, channels):
+                    return torch.zeros(channels).to(self.conv.weight.device)
+
+                @staticmethod
+                def _fuse_bn_tensor(kernel, channels):
+                    return kernel, torch.zeros(channels).to(kernel.device)
             """
         ),
         Valid(
@@ -391,6 +457,8 @@ class CreateThenMove(Rule):
             """
         ),
         Valid(
+            # Not a factory's result moved, or moved to the CPU; a CPU generator used on purpose
+            # (reproducible whatever the device).
             """
             import numpy as np
             import torch
@@ -398,28 +466,12 @@ class CreateThenMove(Rule):
             b = torch.stack(items).to(device)
             c = torch.zeros(3).cpu()
             d = torch.zeros(3).to("cpu")
-            """
-        ),
-        Valid(
-            """
-            import torch
             x = torch.zeros(3)
             y = x.to(device)
             z = torch.zeros(3).float().to(device)
-            """
-        ),
-        Valid(
-            # Drawn from a CPU generator on purpose: reproducible whatever the device.
-            """
-            import torch
+            zeros = np.zeros(3).to(device)
             g = torch.Generator().manual_seed(0)
             v = torch.rand(3, generator=g).to(device)
-            """
-        ),
-        Valid(
-            """
-            import numpy as np
-            zeros = np.zeros(3).to(device)
             """
         ),
         Valid(
