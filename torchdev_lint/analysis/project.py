@@ -8,6 +8,8 @@ package holding the file, at the project root, and in its `src/` folder.
 Regular packages, namespace folders and modules are all found; anything
 found nowhere (torch, numpy, the standard library) is third-party and stays
 opaque. The index asks only the file system (answers cached), never parses.
+An installed package (below a `site-packages` or `dist-packages` folder) is in no
+project, whatever lies above it (a virtual environment inside a repository).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 from typing import NamedTuple
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_INSTALLED = ("site-packages", "dist-packages")
 _INIT = "__init__.py"
 
 
@@ -44,6 +47,8 @@ class ProjectIndex:
             if folder in self._roots:
                 found = self._roots[folder]
                 break
+            if os.path.basename(folder) in _INSTALLED:
+                break
             seen.append(folder)
             if any(self._kind(os.path.join(folder, marker)) for marker in ROOT_MARKERS):
                 found = folder
@@ -55,6 +60,12 @@ class ProjectIndex:
         for visited in seen:
             self._roots[visited] = found
         return found
+
+    def scope(self, path: str) -> str:
+        """The folder whose files a check of `path` may read: its project, or without one the
+        file's own folder (scripts beside each other)."""
+        root = self.root(path)
+        return root if root is not None else os.path.dirname(os.path.abspath(path))
 
     def search_path(self, path: str) -> tuple[str, ...]:
         """Where an absolute import in `path` is looked up, in order."""

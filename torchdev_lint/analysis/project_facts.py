@@ -167,6 +167,9 @@ class _Pass:
         self.needles: set[bytes] = set()  # text of host-saved paths (saved_files.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
         self._targets: dict[tuple[str, str], Target | None] = {}
+        # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
+        # checking part of an installed package must not read the rest of it.
+        self.scopes = {self.index.scope(path) for path in checked}
 
     def add(self, path: str) -> None:
         """A file: parsed now when its text could hold a gate, else kept for later rounds; the
@@ -223,14 +226,26 @@ class _Pass:
                 return {path: found for path, found in facts.items() if any(found)}
 
     def _read(self, path: str) -> bytes | None:
-        """The bytes of a file not read before (None when seen already or unreadable)."""
+        """The bytes of a file not read before (None when seen already, unreadable or outside
+        the checked files' projects)."""
         if path in self.seen:
             return None
         self.seen.add(path)
+        if path not in self.checked and not self._in_scope(path):
+            return None
         try:
             return read_source(path)
         except SourceError:
             return None
+
+    def _in_scope(self, path: str) -> bool:
+        folder = os.path.dirname(path)
+        while folder not in self.scopes:
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return False
+            folder = parent
+        return True
 
     def _fixed_point(self) -> set[Target]:
         """Every function known to gate: its own gate, or a gating callee called before it returns.
