@@ -19,6 +19,7 @@ import pytest
 from torchdev_lint.analysis.project_facts import project_facts
 from torchdev_lint.analysis.saved_files import distinctive, local_key, path_shape
 from torchdev_lint.analysis.scopes import Scope, collect_bindings
+from torchdev_lint.cache import ResultCache
 from torchdev_lint.config import select_rules
 from torchdev_lint.engine import parse
 from torchdev_lint.runner import CheckOptions, process_files
@@ -73,17 +74,17 @@ LEXICON_READER = """
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
-    (root / ".git").mkdir(exist_ok=True)
+    (root / ".git").mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(dedent(text))
 
 
-def _findings(root: Path, *names: str, jobs: int = 1) -> list[str]:
+def _findings(root: Path, *names: str, jobs: int = 1, cache: ResultCache | None = None) -> list[str]:
     """`path:line code` of each TDL101 finding, checking `names` (all .py files if none)."""
     paths = [str(root / n) for n in names] or sorted(str(p) for p in root.rglob("*.py"))
-    options = CheckOptions(rules=tuple(select_rules(["TDL101"])), with_edits=False)
+    options = CheckOptions(rules=tuple(select_rules(["TDL101"])), cache=cache, with_edits=False)
     return [
         f"{Path(d.path).relative_to(root).as_posix()}:{d.line} {d.code}"
         for report in process_files(paths, options, jobs=jobs)
@@ -109,6 +110,15 @@ def test_one_gpu_writer_among_host_writers_is_flagged(tmp_path: Path) -> None:
     files = {"prepare.py": STATS_WRITER, "export.py": WEIGHTS_WRITER, "data/codes.py": STATS_READER}
     _write(tmp_path, files)
     assert _findings(tmp_path) == ["data/codes.py:8 TDL101"]
+
+
+def test_cache_sees_a_writer_that_moves_to_the_gpu(tmp_path: Path) -> None:
+    cache = ResultCache.open(str(tmp_path / ".cache"))
+    project = tmp_path / "project"
+    _write(project, {"prepare.py": STATS_WRITER, "data/codes.py": STATS_READER})
+    assert _findings(project, cache=cache) == []
+    _write(project, {"prepare.py": GPU_STATS_WRITER})
+    assert _findings(project, cache=cache) == ["data/codes.py:8 TDL101"]
 
 
 def test_a_different_path_is_flagged(tmp_path: Path) -> None:
