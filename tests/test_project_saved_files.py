@@ -181,10 +181,22 @@ def test_only_files_that_save_or_load_such_paths_are_read(tmp_path: Path) -> Non
         ("args.output", [["key", "output"]], False),
         ("cfg.f0_stats", [["key", "f0_stats"]], True),
         ("path", [None], False),
+        ('os.path.join(out_dir, "model.pt")', [None, "/model.pt"], False),
+        (
+            "os.path.join(out_dir, WEIGHTS_NAME)",
+            [None, "/", ["ref", "WEIGHTS_NAME", ["here", "WEIGHTS_NAME"]]],
+            False,
+        ),
+        (
+            "os.path.join(out_dir, LEXICON_FILE)",
+            [None, "/", ["ref", "LEXICON_FILE", ["here", "LEXICON_FILE"]]],
+            True,
+        ),
     ],
 )
 def test_path_shapes(path: str, shape: list[object], usable: bool) -> None:
-    module = parse("x.py", f"import os\nfrom pathlib import Path\nvalue = {path}\n")
+    header = 'import os\nfrom pathlib import Path\nWEIGHTS_NAME = "w.bin"\nLEXICON_FILE = "L.pt"\n'
+    module = parse("x.py", f"{header}value = {path}\n")
     scope = Scope(module, "module", None)
     collect_bindings(scope, module.body)
     expression = module.body[-1].body[0].value  # type: ignore[attr-defined]

@@ -11,8 +11,8 @@ A path is compared by its **shape**: literal text, `None` for what is not known
 (`cfg.f0_stats`, `cfg["f0_stats"]`) and `["ref", "consts.L_FILE", reference]` for a
 module-level name (a constant of the file or an import; the reference is the
 summaries' one, resolved by the project index to the defining file). Only
-distinctive shapes count: a literal word besides the extension, or a constant,
-or a key that is more than a generic path word (`args.output` matches too much).
+distinctive shapes count: a word of the literal text, constant or key that is
+not a generic path word (`model.pt`, `args.output` and `WEIGHTS_NAME` match too much).
 
 - `SavedPaths`: what one file's summary says (pass 1, `summaries._Collector`).
 - `host_loads`: from all summaries, for each checked file the `local_key` of its
@@ -30,7 +30,6 @@ from typing import Any
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoints import saved_on_cpu
-from torchdev_lint.analysis.guards import name_words
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.syntax import argument, positional
 
@@ -42,12 +41,16 @@ References = Callable[[str, Scope], Reference | None]
 
 _JOINS = frozenset({"os.path.join", "posixpath.join"})
 _SAME_PATH = frozenset({"builtins.str", "pathlib.Path", "os.fspath", "os.path.abspath", "os.path.expanduser"})
-_EXTENSION = re.compile(r"\.\w+$")
-# Words of a configuration key that say "a path", not which file.
-_GENERIC_KEY_WORDS = frozenset(
+# Words that say "a file of tensors", not which one: a path made only of these (`model.pt`,
+# `f"{out}/checkpoint_{epoch}.pth"`, `args.output`, `WEIGHTS_NAME`) may be written elsewhere
+# by code the analysis does not see (another `torch.save` to a path from the command line).
+_GENERIC_WORDS = frozenset(
     "path file filename fname dir folder root out output outdir prefix name save load ckpt "
-    "checkpoint model state dict fn f p pt pth tmp cache data args cfg config".split()
+    "checkpoint model state dict fn f p pt pth bin th tar pkl npy safetensors tmp temp cache "
+    "data args cfg config best last latest final weights weight params net network epoch step "
+    "iter pretrained optimizer optim scheduler result results".split()
 )
+_WORD = re.compile(r"[a-z0-9]+")
 _MAX_DEPTH = 3
 # Text a file must hold to write a file another may read back (a cheap test, before parsing).
 _SAVE_TEXT = re.compile(rb"\bsave\s*\(")
@@ -169,14 +172,10 @@ def _name_parts(
 
 
 def distinctive(shape: Shape) -> bool:
-    """Does the shape name a particular file (not just `{}.pt` or `args.output`)?"""
-    text = "".join(part for part in shape if isinstance(part, str))
-    if re.search(r"[A-Za-z]", _EXTENSION.sub("", text)):
-        return True
-    return any(
-        isinstance(part, list) and (part[0] == "ref" or bool(name_words(part[1]) - _GENERIC_KEY_WORDS))
-        for part in shape
-    )
+    """Does the shape name a particular file: a word of its literal text, constant or key
+    that is not a generic path word (`f0_stat`, `L.pt`, `LEXICON_FILE`, not `model.pt`)?"""
+    text = " ".join(part if isinstance(part, str) else part[1].rsplit(".", 1)[-1] for part in shape if part)
+    return bool(set(_WORD.findall(text.lower())) - _GENERIC_WORDS)
 
 
 def local_key(shape: Shape) -> str:
