@@ -7,7 +7,8 @@ follows bases only through classes of the same file.
 
 - `DatasetClasses`: the summary field (pass 1, `summaries._Collector`): each
   module-level class that is a Dataset in its own file, or has bases that are
-  project names (imports, classes of the file), with those bases' references.
+  project names (classes of the file, or imports named `*Dataset`: only their
+  modules are parsed on demand, not a `PreTrainedModel`'s), with their references.
 - `dataset_bases`: for each checked file, the base texts (as the file writes them)
   that name a project class deriving from a torch Dataset
   (`project_facts.FileFacts.dataset_bases`).
@@ -30,9 +31,9 @@ Target = tuple[str, str]
 Locate = Callable[[str, Reference], Target | None]
 References = Callable[[str, Scope], Reference | None]
 
-# A file may need the fact: it loads something and defines a class with a base.
+# A file may need the fact: it calls a torch loader and defines a class with a base.
 _CLASS_WITH_BASE = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([ \t]*[A-Za-z_]", re.MULTILINE)
-_LOAD_TEXT = re.compile(rb"\.load\s*\(")
+_LOAD_TEXT = re.compile(rb"\b(?:torch|jit)\.load\s*\(")
 
 
 def may_need(source: bytes) -> bool:
@@ -57,8 +58,9 @@ class DatasetClasses:
             found = scope.lookup(text)
             if found is not None and any(isinstance(b.node, cst.ClassDef) for b in found[1]):
                 bases.append([text, ["here", text]])
-            elif (reference := self._references(text, scope)) is not None and reference[0] == "module":
-                bases.append([text, reference])
+            elif "dataset" in text.lower() and (reference := self._references(text, scope)) is not None:
+                if reference[0] == "module":  # only a `*Dataset` base's module is worth parsing
+                    bases.append([text, reference])
         dataset = is_dataset_class(node, scope)
         if dataset or bases:
             self.classes[node.name.value] = {"dataset": dataset, "bases": bases}
