@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchdev_lint.analysis import dataset_bases, saved_files
@@ -137,14 +137,21 @@ class ProjectFacts(NamedTuple):
         return facts.digest if facts is not None else ""
 
 
-def project_facts(paths: Iterable[str], parse: Parse, cache_directory: str | None = None) -> ProjectFacts:
+def project_facts(
+    paths: Iterable[str],
+    parse: Parse,
+    cache_directory: str | None = None,
+    summaries: Mapping[str, Summary] | None = None,
+) -> ProjectFacts:
     """Pass 1 over `paths` (and the project files they lead to): the facts of each path.
 
     `parse(path, source)` returns a LibCST module or raises SourceError (the engine's parse,
-    which refuses what would crash the parser).
+    which refuses what would crash the parser). `summaries` (by absolute path) are files'
+    summaries already made from a parse of their current text (the runner's checks make them
+    from their own trees, see `needs_parse`): they are used instead of parsing again.
     """
     given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
-    analysis = _Pass(parse, cache_directory, set(given))
+    analysis = _Pass(parse, cache_directory, set(given), summaries or {})
     for path in given:
         analysis.add(path)
     facts = analysis.run()
@@ -154,8 +161,11 @@ def project_facts(paths: Iterable[str], parse: Parse, cache_directory: str | Non
 class _Pass:
     """Summaries of the files read so far, and the fixed point over them."""
 
-    def __init__(self, parse: Parse, cache_directory: str | None, checked: set[str]) -> None:
+    def __init__(
+        self, parse: Parse, cache_directory: str | None, checked: set[str], known: Mapping[str, Summary]
+    ) -> None:
         self.checked = checked
+        self.known = known
         self.index = ProjectIndex()
         self.parse = parse
         self.cache_directory = cache_directory
@@ -181,7 +191,7 @@ class _Pass:
             source = self._read(current)
             if source is None:
                 continue
-            if _may_gate(source) or _PARAMETER_TEXT.search(source) or dataset_bases.may_need(source):
+            if _wants_summary(source):
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
@@ -425,7 +435,7 @@ class _Pass:
             from torchdev_lint.analysis.summaries import summarize  # LibCST: only on a miss
 
             try:
-                summary = summarize(self.parse(path, source), path)
+                summary = self.known.get(path) or summarize(self.parse(path, source), path)
             except (SourceError, RecursionError):
                 self.unreadable.append(source)
                 return
@@ -436,12 +446,33 @@ class _Pass:
         self.summaries[path] = summary
 
     def _entry(self, source: bytes) -> str | None:
-        if self.cache_directory is None:
-            return None
-        from torchdev_lint.cache import tool_fingerprint
+        return _summary_entry(source, self.cache_directory)
 
-        key = hashlib.sha256(b"%s\0%s" % (tool_fingerprint().encode(), source)).hexdigest()
-        return os.path.join(self.cache_directory, FOLDER, key[:2], key + ".json")
+
+def _summary_entry(source: bytes, cache_directory: str | None) -> str | None:
+    """Where the summary of a file holding `source` is cached (None: no cache)."""
+    if cache_directory is None:
+        return None
+    from torchdev_lint.cache import tool_fingerprint
+
+    key = hashlib.sha256(b"%s\0%s" % (tool_fingerprint().encode(), source)).hexdigest()
+    return os.path.join(cache_directory, FOLDER, key[:2], key + ".json")
+
+
+def needs_parse(source: bytes, cache_directory: str | None) -> bool:
+    """Will pass 1 parse this checked file before any other is summarized: its text may hold a
+    fact of its own, and no summary of it is cached? (The runner then checks it first and
+    hands its summary to `project_facts`: one parse for both.)"""
+    if not _wants_summary(source):
+        return False
+    entry = _summary_entry(source, cache_directory)
+    return entry is None or not os.path.exists(entry)
+
+
+def _wants_summary(source: bytes) -> bool:
+    """Can the text hold a fact of its own: a gate, a loader built, a checkpoint saved, a load
+    in a class derived from another (a cheap test, before parsing)?"""
+    return bool(_may_gate(source) or _PARAMETER_TEXT.search(source) or dataset_bases.may_need(source))
 
 
 def _may_gate(source: bytes) -> bool:
