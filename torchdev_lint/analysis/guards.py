@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from torchdev_lint.analysis.devices import VARIABLE, device_argument
-from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.devices import VARIABLE, device_argument, is_cuda_literal
+from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.walk import walk
 
 AVAILABILITY_CALLS = frozenset(
@@ -35,6 +35,10 @@ _FLAG = re.compile(
 # GPU counts compared against a number: `n_gpu > 0`, `args.ngpu >= 1`, `num_gpus != 0`.
 _COUNT = re.compile(r"^(n_?gpus?|num_?gpus?|gpu_count)$", re.IGNORECASE)
 _CACHE = "_availability_checked"
+# Owners whose `is_cuda` is a setting, not a tensor's placement: `self.is_cuda`, `args.is_cuda`.
+_FLAG_OWNERS = frozenset({"self", "cls", "args", "cfg", "config", "opt", "opts", "hparams"})
+# How far names assigned from names are followed (`a = b`, `b = torch.cuda.is_available()`).
+_MAX_DEPTH = 4
 
 # `nccl` is CUDA-only: code under `if backend == "nccl":` runs with GPUs.
 CUDA_WORDS = frozenset({"cuda", "gpu", "gpus", "nccl"})
@@ -233,23 +237,61 @@ def _name_says(node: cst.BaseExpression) -> bool | None:
     return None
 
 
-def says_present(test: cst.BaseExpression, scope: Scope) -> bool:
+def says_present(test: cst.BaseExpression, scope: Scope, *, tensors: bool = True) -> bool:
     """When `test` is true, CUDA is there (or the program chose it): `use_cuda`,
-    `torch.cuda.is_available()`, `x.is_cuda`, `args.device == "cuda"`, `not args.cpu`."""
-    return _says(test, scope, True)
+    `torch.cuda.is_available()`, `x.is_cuda`, `args.device == "cuda"`, `not args.cpu`, a name
+    assigned one of these (`_HAS_FLASH = torch.cuda.is_available() and ...`). Without `tensors`,
+    a test of a tensor's own device (`x.is_cuda`) does not count."""
+    return _says(test, scope, True, tensors)
 
 
-def says_missing(test: cst.BaseExpression, scope: Scope) -> bool:
+def says_missing(test: cst.BaseExpression, scope: Scope, *, tensors: bool = True) -> bool:
     """When `test` is true, CUDA is not there (or not chosen): `not torch.cuda.is_available()`,
     `torch.cuda.device_count() < 2`, `device.type != "cuda"`, `args.cpu`."""
-    return _says(test, scope, False)
+    return _says(test, scope, False, tensors)
 
 
-def _says(test: cst.BaseExpression, scope: Scope, present: bool) -> bool:
+def _tensor_device_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool] | None:
+    """(tensor, whether true means on CUDA) for a test of a tensor's own device: `mask.is_cuda`,
+    `x.device.type == "cuda"`, `x.device != torch.device("cuda")`; None for flags (`self.is_cuda`,
+    `args.is_cuda`) and anything else."""
+    if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
+        owner, on_cuda = test.value, True
+    elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        verdict = _string_test(test)
+        left = test.left
+        device = left.value if isinstance(left, cst.Attribute) and left.attr.value == "type" else left
+        if verdict is None or not isinstance(device, cst.Attribute) or device.attr.value != "device":
+            return None
+        owner, on_cuda = device.value, verdict
+    else:
+        return None
+    name = dotted_name(owner)
+    return None if name in _FLAG_OWNERS else (owner, on_cuda)
+
+
+def cuda_choices(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+    """The CUDA literals `node` can be: itself (`"cuda"`), or a branch of a conditional expression
+    whose test does not say that CUDA is there (`"xpu" if is_xpu_available() else "cuda"`, not
+    `"cuda" if torch.cuda.is_available() else "cpu"` nor `"cpu" if args.cpu else "cuda"`)."""
+    if is_cuda_literal(node):
+        return [node]
+    if not isinstance(node, cst.IfExp) or mentions_placement(node.test):
+        return []
+    found = [] if says_present(node.test, scope) else cuda_choices(node.body, scope)
+    return found if says_missing(node.test, scope) else found + cuda_choices(node.orelse, scope)
+
+
+def _says(
+    test: cst.BaseExpression, scope: Scope, present: bool, tensors: bool = True, depth: int = 0
+) -> bool:
+    if not tensors and _tensor_device_test(test) is not None:
+        return False
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return _says(test.expression, scope, not present)
+        return _says(test.expression, scope, not present, tensors, depth)
     if isinstance(test, cst.BooleanOperation):
-        left, right = _says(test.left, scope, present), _says(test.right, scope, present)
+        left = _says(test.left, scope, present, tensors, depth)
+        right = _says(test.right, scope, present, tensors, depth)
         # `a and b` true: both are, so either one's word holds; `a or b` true: only what both say.
         return left or right if isinstance(test.operator, cst.And) else left and right
     if isinstance(test, cst.Comparison):
@@ -273,7 +315,18 @@ def _says(test: cst.BaseExpression, scope: Scope, present: bool) -> bool:
     if is_availability_call(test, scope):
         return present
     named = _name_says(test)
-    return named is not None and named == present
+    if named is not None:
+        return named == present
+    return depth < _MAX_DEPTH and _assigned_says(test, scope, present, tensors, depth + 1)
+
+
+def _assigned_says(test: cst.BaseExpression, scope: Scope, present: bool, tensors: bool, depth: int) -> bool:
+    """A name whose every assignment says it: `_SUPPORTS_FLEX = torch.cuda.is_available() and ...`."""
+    found = assigned_values(test, scope)
+    if found is None:
+        return False
+    values, owner = found
+    return all(_says(value, owner, present, tensors, depth) for value in values)
 
 
 def mentions_placement(test: cst.BaseExpression) -> bool:
@@ -298,8 +351,9 @@ def flag_condition(
 
     `strict` asks for a boolean CUDA flag carried around (`is_cuda_flag`, not an
     availability check itself), on either branch. Otherwise the branch taken must
-    say that CUDA is there (`if x.is_cuda:`, `else` of `if args.cpu:`), or the test
-    is about where data is kept; `if t.device != torch.device("cuda"):` is neither.
+    say that CUDA is there (`if use_cuda:`, `else` of `if args.cpu:`), or the test
+    is about where data is kept; a test of a tensor's own device (`if t.is_cuda:`,
+    `if t.device != torch.device("cuda"):`) is neither: see `followed_tensor`.
     """
     child = node
     for ancestor in reversed(ancestors):
@@ -315,8 +369,37 @@ def flag_condition(
             else:
                 taken = child is ancestor.body
                 if mentions_placement(test) or (
-                    says_present(test, scope) if taken else says_missing(test, scope)
+                    says_present(test, scope, tensors=False)
+                    if taken
+                    else says_missing(test, scope, tensors=False)
                 ):
                     return test
         child = ancestor
     return None
+
+
+def followed_tensor(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> cst.BaseExpression | None:
+    """The tensor whose placement `node` follows, within the current function: `mask` for
+    `if mask.is_cuda: filler = filler.cuda()` or `w.cuda() if x.device.type == "cuda" else w`
+    (also under `if mask.is_cuda and ...:`). Such a move should name `mask.device`."""
+    child = node
+    for ancestor in reversed(ancestors):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return None
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            tensor = _tested_tensor(ancestor.test, child is ancestor.body)
+            if tensor is not None:
+                return tensor
+        child = ancestor
+    return None
+
+
+def _tested_tensor(test: cst.BaseExpression, taken: bool) -> cst.BaseExpression | None:
+    """The tensor on CUDA when the branch (`taken`: the body, else the `else`) runs: `x` for the
+    body of `if x.is_cuda and ...:`, for the `else` of `if x.device != torch.device("cuda"):`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _tested_tensor(test.expression, not taken)
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And if taken else cst.Or):
+        return _tested_tensor(test.left, taken) or _tested_tensor(test.right, taken)
+    found = _tensor_device_test(test)
+    return found[0] if found is not None and found[1] == taken else None

@@ -150,13 +150,18 @@ class CudaRequirements:
     def requires_cuda(self, node: cst.CSTNode) -> bool:
         """Does `node` run only where CUDA is? A gate before it (an exit, raise, assert or skip
         when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a
-        function of this file that does one), a CUDA-only decorator, `with torch.cuda.stream(...)`,
-        a function called only from such code, or a CUDA-only module."""
+        function of this file that does one), a claim of the GPU in its own statement
+        (`torch.device("cuda", torch.cuda.current_device())`), a CUDA-only decorator,
+        `with torch.cuda.stream(...)`, a function called only from such code, or a CUDA-only module."""
         if self._module_only:
             return True
         child = node
         parent = self._parents.get(id(node))
         while parent is not None:
+            if isinstance(child, cst.SimpleStatementLine) and any(
+                self._resolve(call.func) in _CUDA_CLAIMS for call in _unconditional_calls(child)
+            ):
+                return True
             if isinstance(parent, (cst.Module, cst.IndentedBlock)) and self._gated_before(parent.body, child):
                 return True
             if (

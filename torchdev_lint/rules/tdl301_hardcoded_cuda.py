@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -17,16 +16,23 @@ from torchdev_lint.analysis.device_contexts import (
     torch_cuda_signature,
     used_as_data,
 )
+from torchdev_lint.analysis.device_edits import StatementUses, choice_edit, device_call_edit, literal_edit
 from torchdev_lint.analysis.device_variable import DeviceEdit, DeviceVariable
-from torchdev_lint.analysis.devices import is_cuda_literal
+from torchdev_lint.analysis.guards import cuda_choices, followed_tensor
 from torchdev_lint.analysis.scopes import Scope, dotted_name
-from torchdev_lint.analysis.walk import contains
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, positional
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
-    from torchdev_lint.rule import Replacement
+
+
+_FIX_TITLE = "Use one `device` variable chosen by `torch.cuda.is_available()`"
+# The message where the move follows a tensor tested for CUDA (`if mask.is_cuda: filler = filler.cuda()`).
+_FOLLOW = (
+    "CUDA hard-coded to follow `{tensor}`: it means the current GPU, not `{tensor}`'s, and on MPS/XPU the "
+    "tensors end up on different devices; use `.to({tensor}.device)` (or create the tensor there)"
+)
 
 
 class HardcodedCuda(Rule):
@@ -45,15 +51,20 @@ class HardcodedCuda(Rule):
         device, `DEVICE = "cuda"`) and `.cuda()`/`.cuda(i)`, in a function that neither checks
         `torch.cuda.is_available()`/`torch.cuda.device_count()` nor takes a device parameter
         (a device-index parameter does not excuse `.cuda(i)`: it still targets CUDA). For
-        top-level code, the module as a whole must check availability somewhere. One finding
-        per statement, however many uses it holds.
+        top-level code, the module as a whole must check availability somewhere. Also `"cuda"`
+        as a branch of a conditional whose test does not say CUDA is there (`"xpu" if
+        is_xpu_available() else "cuda"`). One finding per statement, however many uses it holds.
+        Under a test of a tensor's own device (`if mask.is_cuda: filler = filler.cuda()`) the
+        message says to follow that tensor (`.to(mask.device)`): `.cuda()` picks the current GPU,
+        and on MPS/XPU the two tensors end up on different devices.
 
         Not flagged:
         - code that runs only where CUDA is: after a gate in the same function or a caller in
           the same file (`if not torch.cuda.is_available(): sys.exit(...)`, `assert
           torch.cuda.is_available()`, `torch.distributed.init_process_group("nccl")`,
           `torch.cuda.set_device(rank)`, or a call such as `init_distributed_mode(args)` of a
-          function of the file that does one), tests skipped without CUDA
+          function of the file that does one; a claim in the statement itself,
+          `torch.device("cuda", torch.cuda.current_device())`), tests skipped without CUDA
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
           `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`,
           functions (and private methods, through `self._helper()`) called only from such code,
@@ -63,8 +74,9 @@ class HardcodedCuda(Rule):
           (TensorRT, CuPy, apex, a `*_cuda` extension) or live under a `cuda` folder, and
           benchmark scripts;
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
-        - uses under a test that says CUDA is there (`if use_cuda:`, `if x.is_cuda:`,
-          `if args.device == "cuda":`, `if not args.cpu:`) or about where data is kept
+        - uses under a test that says CUDA is there (`if use_cuda:`, `if args.device == "cuda":`,
+          `if not args.cpu:`, a name assigned such a test: `_HAS_FLEX = torch.cuda.is_available()
+          and ...`) or about where data is kept
           (`if self.cpu_cache:`, `if offload:`); not under `if t.device != torch.device("cuda"):`,
           which says nothing about CUDA being there;
         - a tensor's `.cuda()`/`.to("cuda")` as a statement, its result dropped (TDL306's bug);
@@ -112,7 +124,8 @@ class HardcodedCuda(Rule):
         instead of failing, which may hide a misconfigured GPU job; `.to()` exists on tensors and
         modules but perhaps not on every object with a `.cuda()` method; a string setting may
         become a `torch.device`. No fix for a GPU index (`"cuda:1"`, `.cuda(i)`: one variable
-        cannot stand for a chosen GPU), nor where the module does not import `torch` itself.
+        cannot stand for a chosen GPU), a branch of a conditional, a move that follows a tensor
+        (its device is the answer), nor where the module does not import `torch` itself.
         """
     invalid = (
         Invalid(
@@ -200,6 +213,21 @@ class HardcodedCuda(Rule):
             lines=(5, 6, 7, 8, 9),
         ),
         Invalid(
+            # A CUDA fallback no test vouches for; a move that follows a tensor tested for CUDA.
+            """
+            import torch
+
+            def init_residual(weight):
+                compute_device = "xpu" if is_xpu_available() else "cuda"
+
+            def pad_mask(mask, width):
+                filler = torch.zeros(mask.size(0), width)
+                if mask.is_cuda:
+                    filler = filler.cuda()
+            """,
+            lines=(4, 9),
+        ),
+        Invalid(
             # A process group joined only sometimes is no gate.
             """
             import torch
@@ -248,6 +276,13 @@ class HardcodedCuda(Rule):
                 for i in range(torch.cuda.device_count()):
                     models[i].to(f"cuda:{i}")
                     models[i].cuda(i)
+
+            _HAS_FLEX = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (7, 5)
+
+            def block_mask(ids):
+                if _HAS_FLEX:
+                    ids = ids.to("cuda")
+                return ids, torch.device("cuda", torch.cuda.current_device())
             """
         ),
         Valid(
@@ -275,6 +310,9 @@ class HardcodedCuda(Rule):
             @pytest.mark.parametrize("device", [torch.device("cpu"), torch.device("cuda")])
             def test_shapes(device, cache, limit=torch.device("cuda")):
                 return cache[torch.device("cuda:0")]
+
+            def quantize(self, qtensor, meta):  # not torch's `.cuda()`: a quantizer's, own keywords
+                self.quantizer.cuda(qtensor, meta=meta, device=self.keys.device)
             """
         ),
         Valid(
@@ -301,8 +339,7 @@ class HardcodedCuda(Rule):
                 if use_cuda:
                     model = model.cuda()
                 y = x.cuda() if args.cuda else x
-                if x.is_cuda:
-                    y = y.to("cuda")
+                dev = torch.device("cpu" if args.cpu else "cuda")
                 if not args.cpu:
                     model.cuda()
                 if ProfilerActivity.CUDA in args.activities:
@@ -464,15 +501,6 @@ class HardcodedCuda(Rule):
             settings={"device_policy": "cuda-only"},
         ),
         Valid(
-            # Not torch's `.cuda()`: a quantizer's method with its own keywords.
-            """
-            import torch
-
-            def quantize(self, qtensor, meta):
-                self.quantizer.cuda(qtensor, meta=meta, device=self.keys.device)
-            """
-        ),
-        Valid(
             """
             def load(path):
                 model = Model()
@@ -485,8 +513,8 @@ class HardcodedCuda(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        # One finding per statement: the sites of each statement, reported when the module ends.
-        self._statements: dict[cst.BaseStatement, list[_Site]] = {}
+        # One finding per statement: the uses of each statement, reported when the module ends.
+        self._statements: dict[cst.BaseStatement, StatementUses] = {}
         self.device_variable = DeviceVariable(ctx)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -499,38 +527,46 @@ class HardcodedCuda(Rule):
             if torch_cuda_signature(node) and not self._discarded_move(func):
                 self._check(node, node, self.device_variable.moved_with_to(node), device_parameter=False)
             return
+        scope = self.ctx.scope
         if isinstance(func, cst.Attribute) and func.attr.value == "to":
             args = positional(node)
-            if args and is_cuda_literal(args[0].value) and not self._discarded_move(func):
-                self._check(args[0].value, node, self._literal_edit(args[0].value))
+            if args and not self._discarded_move(func):
+                for literal in cuda_choices(args[0].value, scope):
+                    self._check(literal, node, literal_edit(self.device_variable, literal))
         elif self.ctx.qualname(func) == "torch.device":
             args = positional(node)
             if (
                 args
-                and is_cuda_literal(args[0].value)
                 and not used_as_data(self.ctx.ancestors)
                 and not probed(self.ctx.ancestors)
                 and not key_in_faked_test(node, self.ctx.ancestors)
             ):
-                self._check(args[0].value, node, self._device_call_edit(node))
+                for literal in cuda_choices(args[0].value, scope):
+                    self._check(literal, node, device_call_edit(self.device_variable, node, literal))
         given = keyword(node, "device")
-        if given is not None and is_cuda_literal(given.value) and not configures(node):
-            self._check(given.value, node, self._literal_edit(given.value))
+        if given is not None and not configures(node):
+            for literal in cuda_choices(given.value, scope):
+                self._check(literal, node, literal_edit(self.device_variable, literal))
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if self.ctx.settings.device_policy == "cuda-only" or not is_cuda_literal(node.value):
+        if self.ctx.settings.device_policy == "cuda-only":
             return
-        for target in node.targets:
+        literals = cuda_choices(node.value, self.ctx.scope)
+        for target in node.targets if literals else ():
             name = dotted_name(target.target)
             if name is not None and names_device(name):
-                self._check(node.value, node, self._choice_edit(node.value))
+                for literal in literals:
+                    self._check(literal, node, choice_edit(self.device_variable, literal, node.value))
                 return
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
-        for sites in self._statements.values():
-            self.report(sites[0].node, fix=self._statement_fix(sites))
+        for uses in self._statements.values():
+            message = None if uses.followed is None else _FOLLOW.format(tensor=uses.followed)
+            replacements = uses.replacements()
+            fix = None if replacements is None else Fix("unsafe", _FIX_TITLE, replacements)
+            self.report(uses.nodes[0], message, fix=fix)
         self._statements.clear()
 
     # Detection -------------------------------------------------------------
@@ -547,53 +583,13 @@ class HardcodedCuda(Rule):
         *,
         device_parameter: bool = True,
     ) -> None:
-        """Record a hard-coded use at `node` (inside `site`, the call or assignment) unless it is harmless."""
+        """Record a hard-coded use at `node` (inside `site`, the call or assignment) unless it is harmless;
+        under a test of a tensor's device (`if mask.is_cuda:`) it should follow that tensor instead."""
         if harmless_here(node, site, self.ctx, device_parameter=device_parameter):
             return
         statement = next(a for a in reversed(self.ctx.ancestors) if isinstance(a, cst.BaseStatement))
-        self._statements.setdefault(statement, []).append(_Site(node, edit))
-
-    # Fixes: every use goes through one `device` variable -------------------
-
-    def _literal_edit(self, literal: cst.BaseExpression) -> DeviceEdit | None:
-        """`"cuda"` → `device`; an indexed `"cuda:1"` names one GPU and has no fix."""
-        if not isinstance(literal, cst.SimpleString) or literal.evaluated_value != "cuda":
-            return None
-        return self.device_variable.through(literal, lambda name: name)
-
-    def _device_call_edit(self, call: cst.Call) -> DeviceEdit | None:
-        """`torch.device("cuda")` → `device`; as the value of an assignment it becomes the choice itself."""
-        if len(call.args) != 1:
-            return None
-        if isinstance(self.ctx.parent(), cst.Assign):
-            return self._choice_edit(call.args[0].value)
-        literal = call.args[0].value
-        if not isinstance(literal, cst.SimpleString) or literal.evaluated_value != "cuda":
-            return None
-        return self.device_variable.through(call, lambda name: name)
-
-    def _choice_edit(self, literal: cst.BaseExpression) -> DeviceEdit | None:
-        """`DEVICE = "cuda"` → `DEVICE = "cuda" if torch.cuda.is_available() else "cpu"`: the one definition."""
-        if not isinstance(literal, cst.SimpleString):
-            return None
-        choice = self.device_variable.choice(literal, literal)
-        return None if choice is None else DeviceEdit(literal, choice, None)
-
-    def _statement_fix(self, sites: list[_Site]) -> Fix | None:
-        """One fix for every use in the statement, plus the definition when the module lacks one."""
-        edits = [site.edit for site in sites if site.edit is not None]
-        edits = [e for e in edits if not any(o is not e and contains(o.old, e.old) for o in edits)]
-        if not edits:
-            return None
-        replacements: dict[cst.CSTNode, Replacement] = {e.old: e.new for e in edits}
-        definition = next((e.definition for e in edits if e.definition is not None), None)
-        if definition is not None:
-            anchor, statement = definition
-            replacements[anchor] = cst.FlattenSentinel([anchor, statement])
-        return Fix("unsafe", "Use one `device` variable chosen by `torch.cuda.is_available()`", replacements)
-
-
-@dataclass(frozen=True)
-class _Site:
-    node: cst.BaseExpression
-    edit: DeviceEdit | None
+        uses = self._statements.setdefault(statement, StatementUses())
+        uses.add(node, edit)
+        tensor = followed_tensor(site, self.ctx.ancestors)
+        if tensor is not None:
+            uses.followed = self.ctx.code_for(tensor)
