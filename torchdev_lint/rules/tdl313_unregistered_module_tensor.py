@@ -21,6 +21,7 @@ from torchdev_lint.analysis.module_classes import (
     self_attribute,
     value_assignments,
 )
+from torchdev_lint.analysis.requirements import test_path
 from torchdev_lint.analysis.tensor_rank import TensorRank
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
@@ -60,8 +61,9 @@ class UnregisteredModuleTensor(Rule):
         placement is managed by hand); 0-dim tensors (`torch.tensor(0.5)`: CUDA accepts CPU
         scalars); tensors only read on the host (`.item()`, `.tolist()`, `.shape`, `len()`,
         counters); classes that are not modules; modules that override `_apply`, `to`, `cuda` or
-        `__setattr__`; export wrappers, built in their file only by functions named for export
-        (`export_coreml`) and traced there on the host, never moved.
+        `__setattr__`; modules of test code (`tests/`, `torch/testing/`, `test_*.py`: a fixture
+        that a test moves fails in that test, at once); export wrappers, built in their file only
+        by functions named for export (`export_coreml`) and traced there on the host, never moved.
 
         ## Why it matters
         `model.to(device)` (and `.cuda()`, `.half()`) walks the module's parameters and buffers. A
@@ -499,7 +501,8 @@ class UnregisteredModuleTensor(Rule):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         scope = self.ctx.scope
-        if not is_module_subclass(node, scope.parent or scope):
+        # A model of a test file is a fixture: a test that moves it fails there, at once.
+        if test_path(self.ctx.path) or not is_module_subclass(node, scope.parent or scope):
             return
         methods = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
         if any(m.name.value in _MOVE_OVERRIDES for m in methods) or built_only_for_export(
