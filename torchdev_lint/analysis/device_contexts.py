@@ -18,6 +18,7 @@ import libcst as cst
 from torchdev_lint.analysis.guards import availability_guarded, flag_condition
 from torchdev_lint.analysis.requirements import benchmark_path, cuda_requirements
 from torchdev_lint.analysis.scopes import dotted_name
+from torchdev_lint.analysis.walk import visit
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -119,7 +120,7 @@ def key_in_faked_test(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
         return False
     name = assign.targets[0].target.value
     uses = _NameUses(name)
-    function.body.visit(uses)
+    visit(function.body, uses)
     return uses.total == uses.handed_over + 1  # the assignment's own target
 
 

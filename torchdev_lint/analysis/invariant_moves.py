@@ -34,7 +34,7 @@ from torchdev_lint.analysis.loops import (
 )
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.analysis.torch_api import ALIASING_METHODS, RELOCATING_METHODS
-from torchdev_lint.analysis.walk import visit, walk
+from torchdev_lint.analysis.walk import first, walk
 from torchdev_lint.syntax import keyword
 
 # Builtins that only read their arguments.
@@ -191,39 +191,17 @@ def runs_at_least_once(loop: Loop) -> bool:
     return len(range(*bounds)) > 0
 
 
-class _Exit(cst.CSTVisitor):
-    """Finds statements that leave an iteration early (nested scopes excluded)."""
-
-    def __init__(self) -> None:
-        self.found = False
-
-    def visit_Break(self, node: cst.Break) -> None:
-        self.found = True
-
-    def visit_Continue(self, node: cst.Continue) -> None:
-        self.found = True
-
-    def visit_Return(self, node: cst.Return) -> None:
-        self.found = True
-
-    def visit_Raise(self, node: cst.Raise) -> None:
-        self.found = True
-
-    def visit_Yield(self, node: cst.Yield) -> None:
-        self.found = True
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
+# Statements that leave an iteration early.
+_EXITS = (cst.Break, cst.Continue, cst.Return, cst.Raise, cst.Yield)
 
 
 def _may_leave(statements: Sequence[cst.CSTNode]) -> bool:
-    finder = _Exit()
-    for statement in statements:
-        visit(statement, finder)
-    return finder.found
+    """Can one of the statements leave the iteration early (nested scopes excluded)?"""
+    return any(
+        first(statement, lambda node: isinstance(node, _EXITS), prune=(cst.FunctionDef, cst.Lambda))
+        is not None
+        for statement in statements
+    )
 
 
 @dataclass(frozen=True)

@@ -136,16 +136,25 @@ def visit(root: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
             visitor.on_leave(node)
 
 
+def first(
+    root: cst.CSTNode,
+    matches: Callable[[cst.CSTNode], object],
+    prune: tuple[type[cst.CSTNode], ...] = (),
+) -> cst.CSTNode | None:
+    """The first node of `root`'s subtree (`root` included), in source order, that `matches`,
+    or None. The search stops there. Nodes of a `prune` type are tested, their children are not
+    (`prune=(cst.FunctionDef,)` leaves nested functions out)."""
+    stack = [root]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        node = pop()
+        if matches(node):
+            return node
+        if not isinstance(node, prune):
+            extend(reversed(children(node)))
+    return None
+
+
 def contains(outer: cst.CSTNode, inner: cst.CSTNode | None) -> bool:
     """Is `inner` `outer` itself or one of its descendants?"""
-    if inner is None:
-        return False
-    found = outer is inner
-
-    def enter(node: cst.CSTNode) -> None:
-        nonlocal found
-        found = found or node is inner
-
-    if not found:
-        walk(outer, enter, lambda node: None)
-    return found
+    return inner is not None and first(outer, lambda node: node is inner) is not None

@@ -13,6 +13,7 @@ from torchdev_lint.analysis.kinds import module_or_model_name
 from torchdev_lint.analysis.loaders import is_loader
 from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, is_conditional_in, names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name
+from torchdev_lint.analysis.walk import first, visit
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -241,17 +242,16 @@ class SyncInLoop(Rule):
         owner = scope.owner
         cached = self._accelerated.get(id(owner.node))
         if cached is None:
-            found = False
-
-            class _Moves(cst.CSTVisitor):
-                def visit_Call(self, node: cst.Call) -> None:
-                    nonlocal found
-                    move = as_move(node, owner)
-                    found = found or (move is not None and move.to_accelerator)
-
-            owner.node.visit(_Moves())
-            cached = self._accelerated[id(owner.node)] = found
+            moved = first(owner.node, lambda node: _moves_to_accelerator(node, owner))
+            cached = self._accelerated[id(owner.node)] = moved is not None
         return cached
+
+
+def _moves_to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    move = as_move(node, scope)
+    return move is not None and move.to_accelerator
 
 
 def _trains_or_infers(call: cst.Call, scope: Scope) -> bool:
@@ -312,62 +312,47 @@ def _steers(loop: Loop, scope: Scope) -> bool:
     `x = t.item()` then `if x == 0:`, an index or a slice bound)? Then every iteration waits
     for the device anyway, and no other read in it costs a further wait."""
     reads: set[str] = set()
-    for statement in _body_smalls(loop):
+    smalls = _SmallStatements()
+    visit(loop.body, smalls)
+    for statement in smalls.found:
         if isinstance(statement, cst.Assign) and _has_read(statement.value):
             reads.update(t.target.value for t in statement.targets if isinstance(t.target, cst.Name))
 
-    found = False
-
-    class _Tests(cst.CSTVisitor):
-        def _check(self, test: cst.CSTNode) -> None:
-            nonlocal found
-            found = found or _has_read(test) or bool(names_in(test) & reads)
-
-        def visit_If(self, node: cst.If) -> None:
-            self._check(node.test)
-
-        def visit_While(self, node: cst.While) -> None:
-            self._check(node.test)
-
-        def visit_Assert(self, node: cst.Assert) -> None:
-            self._check(node.test)
-
-        def visit_SubscriptElement(self, node: cst.SubscriptElement) -> None:
-            self._check(node.slice)
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+    def decides(node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.If, cst.While, cst.Assert)):
+            test: cst.CSTNode = node.test
+        elif isinstance(node, cst.SubscriptElement):
+            test = node.slice
+        else:
             return False
+        return _has_read(test) or bool(names_in(test) & reads)
 
-    loop.body.visit(_Tests())
-    return found
+    return first(loop.body, decides, prune=(cst.FunctionDef,)) is not None
 
 
 def _has_read(node: cst.CSTNode) -> bool:
-    found = False
-
-    class _Reads(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            func = node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist") and not node.args:
-                found = True
-
-    node.visit(_Reads())
-    return found
+    """Does the expression read a value on the host (`.item()`, `.tolist()`)?"""
+    return first(node, _is_read) is not None
 
 
-def _body_smalls(loop: Loop) -> list[cst.BaseSmallStatement]:
-    found: list[cst.BaseSmallStatement] = []
+def _is_read(node: cst.CSTNode) -> bool:
+    if not isinstance(node, cst.Call) or node.args:
+        return False
+    func = node.func
+    return isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist")
 
-    class _Smalls(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-            found.extend(node.body)
 
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
+class _SmallStatements(cst.CSTVisitor):
+    """The small statements of a loop body, in order (nested functions left out)."""
 
-    loop.body.visit(_Smalls())
-    return found
+    def __init__(self) -> None:
+        self.found: list[cst.BaseSmallStatement] = []
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.found.extend(node.body)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False
 
 
 def _copies_out(call: cst.Call) -> bool:

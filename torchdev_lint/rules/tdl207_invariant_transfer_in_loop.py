@@ -12,6 +12,7 @@ from torchdev_lint.analysis.invariant_moves import InvariantMove, aliases, invar
 from torchdev_lint.analysis.kinds import is_tensor_factory_call
 from torchdev_lint.analysis.loops import names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.walk import visit
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 
@@ -332,25 +333,31 @@ def _private_tensor(receiver: cst.BaseExpression, ancestors: Sequence[cst.CSTNod
         if resolve(value.func, scope) in _SHARING_FACTORIES:
             return False
     function = _function(ancestors)
-    names = aliases(function, receiver.value)
-    escapes = False
+    uses = _Uses(aliases(function, receiver.value), scope)
+    visit(function, uses)
+    return not uses.escapes
 
-    class _Uses(cst.CSTVisitor):
-        def __init__(self) -> None:
-            self.stack: list[cst.CSTNode] = []
 
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal escapes
-            if isinstance(node, cst.Name) and node.value in names and self.stack:
-                escapes = escapes or not _reads(node, self.stack, scope)
-            self.stack.append(node)
-            return True
+class _Uses(cst.CSTVisitor):
+    """Finds an occurrence of `names` that is not a read keeping the tensor private (`_reads`)."""
 
-        def on_leave(self, original_node: cst.CSTNode) -> None:
+    def __init__(self, names: frozenset[str], scope: Scope) -> None:
+        self.names = names
+        self.scope = scope
+        self.stack: list[cst.CSTNode] = []
+        self.escapes = False
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.escapes:
+            return False  # found: nothing further to look at
+        if isinstance(node, cst.Name) and node.value in self.names and self.stack:
+            self.escapes = not _reads(node, self.stack, self.scope)
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if not self.escapes:
             self.stack.pop()
-
-    function.visit(_Uses())
-    return not escapes
 
 
 def _reads(name: cst.Name, stack: list[cst.CSTNode], scope: Scope) -> bool:
