@@ -198,9 +198,10 @@ class _Dispatcher:
 _JUDGED_SCOPES = frozenset({"module", "class", "function"})
 
 
-def parse(path: str, source: bytes | str) -> cst.Module:
-    """Parse with LibCST, turning every failure into a one-line SourceError."""
-    return _parse(path, source)[0]
+def parse(path: str, source: bytes | str, python_tree: ast.Module | None = None) -> cst.Module:
+    """Parse with LibCST, turning every failure into a one-line SourceError (`python_tree`:
+    CPython's tree of `source` when the caller has it, see `_parse`)."""
+    return _parse(path, source, python_tree)[0]
 
 
 def _parse(
@@ -290,17 +291,22 @@ def check_source(
     skip_filter: bool = True,
     project: FileFacts | None = None,
     python_tree: ast.Module | None = None,
+    module: cst.Module | None = None,
 ) -> FileResult:
     """Check one file's bytes; raises SourceError when it cannot be parsed.
 
     Fixes are reported with their safety and message but no text edits:
     `fixes.add_edits` computes those for the callers that show them.
     `python_tree` is CPython's `ast` of `source` when the caller has it
-    (flake8 does): it is not built again.
+    (flake8 does): it is not built again; nor is `module`, LibCST's tree of
+    `source` made by `parse` (the flake8 plugin's pass 1 may have parsed it).
     """
     if skip_filter and project is None and not could_match(source, rules):
         return FileResult(path, None, project=project)
-    module, tree = _parse(path, source, python_tree)
+    if module is not None:
+        tree = python_tree
+    else:
+        module, tree = _parse(path, source, python_tree)
     original = _original(source, module, tree)
     return check_module(path, module, rules, settings or Settings(), project=project, original=original)
 
