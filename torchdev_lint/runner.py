@@ -2,20 +2,25 @@
 
 Each file is processed independently and the result is plain data, so the
 CLI can run files in any order (or in parallel) and still print
-deterministically.
+deterministically. Project facts (pass 1) come first; a check shares its
+parse with pass 1: the files pass 1 must parse are checked first and
+summarized from the same tree (see `_first_pass`).
 """
 
 from __future__ import annotations
 
 import difflib
 import io
+import os
 import re
 import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 
-from torchdev_lint.analysis.project_facts import ProjectFacts, project_facts
+import libcst as cst
+
+from torchdev_lint.analysis.project_facts import ProjectFacts, Summary, needs_parse, project_facts
 from torchdev_lint.cache import CachedResult, ResultCache, entry_key
 from torchdev_lint.config import Settings, codes_for
 from torchdev_lint.diagnostics import FileReport, SourceError
@@ -24,6 +29,7 @@ from torchdev_lint.files import read_source, remove_stale_temp_files, write_atom
 from torchdev_lint.fixes import add_edits, fix_source, with_follow_ups
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion
 from torchdev_lint.notebooks import Notebook, is_notebook
+from torchdev_lint.parallel import map_files
 from torchdev_lint.report.text import frame_lines
 from torchdev_lint.rule import Rule
 
@@ -49,9 +55,16 @@ class CheckOptions:
     project: ProjectFacts | None = None
 
 
+# Set (non-empty) in the environment, each file is checked on its own, without pass 1: an
+# internal switch for measuring what the project analysis costs (benchmarks/bench.py), not a
+# user option. It takes effect where files are checked; a run the cache answers whole still
+# keys its lookups on the project facts (a miss then only costs the check).
+NO_PROJECT = "TORCHDEV_LINT_NO_PROJECT"
+
+
 def with_project(paths: Sequence[str], options: CheckOptions) -> CheckOptions:
     """The options with the project facts of `paths` (pass 1; summaries cached with the results)."""
-    if options.project is not None:
+    if options.project is not None or os.environ.get(NO_PROJECT):
         return options
     directory = options.cache.directory if options.cache is not None else None
     return replace(options, project=project_facts(paths, parse, directory))
@@ -72,13 +85,33 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
     its result stored otherwise; fixing never reads the cache (a stale entry
     must not hide a finding to fix) but stores the result for the fixed file.
     """
+    return _process(path, options, use_cached)[0]
+
+
+def summarized_check(path: str, options: CheckOptions) -> tuple[FileReport, Summary | None]:
+    """The check of `path` (without the cache) and its pass-1 summary made from the same tree;
+    None when the check did not parse it (pass 1 then parses it itself)."""
+    report, module = _process(path, options, use_cached=False)
+    if module is None:
+        return report, None
+    from torchdev_lint.analysis.summaries import summarize
+
+    try:
+        return report, summarize(module, os.path.abspath(path))
+    except RecursionError:
+        return report, None
+
+
+def _process(path: str, options: CheckOptions, use_cached: bool) -> tuple[FileReport, cst.Module | None]:
+    """`process_file`, with the tree a check parsed (None when fixing or not parsed)."""
     report = FileReport(path)
     rules = rules_for(path, options)
+    module: cst.Module | None = None
     try:
         source = read_source(path)
     except SourceError as error:
         report.error = str(error)
-        return report
+        return report, None
     cache = options.cache
     checking = not (options.fix or options.diff)
     facts = options.project.of(path) if options.project is not None else None
@@ -90,7 +123,7 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
         )
         cached = cache.load(key) if use_cached else None
         if cached is not None:
-            return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error)
+            return FileReport(path, cached.diagnostics, cached.source_lines, error=cached.error), None
     notebook: Notebook | None = None
     try:
         program = source  # what the engine reads: a notebook's code cells as one program
@@ -99,6 +132,7 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
             program = notebook.program_bytes
         if checking:
             result = check_source(path, program, rules, options.settings, project=facts)
+            module = result.module
             if options.with_edits:
                 add_edits(result)
                 diagnostics = with_follow_ups(result, rules, options.settings)
@@ -144,7 +178,7 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
         report.error = str(notebook.explain(error) if notebook is not None else error)
         if key is not None and cache is not None:
             cache.store(key, CachedResult([], {}, report.error))
-        return report
+        return report, None
     report.diagnostics = diagnostics
     lines = result.lines
     if lines is not None and report.diagnostics:
@@ -160,7 +194,7 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
             notebook.locate(report, lines.text)
     if key is not None and cache is not None:
         cache.store(key, CachedResult(report.diagnostics, report.source_lines))
-    return report
+    return report, module
 
 
 def cached_report(path: str, options: CheckOptions) -> FileReport | None:
@@ -204,14 +238,46 @@ def process_files(paths: Sequence[str], options: CheckOptions, jobs: int = 1) ->
     """
     if options.fix and not options.diff:
         remove_stale_temp_files(paths)  # left by a fixer that was killed while writing
-    options = with_project(paths, options)  # once here: workers receive the facts with the options
-    if jobs <= 1 or len(paths) < 2:
-        return [process_file(path, options) for path in paths]
-    from torchdev_lint.parallel import map_files
-
-    done = {path: cached_report(path, options) for path in paths}
-    todo = [path for path, report in done.items() if report is None]
+    # Once here: workers receive the facts with the options.
+    done: dict[str, FileReport] = {}
+    if options.fix or options.diff:
+        options = with_project(paths, options)
+    else:
+        options, done = _first_pass(paths, options, jobs)
+    todo = [path for path in dict.fromkeys(paths) if path not in done]
+    if jobs <= 1 or len(todo) < 2:
+        done.update((path, process_file(path, options)) for path in todo)
+        return [done[path] for path in paths]
+    for path in todo:
+        cached = cached_report(path, options)
+        if cached is not None:
+            done[path] = cached
+    todo = [path for path in todo if path not in done]
     # Workers do not look the cache up again: it was just consulted here.
     check = partial(process_file, options=options, use_cached=False)
-    fresh = dict(zip(todo, map_files(check, todo, jobs), strict=True))
-    return [done[path] or fresh[path] for path in paths]
+    done.update(zip(todo, map_files(check, todo, jobs), strict=True))
+    return [done[path] for path in paths]
+
+
+def _first_pass(
+    paths: Sequence[str], options: CheckOptions, jobs: int
+) -> tuple[CheckOptions, dict[str, FileReport]]:
+    """Pass 1 for a check, sharing its parses: the files pass 1 would parse first are checked
+    first, without project facts, and summarized from the same tree. Once the facts are known,
+    the reports of those that have none are final; the others are checked again with theirs."""
+    if options.project is not None or os.environ.get(NO_PROJECT):
+        return options, {}
+    directory = options.cache.directory if options.cache is not None else None
+    first = [path for path in dict.fromkeys(paths) if path.endswith(".py") and _needs_parse(path, directory)]
+    found = map_files(partial(summarized_check, options=options), first, jobs)
+    summaries = {os.path.abspath(p): s for p, (_, s) in zip(first, found, strict=True) if s is not None}
+    project = project_facts(paths, parse, directory, summaries)
+    done = {path: report for path, (report, _) in zip(first, found, strict=True) if project.of(path) is None}
+    return replace(options, project=project), done
+
+
+def _needs_parse(path: str, cache_directory: str | None) -> bool:
+    try:
+        return needs_parse(read_source(path), cache_directory)
+    except SourceError:
+        return False

@@ -51,7 +51,8 @@ from torchdev_lint.analysis.walk import walk
 Reference = list[Any]
 Summary = dict[str, Any]
 
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp})
+_SCOPES = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})  # a statement's nested definitions
 
 
 def summarize(module: cst.Module, path: str) -> Summary:
@@ -162,32 +163,33 @@ class _Collector:
         key = self._statements.get(id(node))
         if key is not None:
             self._statement, self._statement_node, self._nested = key, node, 0
-        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and self._statement is not None:
+        # Exact types (LibCST's node classes are final): isinstance on its ABCs is slow.
+        kind = type(node)
+        if kind is cst.Call:
+            self._call(node)  # type: ignore[arg-type]
+            return
+        if kind in _SCOPES and self._statement is not None:
             self._nested += 1
-        if isinstance(node, cst.ClassDef) and self.scope.parent is None:
-            self.dataset_classes.note(node, self.scope)
-        if isinstance(node, cst.Call):
-            self._call(node)
-        elif isinstance(node, cst.Return) and self._statement is not None and not self._nested:
+        if kind is cst.Return and self._statement is not None and not self._nested:
             self.returns.add(self._statement)
-        elif isinstance(node, cst.Yield) and self._statement is not None and not self._nested:
+        elif kind is cst.Yield and self._statement is not None and not self._nested:
             self.generators.add(self._statement[0])
-        elif isinstance(node, (cst.FunctionDef, cst.Lambda)):
-            self.scope = Scope(
-                node, "function" if isinstance(node, cst.FunctionDef) else "lambda", self.scope
-            )
-            collect_function_bindings(self.scope, node)
-        elif isinstance(node, cst.ClassDef):
+        elif kind is cst.FunctionDef or kind is cst.Lambda:
+            self.scope = Scope(node, "function" if kind is cst.FunctionDef else "lambda", self.scope)
+            collect_function_bindings(self.scope, node)  # type: ignore[arg-type]
+        elif kind is cst.ClassDef:
+            if self.scope.parent is None:
+                self.dataset_classes.note(node, self.scope)  # type: ignore[arg-type]
             self.scope = Scope(node, "class", self.scope)
-            collect_bindings(self.scope, block_statements(node.body))
-        elif isinstance(node, _COMPREHENSIONS):
+            collect_bindings(self.scope, block_statements(node.body))  # type: ignore[attr-defined]
+        elif kind in _COMPREHENSIONS:
             self.scope = Scope(node, "comprehension", self.scope)
-            collect_comprehension_bindings(self.scope, node)
+            collect_comprehension_bindings(self.scope, node)  # type: ignore[arg-type]
 
     def leave(self, node: cst.CSTNode) -> None:
         self.requirements.index_leave(node)
         self._ancestors.pop()
-        if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) and self._statement is not None:
+        if type(node) in _SCOPES and self._statement is not None:
             self._nested -= 1
         if node is self._statement_node:
             self._statement = self._statement_node = None
