@@ -3,7 +3,9 @@
 Real flake8 runs as a subprocess over the shipped fixtures and over every
 rule's flagged examples; opt-in rules stay off under flake8's default
 selection, and `torchdev-target-torch-version` from flake8's config reaches
-the rules.
+the rules. With the project cache `check` wrote, flake8 sees the facts other
+files give (a CUDA gate in another module); without it, or for a dependency
+edited since, each file is checked on its own.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from textwrap import dedent
 
 import pytest
 
@@ -125,8 +128,11 @@ def test_plugin_protocol_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     manager = _Options()
     TorchDevLintPlugin.add_options(manager)
     assert "TDL998" in manager.ignored and "TDL101" not in manager.ignored
-    ((args, kwargs),) = manager.added
-    assert args == ("--torchdev-target-torch-version",) and kwargs["parse_from_config"] is True
+    assert [args for args, _ in manager.added] == [
+        ("--torchdev-target-torch-version",),
+        ("--torchdev-cache-dir",),
+    ]
+    assert all(kwargs["parse_from_config"] is True for _, kwargs in manager.added)
 
     def chosen(select: list[str] | None, extend: list[str]) -> set[str]:
         namespace = argparse.Namespace(
@@ -169,3 +175,89 @@ def test_target_torch_version_from_flake8_config(tmp_path: Path) -> None:
         assert [int(line.split(":")[1]) for line in out] == list(example.lines), rule.code
         cli = _lines([*CHECK, "--select", rule.code, "--target-torch-version", version, "m.py"], tmp_path)
         assert out == cli
+
+
+# Project facts from the cache `check` writes -----------------------------------------------
+
+# utils.init() exits without CUDA: every `.cuda()` after a call of it cannot fail for want of a GPU.
+GATE = """
+    import sys
+    import torch
+
+    def init(args):
+        if not torch.cuda.is_available():
+            sys.exit("this program needs a GPU")
+"""
+# The look-alike: the program goes on without CUDA.
+WARNS = """
+    import warnings
+    import torch
+
+    def init(args):
+        if not torch.cuda.is_available():
+            warnings.warn("no GPU: running on the CPU")
+"""
+MAIN = """
+    import torch
+    import {helper}
+
+    def main(args):
+        {helper}.init(args)
+        model = torch.nn.Linear(2, 2).cuda()
+        return model
+"""
+CHECK_TDL301 = [*CHECK, "--select", "TDL301", "."]
+FLAKE8_TDL301 = [*FLAKE8, "--select", "TDL301", "."]
+
+
+def _gated_project(root: Path) -> None:
+    files = {
+        "setup.py": "",
+        "utils.py": GATE,
+        "warns.py": WARNS,
+        "main.py": MAIN.format(helper="utils"),
+        "other.py": MAIN.format(helper="warns"),
+    }
+    for name, text in files.items():
+        (root / name).write_text(dedent(text))
+
+
+def _flake8(root: Path, command: list[str] = FLAKE8_TDL301) -> list[str]:
+    return [line.removeprefix("./") for line in _lines(command, root)]
+
+
+def _where(lines: list[str]) -> list[str]:
+    """`path:line:column: CODE` of each line."""
+    return [" ".join(line.split()[:2]) for line in lines]
+
+
+def test_flake8_with_the_project_cache_reports_what_check_does(tmp_path: Path) -> None:
+    """After `torchdev-lint check` wrote its cache, flake8 sees the gate in utils.py: main.py is
+    silent as under `check`, and other.py, whose helper only warns, is flagged in both."""
+    _gated_project(tmp_path)
+    expected = _lines(CHECK_TDL301, tmp_path)
+    assert [line.split(":")[0] for line in expected] == ["other.py"]
+    assert (tmp_path / ".torchdev_lint_cache" / "summaries").is_dir()
+    assert _flake8(tmp_path) == expected
+    # Also with the cache folder named in flake8's options, from elsewhere.
+    (tmp_path / ".torchdev_lint_cache").rename(tmp_path / "cache")
+    command = [*FLAKE8, "--select", "TDL301", "--torchdev-cache-dir", str(tmp_path / "cache"), "."]
+    assert _flake8(tmp_path, command) == expected
+
+
+def test_flake8_without_the_cache_or_with_a_stale_one_checks_each_file_alone(tmp_path: Path) -> None:
+    """No cache, a dependency edited since `check` (its summary is not cached for its text: flake8
+    does not parse it) or an unsaved buffer on stdin: the gate is not seen, as for a file alone."""
+    _gated_project(tmp_path)
+    alone = ["main.py:7:13: TDL301", "other.py:7:13: TDL301"]
+    assert _where(_flake8(tmp_path)) == alone
+    assert not (tmp_path / ".torchdev_lint_cache").exists()  # flake8 reads the cache, never creates it
+    _lines(CHECK_TDL301, tmp_path)
+    assert _where(_flake8(tmp_path)) == alone[1:]
+    (tmp_path / "utils.py").write_text(dedent(GATE) + "# edited\n")
+    assert _where(_flake8(tmp_path)) == alone
+    _lines(CHECK_TDL301, tmp_path)  # the cache is up to date again
+    buffer = (tmp_path / "main.py").read_text().replace("return model", "return None")
+    stdin = [*FLAKE8, "--select", "TDL301", "--stdin-display-name", "main.py", "-"]
+    result = subprocess.run(stdin, cwd=tmp_path, input=buffer, capture_output=True, text=True)
+    assert _where(result.stdout.splitlines()) == alone[:1]

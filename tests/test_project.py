@@ -344,20 +344,7 @@ def test_warm_cli_run_sees_a_changed_dependency(tmp_path: Path) -> None:
     assert "main.py:7:13: TDL301" in run()
 
 
-# flake8 sees one file at a time ------------------------------------------------------
-
-
-def test_flake8_keeps_per_file_behaviour(tmp_path: Path) -> None:
-    """flake8 hands the plugin one file and no project: the gate in utils.py is not seen
-    there, so flake8 reports what `check` on main.py alone would without project facts."""
-    _write(
-        tmp_path,
-        {"setup.py": "", "utils.py": GATE, "main.py": _main("import utils", "utils.init_distributed_mode")},
-    )
-    flake8 = [sys.executable, "-m", "flake8", "--isolated", "--select", "TDL301", "main.py"]
-    result = subprocess.run(flake8, cwd=tmp_path, capture_output=True, text=True)
-    assert result.stdout.startswith("main.py:7:13: TDL301"), result.stdout + result.stderr
-    assert _findings(tmp_path, "main.py") == []
+# flake8 reads the project cache: tests/test_flake8.py
 
 
 def test_same_file_helper_that_returns_early_does_not_gate(tmp_path: Path) -> None:
