@@ -159,11 +159,22 @@ def _any_gpu(target: cst.ComparisonTarget) -> bool:
 
 
 def _is_count(node: cst.BaseExpression, scope: Scope) -> bool:
-    """`torch.cuda.device_count()`, `n_gpu`, `args.num_gpus`."""
+    """`torch.cuda.device_count()`, `n_gpu`, `args.num_gpus`, `opt["num_gpu"]`."""
     if is_availability_call(node, scope):
         return True
+    name = _setting_name(node)
+    return name is not None and bool(_COUNT.match(name))
+
+
+def _setting_name(node: cst.BaseExpression) -> str | None:
+    """The last part of `args.use_gpu`, or the key of `opt["num_gpu"]`."""
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        index = node.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+            key = index.value.evaluated_value
+            return key if isinstance(key, str) else None
     name = dotted_name(node)
-    return name is not None and bool(_COUNT.match(name.rsplit(".", 1)[-1]))
+    return None if name is None else name.rsplit(".", 1)[-1]
 
 
 def _count_test(node: cst.Comparison, scope: Scope) -> bool | None:
@@ -226,10 +237,10 @@ def _name_says(node: cst.BaseExpression) -> bool | None:
     """`use_cuda`, `x.is_cuda`, `TEST_CUDA`, `is_cuda_available()` → True; `no_cuda`, `args.cpu` → False."""
     if isinstance(node, cst.Call):
         node = node.func
-    name = dotted_name(node)
+    name = _setting_name(node)
     if name is None:
         return None
-    words = name_words(name.rsplit(".", 1)[-1])
+    words = name_words(name)
     if words & CUDA_WORDS:
         return not words & _NEGATING_WORDS
     if "cpu" in words and not words & _NEGATING_WORDS:
@@ -392,6 +403,13 @@ def followed_tensor(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> cst.
                 return tensor
         child = ancestor
     return None
+
+
+def names_gpu(move: cst.CSTNode) -> bool:
+    """`.cuda(i)`, `.cuda(device=i)`: a move that names its GPU (under `if bias.is_cuda:`, `bias`'s)."""
+    if not isinstance(move, cst.Call):
+        return False
+    return any(arg.keyword is None or arg.keyword.value == "device" for arg in move.args)
 
 
 def _tested_tensor(test: cst.BaseExpression, taken: bool) -> cst.BaseExpression | None:

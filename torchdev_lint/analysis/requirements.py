@@ -36,6 +36,8 @@ _SKIP_METHODS = frozenset({"skipTest", "skip"})
 # Decorator words that make a CUDA word mean "skip without CUDA": `skip_if_lt_x_gpu`, `skipIfNoCUDA`.
 _SKIP_WITHOUT = frozenset({"no", "lt", "less", "without", "unless"})
 _CUDA_PATH_WORDS = frozenset({"cuda", "nccl", "cudnn"})
+# First words of functions about CUDA, imported from a module that is not CUDA-only: `has_cuda`, `is_cuda_...`.
+_FUNCTION_WORDS = frozenset({"is", "has", "get", "set", "use", "with", "enable", "disable", "requires", "no"})
 _CACHE = "_cuda_requirements"
 
 
@@ -432,11 +434,19 @@ def _module_names(node: cst.Import | cst.ImportFrom) -> list[str]:
 
 
 def _cuda_only_module(name: str) -> bool:
-    """`tensorrt`, `apex.amp`, `fused_layer_norm_cuda`, `numba.cuda`; not `torch.cuda` (it has a CPU side)."""
+    """`tensorrt`, `apex.amp`, `fused_layer_norm_cuda`, `numba.cuda`, `nccl_ops`; not `torch.cuda` (it
+    has a CPU side), nor a function named after CUDA (`get_cuda_rng_tracker`, `is_torch_cuda_available`)."""
     root = name.split(".", 1)[0]
     if root in CUDA_ONLY_LIBRARIES:
         return True
-    return root != "torch" and any(CUDA_WORDS & name_words(part) for part in name.split("."))
+    return root != "torch" and any(_names_cuda_module(part) for part in name.split("."))
+
+
+def _names_cuda_module(part: str) -> bool:
+    """A module name that starts or ends with a CUDA word (`xentropy_cuda`, `cuda`, `nccl_utils`) and is
+    not a question or an action about CUDA (`has_cuda`, `get_cuda_rng_tracker`)."""
+    words = part.lower().split("_")
+    return (words[0] in CUDA_WORDS or words[-1] in CUDA_WORDS) and words[0] not in _FUNCTION_WORDS
 
 
 def _imports_cuda_only(node: cst.Import | cst.ImportFrom) -> bool:

@@ -18,7 +18,7 @@ from torchdev_lint.analysis.device_contexts import (
 )
 from torchdev_lint.analysis.device_edits import StatementUses, choice_edit, device_call_edit, literal_edit
 from torchdev_lint.analysis.device_variable import DeviceEdit, DeviceVariable
-from torchdev_lint.analysis.guards import cuda_choices, followed_tensor
+from torchdev_lint.analysis.guards import cuda_choices, followed_tensor, names_gpu
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, positional
@@ -51,12 +51,11 @@ class HardcodedCuda(Rule):
         device, `DEVICE = "cuda"`) and `.cuda()`/`.cuda(i)`, in a function that neither checks
         `torch.cuda.is_available()`/`torch.cuda.device_count()` nor takes a device parameter
         (a device-index parameter does not excuse `.cuda(i)`: it still targets CUDA). For
-        top-level code, the module as a whole must check availability somewhere. Also `"cuda"`
-        as a branch of a conditional whose test does not say CUDA is there (`"xpu" if
-        is_xpu_available() else "cuda"`). One finding per statement, however many uses it holds.
-        Under a test of a tensor's own device (`if mask.is_cuda: filler = filler.cuda()`) the
-        message says to follow that tensor (`.to(mask.device)`): `.cuda()` picks the current GPU,
-        and on MPS/XPU the two tensors end up on different devices.
+        top-level code, the module as a whole must check availability somewhere. Also `"cuda"` in
+        a conditional whose test does not say CUDA is there (`"xpu" if xpu_ok() else "cuda"`).
+        One finding per statement, however many uses it holds. Under a test of a tensor's own
+        device (`if mask.is_cuda: filler = filler.cuda()`) the message says to follow it
+        (`.to(mask.device)`): `.cuda()` picks the current GPU; on MPS/XPU they end up apart.
 
         Not flagged:
         - code that runs only where CUDA is: after a gate in the same function or a caller in
@@ -213,9 +212,10 @@ class HardcodedCuda(Rule):
             lines=(5, 6, 7, 8, 9),
         ),
         Invalid(
-            # A CUDA fallback no test vouches for; a move that follows a tensor tested for CUDA.
+            # An unvouched CUDA fallback; a move following a tensor tested for CUDA; not a CUDA library.
             """
             import torch
+            from mpu import get_cuda_rng_tracker
 
             def init_residual(weight):
                 compute_device = "xpu" if is_xpu_available() else "cuda"
@@ -225,7 +225,7 @@ class HardcodedCuda(Rule):
                 if mask.is_cuda:
                     filler = filler.cuda()
             """,
-            lines=(4, 9),
+            lines=(5, 10),
         ),
         Invalid(
             # A process group joined only sometimes is no gate.
@@ -279,9 +279,12 @@ class HardcodedCuda(Rule):
 
             _HAS_FLEX = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (7, 5)
 
-            def block_mask(ids):
+            def block_mask(ids, opt, y, bias):
                 if _HAS_FLEX:
                     ids = ids.to("cuda")
+                if y.is_cuda and bias.is_cuda:
+                    y = y.cuda(bias.get_device())
+                dev = torch.device("cuda" if opt["num_gpu"] != 0 else "cpu")
                 return ids, torch.device("cuda", torch.cuda.current_device())
             """
         ),
@@ -587,9 +590,11 @@ class HardcodedCuda(Rule):
         under a test of a tensor's device (`if mask.is_cuda:`) it should follow that tensor instead."""
         if harmless_here(node, site, self.ctx, device_parameter=device_parameter):
             return
+        tensor = followed_tensor(site, self.ctx.ancestors)
+        if tensor is not None and names_gpu(node):
+            return  # `y.cuda(bias.get_device())` under `if bias.is_cuda:` names the GPU it follows
         statement = next(a for a in reversed(self.ctx.ancestors) if isinstance(a, cst.BaseStatement))
         uses = self._statements.setdefault(statement, StatementUses())
         uses.add(node, edit)
-        tensor = followed_tensor(site, self.ctx.ancestors)
         if tensor is not None:
             uses.followed = self.ctx.code_for(tensor)
