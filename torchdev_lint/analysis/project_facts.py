@@ -55,8 +55,11 @@ _IMPORT = re.compile(
     rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
 )
 # Text a parameter boundary needs in the file that starts it: a loader built (TDL204/TDL205),
-# a checkpoint saved (TDL105). Its callers and callees are found as for gates, by name.
-_PARAMETER_TEXT = re.compile(rb"\bDataLoader\b|\bsave\(")
+# a checkpoint saved (TDL105). Its callers and callees are found as for gates, by name. (An
+# alias, `DL(...)` or `T.save(...)`, keeps the file out: that only leaves a finding out.)
+_PARAMETER_TEXT = re.compile(
+    rb"\bDataLoader\(|\bDataLoader as\b|\btorch\.save\(|^from torch import[^\n]*\bsave\b", re.MULTILINE
+)
 _MAX_ALIASES = 8
 # The summary fields that name a function of the file, and every field a cached summary must have.
 _DEFINED = ("functions", "checkpoints", "batches")

@@ -47,7 +47,7 @@ class ModuleInCheckpointDict(Rule):
         (`torch.load(p)["model"].eval()`, `ckpt = torch.load(p)` then `ckpt["model"](x)` or
         `net = ckpt["model"]; net.eval()`, `ckpt["model"].to(device).eval()`; a name rebound from the
         path it loads, `ckpt = torch.load(ckpt)`, counts), reported at the `torch.load(` call.
-        Across functions and files (project analysis, not under flake8): a module passed to a
+        Across functions and files (project analysis): a module passed to a
         project function that stores that parameter as a value of a dict it gives to
         `torch.save` (`save_checkpoint(model, optimizer, path)` with `utils.save_checkpoint`
         saving `{"model": model, ...}`), reported at the call; a parameter the helper's own

@@ -57,7 +57,7 @@ class LoaderWithoutPinMemory(Rule):
         batches of a loader of unknown origin (a parameter or attribute named like a loader),
         or when it is passed to a project function, in any file, that moves the batches of
         that parameter to a device (`train_one_epoch(model, loader, device)` in `engine.py`;
-        project analysis, not under flake8).
+        project analysis).
         Not flagged: loaders given `pin_memory` or `**kwargs`; loaders whose batches are never
         moved (or only to the CPU); loaders handed to a library that puts batches on the device
         itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`), and, in a file that

@@ -26,10 +26,10 @@ class BlockingH2dCopy(Rule):
         Flags `batch.to(device)` / `batch.cuda()` without `non_blocking=True` when the batch comes
         from a `DataLoader` created with `pin_memory=True` (iterated directly or through a wrapper
         such as `enumerate(...)`, `tqdm(loader)` or `logger.log_every(loader, n)`, and also when
-        the batch is unpacked first: `x, y = batch`); and, with the project analysis (not under
-        flake8), a loop over a loader parameter (`def train_one_epoch(model, loader, device)`)
-        when every call of the function in the checked files passes a pinned `DataLoader` (a
-        function never called there, or called once with another loader, stays silent). A copy
+        the batch is unpacked first: `x, y = batch`); and, with the project analysis, a loop
+        over a loader parameter (`def train_one_epoch(model, loader, device)`) when every call
+        of the function in the checked files passes a pinned `DataLoader` (a function never
+        called there, or called once with another loader, stays silent). A copy
         after which the host batch is written in place (`x.mul_(...)`, `x[...] = ...`, `out=x`,
         a write through `x.numpy()` or another view of it) is not flagged: made non-blocking,
         it would race with the write.
