@@ -12,7 +12,10 @@ gets the same files):
 - torch:   the installed torch package source, whole (our figures only: TorchFix
            needs about an hour of CPU on it);
 - subset:  torch/nn, torch/optim, torch/utils/data (the TorchFix comparison);
-- project: this repository's fixtures/ and tests/.
+- project: this repository's fixtures/ and tests/;
+- projects: several real projects from the corpus folder (`--projects-dir`, default
+           /work/corpus/src: timm, basicsr, fairseq, ultralytics, yolov5 at the versions in
+           PROJECTS), each checked whole, so that the project analysis finds its own files.
 
 Measurements: `python` (`python -c pass`, the floor of any command), `rules` and `rule`
 (`torchdev-lint rules`, `rule TDL101`), once before the corpora; `ast` and `libcst` (bare
@@ -21,6 +24,12 @@ ALL` parses, i.e. those its trigger filter keeps); `cold-j1`, `cold` (`--no-cach
 and default jobs); `fill` (default jobs into an empty cache, on a copy of the corpus),
 `warm-j1`, `warm` (nothing changed) and `one-changed` (one file edited; the number of new
 cache entries says how many files were re-checked); `flake8` (`flake8 --select TDL`);
+`alone-j1` (`cold-j1` with the project analysis off: `TORCHDEV_LINT_NO_PROJECT=1`, today's
+check of each file on its own), measured in pairs with `cold-j1` (`--pairs`, alternating, the
+median of each and of the pairs' ratios reported: what pass 1 costs in CPU and peak memory);
+`project-edits` (on a copy of one project, EDIT_PROJECT, with a filled cache: one function body
+edited so that its summary stays the same, then so that it changes, and the number of files
+re-checked by a warm run after each, next to the number the project facts say must be);
 `torchfix` (`torchfix --select ALL -j1`) and `torchfix-flake8` (`flake8 --select TOR`) from
 TorchFix 0.7.0 in `benchmarks/.torchfix-venv`, created on first use (it pins libcst<1.6,
 hence its own venv; skipped with a message if it cannot be installed). flake8 runs with
@@ -51,18 +60,27 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 TORCHFIX_VENV = ROOT / "benchmarks" / ".torchfix-venv"
 JOBS = 1  # the default-jobs runs' number of processes, set by main
+PROJECTS_DIR = Path("/work/corpus/src")  # set by main (--projects-dir)
+PAIRS = 3  # alone-j1/cold-j1 pairs, set by main (--pairs)
+# The `projects` corpus: unpacked PyPI sdists of multi-module projects, checked whole.
+PROJECTS = ("timm-1.0.31", "basicsr-1.4.2", "fairseq-0.12.2", "ultralytics-8.4.190", "yolov5-7.0.14")
+# `project-edits`: the function edited, in a copy of this project. get_dist_info is called by
+# seven other modules; made to stop without CUDA, its summary changes and so do their facts.
+EDIT_PROJECT, EDIT_FILE, EDIT_FUNCTION = "basicsr-1.4.2", "basicsr/utils/dist_util.py", "get_dist_info"
 MEASUREMENTS = (
     "python",
     "rules",
     "rule",
     "ast",
     "libcst",
+    "alone-j1",
     "cold-j1",
     "cold",
     "fill",
     "warm-j1",
     "warm",
     "one-changed",
+    "project-edits",
     "flake8",
     "torchfix",
     "torchfix-flake8",
@@ -109,28 +127,76 @@ ENV["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "torchdev-bench-p
 
 
 def measure(
-    name: str, command: Sequence[str], cwd: Path | None = None, note: str = "", repeat: int = 1
+    name: str,
+    command: Sequence[str],
+    cwd: Path | None = None,
+    note: str = "",
+    repeat: int = 1,
+    env: dict[str, str] | None = None,
 ) -> Result:
     """One run of `command`, or with `repeat`, the run of median CPU time among that many
     (for runs of a few hundredths of a second, which one busy moment can double)."""
-    runs = []
-    for _ in range(repeat):
-        out = subprocess.run(
-            [PY, "-c", WRAPPER, *command], capture_output=True, text=True, check=True, cwd=cwd, env=ENV
-        ).stdout
-        data = json.loads(out)
-        runs.append(Result(name, data["cpu"], data["wall"], data["rss_mb"], note))
+    runs = [run_once(name, command, cwd, note, env) for _ in range(repeat)]
     result = sorted(runs, key=lambda run: run.cpu)[len(runs) // 2]
     if repeat > 1:
-        note = f"{note} median of {repeat}".strip()
-        result.note = note
-    digits = 3 if repeat > 1 else 2
+        result.note = f"{note} median of {repeat}".strip()
+    show(result, 3 if repeat > 1 else 2)
+    return result
+
+
+def run_once(
+    name: str,
+    command: Sequence[str],
+    cwd: Path | None = None,
+    note: str = "",
+    env: dict[str, str] | None = None,
+) -> Result:
+    out = subprocess.run(
+        [PY, "-c", WRAPPER, *command], capture_output=True, text=True, check=True, cwd=cwd, env=env or ENV
+    ).stdout
+    data = json.loads(out)
+    return Result(name, data["cpu"], data["wall"], data["rss_mb"], note)
+
+
+def show(result: Result, digits: int = 2) -> None:
     print(
-        f"  {name:<16} cpu {result.cpu:8.{digits}f} s  wall {result.wall:8.{digits}f} s  "
-        f"peak {result.rss_mb:7.0f} MB  {note}"
+        f"  {result.name:<16} cpu {result.cpu:8.{digits}f} s  wall {result.wall:8.{digits}f} s  "
+        f"peak {result.rss_mb:7.0f} MB  {result.note}"
     )
     sys.stdout.flush()
-    return result
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def measure_pairs(command: Sequence[str], pairs: int) -> tuple[Result, Result]:
+    """`alone-j1` (project analysis off) and `cold-j1` (on), run alternately `pairs` times, so
+    that a change in the machine's load falls on both: the run of median CPU of each, and
+    the medians of the pairs' CPU and peak-memory ratios."""
+    alone_env = {**ENV, "TORCHDEV_LINT_NO_PROJECT": "1"}
+    runs = [
+        (run_once("alone-j1", command, env=alone_env), run_once("cold-j1", command)) for _ in range(pairs)
+    ]
+    note = f"median of {pairs}" if pairs > 1 else ""
+    alone = sorted((a for a, _ in runs), key=lambda run: run.cpu)[len(runs) // 2]
+    cold = sorted((c for _, c in runs), key=lambda run: run.cpu)[len(runs) // 2]
+    alone.note, cold.note = f"project analysis off {note}".strip(), f"project analysis on {note}".strip()
+    show(alone)
+    show(cold)
+    cpu = [c.cpu / a.cpu for a, c in runs]
+    peak = [c.rss_mb / a.rss_mb for a, c in runs]
+    listed = ", ".join(f"{value:.2f}" for value in cpu)
+    print(
+        f"  {'project analysis: cold-j1 CPU / alone-j1 CPU':<44} {median(cpu):6.2f}  (target <= 1.25; pairs {listed})"
+    )
+    listed = ", ".join(f"{value:.2f}" for value in peak)
+    print(
+        f"  {'project analysis: cold-j1 peak / alone-j1 peak':<44} {median(peak):6.2f}  (target <= 1.25; pairs {listed})"
+    )
+    return alone, cold
 
 
 def warm_up(torchfix: bool) -> None:
@@ -157,7 +223,10 @@ def corpus_files(name: str) -> list[str]:
         "torch": [torch],
         "subset": [torch / "nn", torch / "optim", torch / "utils" / "data"],
         "project": [ROOT / "fixtures", ROOT / "tests"],
+        "projects": [PROJECTS_DIR / project for project in PROJECTS],
     }[name]
+    missing = [str(folder) for folder in folders if not folder.is_dir()]
+    assert not missing, f"missing corpus folders: {', '.join(missing)}"
     files, _ = discover([str(f) for f in folders], respect_gitignore=False)
     return files
 
@@ -232,7 +301,10 @@ def run_corpus(
         for kind in ("ast", "libcst"):
             if want(kind):
                 results[kind] = measure(kind, [PY, "-c", PARSER, kind, str(parse_list)])
-        if want("cold-j1"):
+        if want("alone-j1"):
+            pairs = measure_pairs([*cli, "--no-cache", "-j1", *files], PAIRS)
+            results["alone-j1"], results["cold-j1"] = pairs
+        elif want("cold-j1"):
             results["cold-j1"] = measure("cold-j1", [*cli, "--no-cache", "-j1", *files])
         if want("cold"):
             results["cold"] = measure("cold", [*cli, "--no-cache", *default_jobs, *files])
@@ -251,14 +323,16 @@ def run_corpus(
             results["fill"] = measure("fill", [*cached, *default_jobs, *copied.values()], note="empty cache")
             results["warm-j1"] = measure("warm-j1", [*cached, "-j1", *copied.values()], repeat=REPEAT)
             results["warm"] = measure("warm", [*cached, *default_jobs, *copied.values()], repeat=REPEAT)
-            before = len(list(cache.rglob("*.json")))
+            before = result_entries(cache)
             changed = Path(copied[parsed[len(parsed) // 2]])
             changed.write_text(changed.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
             one = measure("one-changed", [*cached, *default_jobs, *copied.values()])
-            rechecked = len(list(cache.rglob("*.json"))) - before
+            rechecked = result_entries(cache) - before
             one.note = f"re-checked {rechecked} file(s)"
             print(f"  {'':<16} {one.note}")
             results["one-changed"] = one
+        if name == "projects" and want("project-edits"):
+            results.update(run_project_edits(work, cli, default_jobs))
         if want("flake8"):
             flake8 = [PY, "-m", "flake8", "--isolated", "-j1", "--select", "TDL", *files]
             results["flake8"] = measure("flake8", flake8)
@@ -273,6 +347,72 @@ def run_corpus(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ratios({**startup, **results})
+    return results
+
+
+def result_entries(cache: Path) -> int:
+    """The cache's result entries (one per file checked; pass-1 summaries, under
+    `summaries/`, are not counted)."""
+    return len(list(cache.glob("??/*.json")))
+
+
+def run_project_edits(work: Path, cli: list[str], default_jobs: list[str]) -> dict[str, Result]:
+    """Warm runs after editing one function of a project (a copy, with a filled cache): its
+    body without changing its summary, then so that its summary changes. Each prints the
+    files re-checked (new result entries) next to those whose inputs changed: the edited
+    file, plus the files whose project facts differ (computed here with project_facts)."""
+    from torchdev_lint.analysis.project_facts import project_facts
+    from torchdev_lint.analysis.summaries import digest, summarize
+    from torchdev_lint.engine import parse
+    from torchdev_lint.files import discover
+
+    source = PROJECTS_DIR / EDIT_PROJECT
+    copy = work / "edits" / EDIT_PROJECT
+    shutil.copytree(source, copy, symlinks=True)
+    files, _ = discover([str(copy)], respect_gitignore=False)
+    cache = work / "edits-cache"
+    command = [*cli, "--cache-dir", str(cache), *default_jobs, *files]
+    print(f"  project-edits on a copy of {EDIT_PROJECT} ({len(files)} files), {EDIT_FILE}:{EDIT_FUNCTION}")
+    results = {"edits-fill": measure("edits-fill", command, note="empty cache")}
+    edited = copy / EDIT_FILE
+    original = edited.read_text(encoding="utf-8")
+    signature = f"def {EDIT_FUNCTION}("
+    assert signature in original, f"{EDIT_FILE} has no {signature}"
+    head, _, rest = original.partition(signature)
+    first_line_end = rest.index("\n") + 1
+    edits = {
+        # A statement that calls nothing of the project: the summary stays the same.
+        "body-edit": "    rank, world_size = 0, 1\n",
+        # A gate: the function now stops without CUDA, and so does every caller after calling it.
+        "summary-edit": '    if not torch.cuda.is_available():\n        raise RuntimeError("needs a GPU")\n',
+    }
+
+    def state() -> tuple[str, dict[str, str]]:
+        text = edited.read_bytes()
+        facts = project_facts(files, parse)
+        return digest(summarize(parse(str(edited), text), str(edited))), {p: facts.digest(p) for p in files}
+
+    before_summary, before_facts = state()
+    for name, statement in edits.items():
+        edited.write_text(
+            head + signature + rest[:first_line_end] + statement + rest[first_line_end:], encoding="utf-8"
+        )
+        summary, facts = state()
+        expected = {str(edited)} | {path for path in files if facts[path] != before_facts[path]}
+        entries = result_entries(cache)
+        result = measure(name, command)
+        rechecked = result_entries(cache) - entries
+        names = ", ".join(sorted(os.path.relpath(path, copy) for path in expected))
+        result.note = (
+            f"summary {'unchanged' if summary == before_summary else 'changed'}; re-checked "
+            f"{rechecked} file(s), inputs changed in {len(expected)}: {names}"
+        )
+        print(f"  {'':<16} {result.note}")
+        results[name] = result
+        edited.write_text(original, encoding="utf-8")
+        entries = result_entries(cache)
+        measure(f"{name}-undone", command, note="back to the filled state")
+        print(f"  {'':<16} re-checked {result_entries(cache) - entries} file(s) (expected 0: all cached)")
     return results
 
 
@@ -300,27 +440,32 @@ def ratios(results: dict[str, Result]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global JOBS, PAIRS, PROJECTS_DIR
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", nargs="+", choices=("torch", "subset", "project"), default=None)
+    parser.add_argument(
+        "--corpus", nargs="+", choices=("torch", "subset", "project", "projects"), default=None
+    )
     parser.add_argument("--only", nargs="+", choices=MEASUREMENTS, default=[])
     parser.add_argument("--no-torchfix", action="store_true", help="skip the TorchFix measurements")
     parser.add_argument("--jobs", type=int, default=None, help="jobs for the default-jobs runs")
+    parser.add_argument("--pairs", type=int, default=3, help="alone-j1/cold-j1 pairs (default 3)")
+    parser.add_argument("--projects-dir", type=Path, default=PROJECTS_DIR, help="where PROJECTS are")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from torchdev_lint import __version__
     from torchdev_lint.parallel import default_jobs
 
-    global JOBS
     JOBS = args.jobs or default_jobs()
+    PAIRS, PROJECTS_DIR = args.pairs, args.projects_dir
     corpora = args.corpus or ["torch", "subset", "project"]
     print(f"torchdev-lint {__version__}; Python {sys.version.split()[0]}; {os.cpu_count()} CPUs visible,")
     print(f"default jobs {args.jobs or default_jobs()}; load average {os.getloadavg()[0]:.2f} (1 min)")
     print(f"command: {' '.join([Path(PY).name, 'benchmarks/bench.py', *(argv or sys.argv[1:])])}")
     started = time.perf_counter()
-    warm_up(not args.no_torchfix and any(name != "torch" for name in corpora))
+    warm_up(not args.no_torchfix and any(name not in ("torch", "projects") for name in corpora))
     startup = run_startup(set(args.only))
     for name in corpora:
-        torchfix = not args.no_torchfix and name != "torch"
+        torchfix = not args.no_torchfix and name not in ("torch", "projects")
         run_corpus(name, set(args.only), args.jobs, torchfix, startup)
         print(f"  load average now {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
