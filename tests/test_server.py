@@ -324,6 +324,85 @@ def test_saving_checks_again_with_settings_changed_on_disk(tmp_path: Path) -> No
     run(test())
 
 
+GATE = textwrap.dedent(
+    """\
+    import sys
+    import torch
+
+
+    def init_distributed_mode(args):
+        if not torch.cuda.is_available():
+            sys.exit("this program needs a GPU")
+    """
+)
+# The same helper used so that the program may go on without CUDA.
+WARNS = GATE.replace('sys.exit("this program needs a GPU")', 'print("no GPU: running on the CPU")')
+TRAIN = textwrap.dedent(
+    """\
+    import torch
+    import utils
+
+
+    def main(args):
+        utils.init_distributed_mode(args)
+        return torch.nn.Linear(2, 2).cuda()
+    """
+)
+
+
+def cli_project_findings(path: Path) -> list[str]:
+    """The codes `torchdev-lint check` reports for `path` when checking its whole folder."""
+    out = path.parent / "report.json"
+    cli_main(["check", "--no-cache", "--format", "json", "-o", str(out), str(path.parent)])
+    report = json.loads(out.read_text())
+    out.unlink()
+    return [d["code"] for d in report if Path(d["path"]).name == path.name]
+
+
+@pytest.mark.parametrize(("helper", "expected"), [(GATE, []), (WARNS, ["TDL301"])], ids=["gates", "warns"])
+def test_a_gate_in_another_file_of_the_project_is_seen(
+    tmp_path: Path, helper: str, expected: list[str]
+) -> None:
+    """Pass 1 over the project, as `check` makes it: a helper in utils.py that exits without CUDA
+    leaves train.py's `.cuda()` after calling it unflagged; one that only warns does not."""
+    (tmp_path / "utils.py").write_text(helper)
+    train = tmp_path / "train.py"
+    train.write_text(TRAIN)
+    assert [c for c in cli_project_findings(train) if c == "TDL301"] == expected
+
+    async def test() -> None:
+        async with session() as server:
+            uri = server.open(train, TRAIN)
+            assert [str(d.code) for d in await server.diagnostics(uri) if d.code == "TDL301"] == expected
+
+    run(test())
+
+
+def test_the_buffer_s_own_calls_and_saved_helpers_count(tmp_path: Path) -> None:
+    """The unsaved buffer's calls come from its text; a helper's save re-checks the open buffer."""
+    (tmp_path / "utils.py").write_text(WARNS)
+    train = tmp_path / "train.py"
+    without_call = TRAIN.replace("    utils.init_distributed_mode(args)\n", "")
+    train.write_text(without_call)
+
+    async def test() -> None:
+        async with session() as server:
+            uri = server.open(train, without_call)
+            assert "TDL301" in {d.code for d in await server.diagnostics(uri, 1)}
+            server.change(uri, 2, TRAIN)  # calls the helper, which only warns: still flagged
+            assert "TDL301" in {d.code for d in await server.diagnostics(uri, 2)}
+            (tmp_path / "utils.py").write_text(GATE)  # the helper now exits without CUDA
+            utils = server.open(tmp_path / "utils.py", GATE)
+            server.client.text_document_did_save(
+                lsp.DidSaveTextDocumentParams(lsp.TextDocumentIdentifier(utils))
+            )
+            publishes = len(server.published[uri])
+            again = await server.publish(uri, publishes + 1)
+            assert again.version == 2 and "TDL301" not in {d.code for d in again.diagnostics}
+
+    run(test())
+
+
 def test_closing_a_document_clears_its_diagnostics(tmp_path: Path) -> None:
     async def test() -> None:
         async with session() as server:

@@ -161,6 +161,34 @@ def project_facts(
     return ProjectFacts({given[path]: found for path, found in facts.items() if path in given})
 
 
+def project_pass(paths: Iterable[str], parse: Parse, cache_directory: str | None = None) -> ProjectPass:
+    """Pass 1 over `paths`, kept so that a file's facts can be asked again with another summary
+    of its own (the language server: an unsaved buffer's text), without reading the project."""
+    analysis = _Pass(parse, cache_directory, {os.path.abspath(p) for p in paths if p.endswith(".py")}, {})
+    for path in sorted(analysis.checked):
+        analysis.add(path)
+    facts = analysis.run()
+    analysis.unparsed.clear()  # the texts are not searched again
+    return ProjectPass(analysis, facts)
+
+
+class ProjectPass:
+    """The outcome of pass 1 over a project, by absolute path."""
+
+    def __init__(self, analysis: _Pass, facts: dict[str, FileFacts]) -> None:
+        self._analysis = analysis
+        self._facts = facts
+
+    def of(self, path: str) -> FileFacts | None:
+        """The facts of a checked file as saved."""
+        return self._facts.get(os.path.abspath(path))
+
+    def facts_with(self, path: str, summary: Summary) -> FileFacts | None:
+        """The facts of checked file `path` if its summary were `summary`: the fixed point again
+        over the summaries read (a file only the new text would lead to is not read)."""
+        return self._analysis.facts_with(os.path.abspath(path), summary)
+
+
 class _Pass:
     """Summaries of the files read so far, and the fixed point over them."""
 
@@ -237,6 +265,26 @@ class _Pass:
                     progressed = progressed or path in self.summaries
             if not progressed:
                 return {path: found for path, found in facts.items() if any(found)}
+
+    def facts_with(self, path: str, summary: Summary) -> FileFacts | None:
+        """`ProjectPass.facts_with`: one more evaluation, the file's summary replaced meanwhile."""
+        if path not in self.checked:
+            return None
+        saved = self.summaries.get(path)
+        self.summaries[path] = summary
+        try:
+            self._targets.clear()
+            gating = self._fixed_point()
+            pinned = pinned_parameters(self.summaries, self._target, self.unreadable)
+            found = self._facts(path, gating, pinned.get(path, frozenset()))
+            found = self._with_load_facts({path: found})[path]
+        finally:
+            if saved is None:
+                del self.summaries[path]
+            else:
+                self.summaries[path] = saved
+            self._targets.clear()
+        return found if any(found) else None
 
     def _read(self, path: str) -> bytes | None:
         """The bytes of a file not read before (None when seen already, unreadable or outside

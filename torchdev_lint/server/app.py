@@ -33,7 +33,7 @@ from torchdev_lint.server.actions import (
 )
 from torchdev_lint.server.documents import Document, Lint, fix_all, lint, path_of
 from torchdev_lint.server.edits import Positions
-from torchdev_lint.server.project import Projects
+from torchdev_lint.server.project import Projects, inside
 
 DEBOUNCE_S = 0.15
 T = TypeVar("T")
@@ -114,6 +114,7 @@ class TorchDevLintServer(LanguageServer):
             if isinstance(document.pending, asyncio.Task):
                 document.pending.cancel()
         self.checker.shutdown(wait=False, cancel_futures=True)
+        self.projects.close()
 
 
 def _actions(
@@ -156,9 +157,14 @@ def build() -> TorchDevLintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: TorchDevLintServer, params: types.DidSaveTextDocumentParams) -> None:
-        document = ls.documents.get(params.text_document.uri)
-        if document is not None:
-            ls.schedule(document, 0)  # the project's settings may have changed on disk too
+        path = path_of(params.text_document.uri)
+        # What the other files of its project take from it may have changed: check them again too.
+        projects = ls.projects.saved(path) if path is not None else []
+        for document in ls.documents.values():
+            if document.uri == params.text_document.uri or any(
+                document.path is not None and inside(document.path, folder) for folder in projects
+            ):
+                ls.schedule(document, 0)  # the project's settings may have changed on disk too
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: TorchDevLintServer, params: types.DidCloseTextDocumentParams) -> None:

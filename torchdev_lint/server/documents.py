@@ -11,14 +11,20 @@ import codecs
 import os
 import re
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from torchdev_lint.analysis.project_facts import FileFacts, project_facts
+from torchdev_lint.analysis.project_facts import FileFacts
 from torchdev_lint.config import ConfigError
 from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
 from torchdev_lint.engine import FileResult, Finding, check_source, parse
 from torchdev_lint.fixes import fix_edits, fix_source
 from torchdev_lint.server.project import Project, Projects
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from torchdev_lint.analysis.project_facts import ProjectPass
 
 
 @dataclass(frozen=True)
@@ -56,25 +62,6 @@ class Document:
     lint: Lint | None = None
     # The scheduled or running check (an asyncio task), replaced on every change.
     pending: object | None = field(default=None, repr=False)
-    # What the file takes from the rest of the project, and the file's (mtime, size) it was found for.
-    facts: tuple[tuple[int, int] | None, FileFacts | None] | None = field(default=None, repr=False)
-
-    def project_facts(self, project: Project) -> FileFacts | None:
-        """The facts `check` gives this file (pass 1 over the file as saved): found again only
-        when the file changed on disk, so a keystroke costs one `stat`."""
-        if self.path is None:
-            return None
-        try:
-            status = os.stat(self.path)
-            stamp: tuple[int, int] | None = (status.st_mtime_ns, status.st_size)
-        except OSError:
-            stamp = None  # not saved yet: checked on its own, as `check` cannot see it
-        if self.facts is None or self.facts[0] != stamp:
-            found = None
-            if stamp is not None:
-                found = project_facts([self.path], parse, project.cache_directory).of(self.path)
-            self.facts = (stamp, found)
-        return self.facts[1]
 
 
 def path_of(uri: str) -> str | None:
@@ -96,19 +83,27 @@ def lint(document: Document, version: int, text: str, projects: Projects) -> Lin
         return Lint(version, text, error=str(error))
     if project.excluded:
         return Lint(version, text, project=project)
+    name = document.path or document.uri
+    passed = None
+    if document.path is not None and os.path.isfile(document.path):  # else `check` cannot see it
+        passed = projects.project_pass(document.path, project)
     try:
-        facts = document.project_facts(project)
         last = document.lint
-        if last is not None and (last.text, last.project, last.facts, last.error) == (
-            text,
-            project,
-            facts,
-            None,
+        if (
+            last is not None
+            and (last.text, last.project, last.error) == (text, project, None)
+            and last.result is not None
+            and _facts(passed, name, last.result.module, text) == last.facts
         ):
             return replace(last, version=version)  # saved as last checked: the same check again
-        result = check_source(
-            document.path or document.uri, text, project.rules, project.settings, project=facts
-        )
+        # The facts of the file as saved, then of the buffer's own summary (from the same tree):
+        # they differ only when the edit changed what the file calls or defines.
+        guess = passed.of(name) if passed is not None else None
+        result = check_source(name, text, project.rules, project.settings, project=guess)
+        facts = _facts(passed, name, result.module, text)
+        if facts != guess:
+            module = result.module or parse(name, text)
+            result = check_source(name, text, project.rules, project.settings, project=facts, module=module)
     except SourceError as error:
         return Lint(version, text, project=project, error=error.reason)
     reported = [(f, d) for f, d in zip(result.findings, result.diagnostics, strict=True) if not d.suppressed]
@@ -121,6 +116,19 @@ def lint(document: Document, version: int, text: str, projects: Projects) -> Lin
         result=result,
         findings=tuple(f for f, _ in reported),
     )
+
+
+def _facts(passed: ProjectPass | None, path: str, module: cst.Module | None, text: str) -> FileFacts | None:
+    """What the buffer takes from its project: pass 1's facts with the summary of its own text."""
+    if passed is None:
+        return None
+    from torchdev_lint.analysis.summaries import summarize
+
+    try:
+        tree = module if module is not None else parse(path, text)
+        return passed.facts_with(path, summarize(tree, os.path.abspath(path)))
+    except (SourceError, RecursionError):
+        return passed.of(path)
 
 
 def fix_all(document: Document, lint: Lint) -> str | None:

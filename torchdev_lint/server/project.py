@@ -4,13 +4,22 @@ The CLI reads the nearest pyproject.toml with a `[tool.torchdev-lint]` table
 above the checked paths; for one document that is the table above the
 document's own path. The parsed table is kept until the file changes on disk,
 so a keystroke costs a walk up the folders (a few `stat` calls), not a TOML parse.
+
+What a document takes from the rest of its project (`analysis/project_facts.py`)
+comes from pass 1 over the whole project as saved (every file `check` would
+find from the project folder), made when a document of it is first checked and
+again after a save of one of its files, never per keystroke.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 
+from torchdev_lint.analysis.project import ProjectIndex
+from torchdev_lint.analysis.project_facts import ProjectPass, project_pass
 from torchdev_lint.cache import FOLDER, ResultCache
 from torchdev_lint.config import (
     ConfigError,
@@ -22,7 +31,8 @@ from torchdev_lint.config import (
     oldest_python,
     select_rules,
 )
-from torchdev_lint.files import is_excluded
+from torchdev_lint.engine import parse
+from torchdev_lint.files import discover, is_excluded
 from torchdev_lint.grammar import PythonVersion
 from torchdev_lint.rule import Rule
 
@@ -51,10 +61,48 @@ class _Table:
 
 
 class Projects:
-    """Resolves each document's project, re-reading a pyproject.toml only when it changed on disk."""
+    """Resolves each document's project, re-reading a pyproject.toml only when it changed on disk,
+    and keeps pass 1 of each project folder until one of its files is saved."""
 
     def __init__(self) -> None:
         self._tables: dict[str | None, tuple[tuple[int, int] | None, _Table]] = {}
+        self._passes: dict[str, ProjectPass] = {}
+        self._scratch: str | None = None  # summaries of projects without a configured cache
+
+    def project_pass(self, path: str, project: Project) -> ProjectPass:
+        """Pass 1 over the project folder of the file at `path` (its own folder without one), as
+        `torchdev-lint check` run there finds its files; summaries are cached on disk."""
+        scope = ProjectIndex().scope(path)  # a fresh index: folders and markers may have changed
+        found = self._passes.get(scope)
+        if found is None:
+            config = project.config
+            exclude = [*(config.exclude or ()), *config.extend_exclude]
+            files, _ = discover(
+                [scope], exclude, root=config.root, respect_gitignore=True, include_notebooks=False
+            )
+            found = project_pass(files, parse, project.cache_directory or self._scratch_directory())
+            self._passes[scope] = found
+        return found
+
+    def saved(self, path: str) -> list[str]:
+        """A file was saved: the passes of the project folders holding it (returned) are made again
+        when next asked."""
+        dropped = [scope for scope in self._passes if inside(path, scope)]
+        for scope in dropped:
+            del self._passes[scope]
+        return dropped
+
+    def close(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _scratch_directory(self) -> str | None:
+        if self._scratch is None:
+            try:
+                self._scratch = tempfile.mkdtemp(prefix="torchdev-lint-server-")
+            except OSError:
+                return None
+        return self._scratch
 
     def for_path(self, path: str | None) -> Project:
         """The project of a file at `path` (None: a buffer without a file, checked with the defaults).
@@ -90,6 +138,11 @@ class Projects:
         )
         self._tables[config_path] = (stamp, table)
         return table
+
+
+def inside(path: str, folder: str) -> bool:
+    """Is the file at `path` in `folder` or below?"""
+    return os.path.abspath(path).startswith(os.path.join(folder, ""))
 
 
 def _stamp(path: str | None) -> tuple[int, int] | None:
