@@ -35,6 +35,8 @@ _FLAG = re.compile(
 # GPU counts compared against a number: `n_gpu > 0`, `args.ngpu >= 1`, `num_gpus != 0`.
 _COUNT = re.compile(r"^(n_?gpus?|num_?gpus?|gpu_count)$", re.IGNORECASE)
 _CACHE = "_availability_checked"
+# A matrix's rank, not a process's: `reduced_rank`, `lora_rank` (but `local_rank`, `global_rank` are processes').
+_MATRIX_RANK = re.compile(r"^(?!(local|global|node|process|dist|world)_)\w+_ranks?$", re.IGNORECASE)
 # Owners whose `is_cuda` is a setting, not a tensor's placement: `self.is_cuda`, `args.is_cuda`.
 _FLAG_OWNERS = frozenset({"self", "cls", "args", "cfg", "config", "opt", "opts", "hparams"})
 # How far names assigned from names are followed (`a = b`, `b = torch.cuda.is_available()`).
@@ -85,7 +87,7 @@ def takes_device(function: cst.FunctionDef | cst.Lambda, scope: Scope) -> bool:
     """A parameter named like a device (`device`, `dev`, `gpu_id`, `rank`) or annotated `torch.device`."""
     params = function.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if device_argument(param.name, scope) == VARIABLE:
+        if device_argument(param.name, scope) == VARIABLE and not _MATRIX_RANK.match(param.name.value):
             return True
         annotation = param.annotation
         if annotation is not None and resolve(annotation.annotation, scope) == "torch.device":

@@ -217,7 +217,7 @@ class HardcodedCuda(Rule):
             import torch
             from mpu import get_cuda_rng_tracker
 
-            def init_residual(weight):
+            def init_residual(weight, reduced_rank):
                 compute_device = "xpu" if is_xpu_available() else "cuda"
 
             def pad_mask(mask, width):
