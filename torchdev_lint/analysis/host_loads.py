@@ -28,6 +28,7 @@ from torchdev_lint.analysis.checkpoints import (
     is_test_code,
     names_host_file,
     package_data,
+    path_key,
     restores_host_data,
     runs_on_xla,
 )
@@ -35,8 +36,14 @@ from torchdev_lint.analysis.dataset_bases import derives_from_project_dataset
 from torchdev_lint.analysis.datasets import is_dataset_class
 from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.saved_files import local_key, path_shape
-from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name
+from torchdev_lint.analysis.walk import children
 from torchdev_lint.syntax import argument, has_star
+
+# `self`/`cls`: attributes of the instance or class a method runs on.
+_OWN = ("self", "cls")
+# Calls deleting a file.
+_REMOVERS = frozenset({"os.remove", "os.unlink"})
 
 if TYPE_CHECKING:
     from torchdev_lint.analysis.project_facts import FileFacts
@@ -60,10 +67,14 @@ def restores_no_device_at_call(call: cst.Call, loader: Loader, saved: SavedFiles
         return True  # read back what this function has just written, on this machine
     if is_test_code(ctx.path, ctx.ancestors, owner) or discards_device(owner.node):
         return True
-    if path is not None and names_host_file(path, ctx.scope):
+    if path is not None and _names_host_file(path, ctx.scope):
         return True  # generator states or metadata: written from host memory
-    if path is not None and loader.downloads and fixed_url(path, ctx.scope):
+    if path is not None and (
+        (loader.downloads and _fixed_url(path, ctx.scope)) or _downloaded_from_fixed_url(path, ctx.scope)
+    ):
         return True  # weights the authors publish and load everywhere they support
+    if path is not None and _temporary_of_object(path, ctx.ancestors):
+        return True  # a file its object deletes in `__del__`: written and read by this run
     if runs_on_xla(owner.node):
         return True  # XLA writes checkpoints from host memory; no CUDA device to restore
     if loader.qualname == "torch.jit.load" and cuda_requirements(ctx.scope, ctx.path).requires_cuda(call):
@@ -108,6 +119,113 @@ class PendingLoads:
             if receivers and all(restores_host_data(r, owner) for r in receivers):
                 continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
             yield call, loader, receivers is not None
+
+
+def _names_host_file(path: cst.BaseExpression, scope: Scope) -> bool:
+    """`names_host_file`, also through the bindings of a name that has opaque ones too
+    (`def load_meta_file(root, file=None): if file is None: file = META_FILE`)."""
+    return names_host_file(path, scope) or any(
+        names_host_file(v, owner) for v, owner in _bound_values(path, scope)
+    )
+
+
+def _bound_values(path: cst.BaseExpression, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]]:
+    """The values of the bindings of a name that have one (not its parameter, loop or import)."""
+    found = scope.lookup(path.value) if isinstance(path, cst.Name) else None
+    if found is None:
+        return []
+    owner, bindings = found
+    return [(binding.value, owner) for binding in bindings if binding.value is not None]
+
+
+def _fixed_url(url: cst.BaseExpression, scope: Scope) -> bool:
+    """`fixed_url`, also for a URL the class fixes in its body (`self._weights_url`, piq)."""
+    if fixed_url(url, scope):
+        return True
+    found = _class_constant(url, scope)
+    return found is not None and (_literal_text(found[0]) or fixed_url(*found))
+
+
+def _class_constant(node: cst.BaseExpression, scope: Scope) -> tuple[cst.BaseExpression, Scope] | None:
+    """`self.X`/`cls.X` in a method: the value the class body assigns to `X`, when it is assigned
+    once there and never through `self.X = ...` (a subclass may still override it)."""
+    if not (
+        isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in _OWN
+    ):
+        return None
+    current: Scope | None = scope
+    while current is not None and current.kind != "class":
+        current = current.parent
+    if current is None:
+        return None
+    bindings = current.bindings.get(node.attr.value, [])
+    if len(bindings) != 1 or bindings[0].value is None or _assigns_attribute(current.node, node.attr.value):
+        return None
+    return bindings[0].value, current
+
+
+def _assigns_attribute(klass: cst.CSTNode, name: str) -> bool:
+    stack: list[cst.CSTNode] = [klass]
+    while stack:
+        node = stack.pop()
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else []
+        if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+            targets = [node.target]
+        if any(isinstance(t, cst.Attribute) and t.attr.value == name for t in targets):
+            return True
+        stack.extend(children(node))
+    return False
+
+
+def _literal_text(node: cst.BaseExpression) -> bool:
+    """A string literal, or literals joined with `+`."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        return _literal_text(node.left) and _literal_text(node.right)
+    return isinstance(node, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _downloaded_from_fixed_url(path: cst.BaseExpression, scope: Scope) -> bool:
+    """The function fetched the file with `download_url_to_file(url, path)` from a URL fixed in
+    the code (facenet's pretrained weights): the authors' published weights."""
+    key = path_key(path)
+    for node in _calls(scope.owner.node):
+        callee = dotted_name(node.func) or ""
+        if callee.rsplit(".", 1)[-1] != "download_url_to_file":
+            continue
+        url, target = argument(node, 0, "url"), argument(node, 1, "dst")
+        if url is not None and target is not None and path_key(target.value) == key:
+            return fixed_url(url.value, scope)
+    return False
+
+
+def _temporary_of_object(path: cst.BaseExpression, ancestors: list[cst.CSTNode]) -> bool:
+    """`self.path` that the class's `__del__` removes (`os.remove(self.path)`): a temporary file
+    of the object, written and read back by the same run on the same machine."""
+    if not (
+        isinstance(path, cst.Attribute) and isinstance(path.value, cst.Name) and path.value.value == "self"
+    ):
+        return False
+    klass = next((node for node in reversed(ancestors) if isinstance(node, cst.ClassDef)), None)
+    if klass is None:
+        return False
+    for member in block_statements(klass.body):
+        if isinstance(member, cst.FunctionDef) and member.name.value == "__del__":
+            for call in _calls(member):
+                callee = dotted_name(call.func) or ""
+                removed = argument(call, 0, "path")
+                if callee in _REMOVERS and removed is not None and path_key(removed.value) == path_key(path):
+                    return True
+    return False
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            found.append(current)
+        stack.extend(children(current))
+    return found
 
 
 def reads_own_or_shipped_file(

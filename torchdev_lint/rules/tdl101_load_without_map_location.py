@@ -27,35 +27,29 @@ class LoadWithoutMapLocation(Rule):
     docs = """
         ## What it does
         Flags `torch.load(f)`, `torch.jit.load(f)` and `torch.hub.load_state_dict_from_url(url)`
-        (also spelled `torch.utils.model_zoo.load_url`) calls that pass no `map_location`, neither
-        by keyword nor positionally (second argument of `torch.load`/`torch.jit.load`, third of
-        `load_state_dict_from_url`). Calls unpacking `*args` or `**kwargs` may carry one.
-
-        Loads where the premise (tensors restored onto a device this machine may lack) cannot
-        hold are left alone:
-        - files the program wrote itself: a path the same function has just written with
-          `torch.save`/`torch.jit.save` (same run, same machine); a `torch.load` of a path that
-          the file writes with `torch.save` from host memory (`torch.save(feats.cpu(), path)`,
-          the same path expression), or that other files of the project write only from host
-          memory (the same string, f-string shape such as `f"{prefix}.f0_stat.pt"`, project
-          constant through imports, or distinctive configuration key); an in-memory
-          `io.BytesIO` round trip by the class (or function) that serializes into such buffers
-          (a pickler, a broadcast, a launcher passing results back);
+        (or `torch.utils.model_zoo.load_url`) without `map_location`, by keyword or position
+        (second argument of `torch.load`/`torch.jit.load`, third of `load_state_dict_from_url`);
+        calls unpacking `*args`/`**kwargs` may carry one. Left alone where the premise (tensors
+        restored onto a device this machine may lack) cannot hold:
+        - files the program wrote itself: a path the same function has just written (same run,
+          same machine); a `torch.load` of a path the file writes from host memory
+          (`torch.save(feats.cpu(), path)`, the same expression) or that other project files
+          write only from host memory (the same string, f-string shape such as
+          `f"{prefix}.f0_stat.pt"`, constant through imports, or distinctive config key); an
+          `io.BytesIO` round trip by the class (or function) that serializes into such buffers;
+          a `self.path` that the object's `__del__` removes;
         - host data by construction: generator states and metadata (`rng_file`,
-          `"rng_state.pth"`, `path / _METADATA_FILENAME`, a file saved from `g.get_state()`), a
-          value whose every use is a generator setter or `torch.from_numpy`/`np.asarray`, a
-          scheduler's or scaler's state (`lr_scheduler.load_state_dict`, `class
-          WarmupScheduler`), loads in a `Dataset` class (its bases followed through the
-          project), in a function importing `torch_xla`, or deleting its `device`/`map_location`
-          parameter (`del device`);
-        - tests (`test_*.py`, `*_test.py`, `conftest.py`, `test_*` functions of a module that
-          imports pytest or unittest) and files shipped with the code (a path built from
-          `__file__`);
-        - `load_state_dict_from_url`/`load_url` of a URL fixed in the code (a literal, a constant,
-          `model_urls["resnet18"]`, `look_up_option(arch, model_urls, None)`): its authors publish
-          and load those weights everywhere they support;
-        - a `torch.jit.load` in code that cannot run without CUDA (a scripted TensorRT engine
-          cannot be mapped to the CPU).
+          `path / _METADATA_FILENAME`, a file saved from `g.get_state()`), values whose every use
+          is a generator setter or `torch.from_numpy`/`np.asarray`, scheduler or scaler state
+          (`lr_scheduler.load_state_dict`, `class WarmupScheduler`), loads in a `Dataset` class
+          (bases followed through the project), in a function importing `torch_xla` or deleting
+          its `device`/`map_location` parameter;
+        - tests (`test_*.py`, `conftest.py`, `test_*` functions of a pytest/unittest module) and
+          files shipped with the code (a path built from `__file__`);
+        - weights at a URL fixed in the code (a literal, a constant, a class attribute,
+          `model_urls["resnet18"]`), loaded from it or fetched with `download_url_to_file`: their
+          authors publish and load them everywhere they support;
+        - a `torch.jit.load` in code that cannot run without CUDA (a TensorRT engine).
 
         Weights a class saves and loads itself are still flagged: the file may come from a GPU
         machine.
@@ -80,22 +74,20 @@ class LoadWithoutMapLocation(Rule):
         ```
 
         ## Fix safety
-        The fix adds `map_location="cpu"`. It is safe only where every use of the loaded value
-        ends in a `x.load_state_dict(value)` call (without `assign=True`), directly or through
-        items (`ckpt["model"]`, `ckpt.get(...)`, `ckpt.pop(...)`), names it is assigned to in the
-        same function (`sd = sd["state_dict"]`), or a dict comprehension renaming its keys; uses
-        that only test it (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a dropped or
-        never-read value do not count. `load_state_dict` copies the values into tensors that
-        already live where the model was placed, so nothing the program sees changes. When the
-        file itself defines a `load_state_dict` (which may keep the tensors as given) the fix is
-        unsafe. The fix writes only the `map_location="cpu"` keyword (no `torch` name), with the
-        quote character legal where it lands (inside an f-string, the other quote).
+        The fix adds `map_location="cpu"` (the keyword only, no `torch` name; inside an f-string
+        with the quote legal there, and no fix where none is). It is safe only where every use of
+        the loaded value ends in `x.load_state_dict(value)` (without `assign=True`), directly or
+        through items (`ckpt["model"]`, `.get`, `.pop`), names assigned in the same function
+        (`sd = sd["state_dict"]`) or a key-renaming dict comprehension; uses that only test it
+        (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a dropped value do not count.
+        `load_state_dict` copies the values into tensors that already live where the model was
+        placed, so nothing the program sees changes; when the file defines its own
+        `load_state_dict` (which may keep the tensors as given) the fix is unsafe.
 
         Everywhere else the fix is unsafe: a pickled module, optimizer or tensor that is used,
-        returned or handed to another call stays on the CPU where the code may expect it on the
-        device it was saved from (`model = torch.load(p, weights_only=False); model(x_gpu)` then
-        fails). `torch.jit.load`'s fix is always unsafe: the scripted module stays on the CPU.
-        Inside an f-string where no quote character is legal, no fix is offered.
+        returned or handed on stays on the CPU where the code may expect the saving device
+        (`model = torch.load(p, weights_only=False); model(x_gpu)` then fails). `torch.jit.load`'s
+        fix is always unsafe: the scripted module stays on the CPU.
         """
     invalid = (
         Invalid(
@@ -176,11 +168,8 @@ class LoadWithoutMapLocation(Rule):
                 model.load_state_dict(ckpt["model"])
                 optimizer = ckpt["optimizer"]
                 return optimizer
-
-            def read(path):
-                return torch.load(path)
             """,
-            lines=(4, 9, 15),
+            lines=(4, 9),
             fixed="""
             import torch
 
@@ -194,9 +183,6 @@ class LoadWithoutMapLocation(Rule):
                 model.load_state_dict(ckpt["model"])
                 optimizer = ckpt["optimizer"]
                 return optimizer
-
-            def read(path):
-                return torch.load(path, map_location="cpu")
             """,
         ),
         # Where no quote character is legal inside an f-string, the finding has no fix.
@@ -252,7 +238,7 @@ class LoadWithoutMapLocation(Rule):
         ),
         # A script's evaluation function named `test` is no unit test; a cache read before it is
         # written may come from another run; a scheduler's state next to a model's is still a load
-        # of tensors.
+        # of tensors; a download from a URL the caller chooses may hold anything.
         Invalid(
             """
             import os
@@ -272,8 +258,12 @@ class LoadWithoutMapLocation(Rule):
                 ckpt = torch.load(path)
                 model.load_state_dict(ckpt["model"])
                 scheduler.load_state_dict(ckpt["scheduler"])
+
+            def fetch(model, url, cached):
+                torch.hub.download_url_to_file(url, cached)
+                model.load_state_dict(torch.load(cached))
             """,
-            lines=(5, 9, 15),
+            lines=(5, 9, 15, 21),
             fixed="""
             import os
             import torch
@@ -292,6 +282,10 @@ class LoadWithoutMapLocation(Rule):
                 ckpt = torch.load(path, map_location="cpu")
                 model.load_state_dict(ckpt["model"])
                 scheduler.load_state_dict(ckpt["scheduler"])
+
+            def fetch(model, url, cached):
+                torch.hub.download_url_to_file(url, cached)
+                model.load_state_dict(torch.load(cached, map_location="cpu"))
             """,
         ),
     )
@@ -319,14 +313,9 @@ class LoadWithoutMapLocation(Rule):
             def load(path):
                 return open(path).read()
 
-            def restore(path):
+            def restore(path, f):
                 torch = FakeTorch()
-                return torch.load(path)
-
-            def read(f):
-                from json import load
-
-                return load(f), pickle.load(f)
+                return torch.load(path), pickle.load(f)
 
             data = load("notes.txt")
             """
@@ -399,10 +388,10 @@ class LoadWithoutMapLocation(Rule):
                     return torch.jit.load(io.BytesIO(serialized))
             """
         ),
-        # Weights shipped inside the package, next to the code; unit tests.
+        # Weights shipped inside the package, next to the code; unit tests; a loader that deletes
+        # its `device` parameter says the data has none; schedulers and scalers restore numbers.
         Valid(
             """
-            import os
             from pathlib import Path
 
             import pytest
@@ -414,33 +403,22 @@ class LoadWithoutMapLocation(Rule):
                 def __init__(self, pretrained=True):
                     super().__init__()
                     if pretrained:
-                        path = os.path.join(os.path.dirname(__file__), "../data/pnet.pt")
-                        self.load_state_dict(torch.load(path))
                         weights = torch.load(str(WEIGHTS))
                         self.alpha = weights["alpha"]
 
             def test_roundtrip(tmp_path, model):
                 save_checkpoint(model, tmp_path / "m.pt")
                 model.load_state_dict(torch.load(tmp_path / "m.pt"))
-            """
-        ),
-        # A loader that deletes its `device` parameter says the data has none; schedulers and
-        # scalers restore plain numbers.
-        Valid(
-            """
-            import torch
 
             class Checkpointable:
-                def load(self, path, end_of_epoch=False, device=None):
-                    del end_of_epoch
+                def load(self, path, device=None):
                     del device
                     data = torch.load(path)
                     self.current_step = data["current_step"]
 
             class WarmupScheduler:
                 def load(self, path):
-                    data = torch.load(path)
-                    self.lr0 = data["initial_value"]
+                    self.lr0 = torch.load(path)["initial_value"]
 
             class ReduceLROnPlateau:
                 def load(self, path):
@@ -452,7 +430,8 @@ class LoadWithoutMapLocation(Rule):
             """
         ),
         # Host data by construction: generator states (fed to setters, named so, or saved from
-        # `get_state()`), bookkeeping metadata, NumPy tables, XLA checkpoints, a dataset's cache.
+        # `get_state()`), bookkeeping metadata, NumPy tables, XLA checkpoints, a dataset's cache;
+        # a temporary file its object deletes.
         Valid(
             """
             import os
@@ -489,9 +468,6 @@ class LoadWithoutMapLocation(Rule):
                         self.generators[name].set_state(state)
 
             class ShardedStrategy:
-                def save_checkpoint(self, path, metadata):
-                    torch.save(metadata, path / _META_FILE)
-
                 def load_checkpoint(self, path, state, weights_only=None):
                     metadata = torch.load(path / _META_FILE, weights_only=weights_only)
                     state.update(metadata)
@@ -502,6 +478,19 @@ class LoadWithoutMapLocation(Rule):
                     shard = torch.load(file)
                     module.load_state_dict(shard["model"])
                     xm.rendezvous("loaded")
+
+            def load_meta_file(root, file=None):
+                if file is None:
+                    file = _META_FILE
+                file = os.path.join(root, file)
+                return torch.load(file, weights_only=True)
+
+            class GraphFile:
+                def read(self):
+                    return torch.load(self.path, weights_only=False)
+
+                def __del__(self):
+                    os.remove(self.path)
 
             def pitch_codebook(tables_path, n_units):
                 tables = torch.load(tables_path)
@@ -517,19 +506,20 @@ class LoadWithoutMapLocation(Rule):
                     return item
             """
         ),
-        # Weights at a URL the authors fixed in the code (they publish and test them on the CPU);
-        # a scripted TensorRT engine in code that cannot run without CUDA.
+        # Weights at a URL the authors fixed in the code (they publish and test them on the CPU),
+        # loaded from it or downloaded first; a scripted TensorRT engine in CUDA-only code.
         Valid(
             """
+            import os
+
             import torch
             import torch.utils.model_zoo as model_zoo
             from torch.hub import load_state_dict_from_url
 
+            from .download import download_url_to_file
+
             FID_WEIGHTS_URL = "https://example.com/pt_inception.pth"
-            model_urls = {
-                "resnet18": "https://example.com/resnet18.pth",
-                "resnet34": "https://example.com/resnet34.pth",
-            }
+            model_urls = {"resnet18": "https://example.com/resnet18.pth"}
 
             def resnet18(model):
                 model.load_state_dict(model_zoo.load_url(model_urls["resnet18"]), strict=False)
@@ -543,6 +533,22 @@ class LoadWithoutMapLocation(Rule):
                 if url is None:
                     raise ValueError(arch)
                 model.load_state_dict(load_state_dict_from_url(url, progress=False))
+
+            class PerceptualLoss(torch.nn.Module):
+                _weights_url = "https://example.com/releases/" + "perceptual.pt"
+
+                def __init__(self):
+                    super().__init__()
+                    self.load_state_dict(torch.hub.load_state_dict_from_url(self._weights_url))
+
+            def load_pretrained(model, name):
+                if name != "faces":
+                    raise ValueError(name)
+                url = "https://example.com/faces.pt"
+                cached = os.path.join(torch.hub.get_dir(), os.path.basename(url))
+                if not os.path.exists(cached):
+                    download_url_to_file(url, cached)
+                model.load_state_dict(torch.load(cached))
 
             def load_engine(path):
                 if not torch.cuda.is_available():
