@@ -253,6 +253,19 @@ def test_one_unpinned_or_unknown_call_site_keeps_tdl205_silent(tmp_path: Path) -
     assert _findings(tmp_path, "TDL205", "engine.py") == []  # never called in the checked files
 
 
+def test_function_handed_on_as_a_value_keeps_tdl205_silent(tmp_path: Path) -> None:
+    """`pool.submit(train_one_epoch, ...)` calls it where the analysis cannot see what is passed."""
+    main = dedent(MAIN).format(pin=", pin_memory=True")
+    _write(tmp_path, {"engine.py": ENGINE, "main.py": main})
+    assert _findings(tmp_path, "TDL205") == ["engine.py:6 TDL205", "engine.py:6 TDL205"]
+    handed = (
+        main
+        + "\n\ndef spawn(pool, model, loader, device):\n    pool.submit(train_one_epoch, model, loader, device)\n"
+    )
+    _write(tmp_path, {"main.py": handed})
+    assert _findings(tmp_path, "TDL205") == []
+
+
 def test_loaders_handed_to_accelerate_stay_silent(tmp_path: Path) -> None:
     """Per file: a file that hands loaders to accelerate moves none itself (the batches come on
     the device); the same exemption holds for a loader passed on to the project's engine."""

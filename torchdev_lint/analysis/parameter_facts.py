@@ -12,7 +12,9 @@ names:
   called once with anything else (or with a loader from elsewhere), or named by a
   file that could not be parsed, stays unknown.
 
-Calls that pass a function on as a value (`pool.map(train, ...)`) are not seen.
+A function handed to a call as a value (`pool.map(train, ...)`) is called where this cannot
+see: what its calls pass is unknown. (A function stored in a container or a variable and
+called from there is not noticed.)
 """
 
 from __future__ import annotations
@@ -53,13 +55,18 @@ def pinned_parameters(
     """For each file: `(function, parameter)` of its loader parameters that every project call
     passes a pinned loader for."""
     calls: dict[tuple[str, str, str], list[int]] = {}  # (path, function, parameter): [calls, pinned]
+    passed_on = {
+        resolve(path, reference)
+        for path, summary in summaries.items()
+        for reference in summary["passed_on"].values()
+    }
     for path, summary in summaries.items():
         passed: dict[str, list[list[Any]]] = {}
         for text, pinned, _ in summary["loader_args"]:
             passed.setdefault(text, []).append(pinned)
         for text, reference in summary["sites"].items():
             target = resolve(path, reference) if reference is not None else None
-            if target is None or target[0] not in summaries:
+            if target is None or target[0] not in summaries or target in passed_on:
                 continue
             for position, name in summaries[target[0]]["batches"].get(target[1], ()):
                 at = call_position(target[1], position, text)

@@ -17,6 +17,9 @@ and written into the file's summary as plain JSON:
   or keyword) of the pinned ones, and of all of them. With how often each callee is
   called (the summary's `counts`), this says whether every call of a function passes
   a pinned loader for a parameter (TDL205 in the callee).
+- `passed_on`: `{"train_one_epoch": ["here", "train_one_epoch"]}`, project functions handed
+  to a call as a value (`pool.map(train_one_epoch, ...)`, `partial(train_one_epoch, ...)`):
+  their calls are not all seen, so what every call passes is unknown.
 
 Positions count every positional parameter (`self` included); `parameters.call_position`
 maps them to a call's positions.
@@ -24,7 +27,7 @@ maps them to a call's positions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import libcst as cst
@@ -35,17 +38,19 @@ from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.kinds import probably_module
 from torchdev_lint.analysis.loaders import is_loader, loader_origin
 from torchdev_lint.analysis.parameters import Parameter, parameter_of
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.syntax import argument
 
 
 class ParameterUses:
     """The parameter facts of one file, noted call by call."""
 
-    def __init__(self) -> None:
+    def __init__(self, reference_of: Callable[[str, Scope], list[Any] | None]) -> None:
+        self.reference_of = reference_of  # `summaries.reference_of`: what a name refers to
         self.checkpoints: dict[str, list[list[Any]]] = {}
         self.batches: dict[str, list[list[Any]]] = {}
         self.loader_args: list[list[Any]] = []
+        self.passed_on: dict[str, list[Any] | None] = {}
 
     def call(
         self, node: cst.Call, scope: Scope, ancestors: Sequence[cst.CSTNode], callee: str | None
@@ -53,6 +58,11 @@ class ParameterUses:
         """A call (the last of `ancestors`); `callee` is its text when it names a project function."""
         if callee is not None:
             self._loaders_passed(node, scope, callee)
+        for arg in node.args:
+            text = dotted_name(arg.value) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+            reference = self.reference_of(text, scope) if text is not None else None
+            if text is not None and reference is not None:
+                self.passed_on[text] = reference
         move = as_move(node, scope)
         if move is not None and move.to_accelerator:
             batch = batch_move(move, ancestors, scope)
@@ -89,7 +99,12 @@ class ParameterUses:
             self.loader_args.append([callee, pinned, loaders])
 
     def fields(self) -> dict[str, Any]:
-        return {"checkpoints": self.checkpoints, "batches": self.batches, "loader_args": self.loader_args}
+        return {
+            "checkpoints": self.checkpoints,
+            "batches": self.batches,
+            "loader_args": self.loader_args,
+            "passed_on": self.passed_on,
+        }
 
 
 def _note(table: dict[str, list[list[Any]]], parameter: Parameter) -> None:

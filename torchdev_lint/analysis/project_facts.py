@@ -73,6 +73,7 @@ _FIELDS = frozenset(
         "checkpoints",
         "batches",
         "loader_args",
+        "passed_on",
         "saved_files",
         "dataset_classes",
     }

@@ -144,7 +144,7 @@ class _Collector:
         self.calls: dict[tuple[str, int], list[Reference]] = {}
         self.returns: set[tuple[str, int]] = set()
         self.generators: set[str] = set()
-        self.parameters = ParameterUses()
+        self.parameters = ParameterUses(reference_of)  # what functions do with parameters (TDL105/204/205)
         self.saved_files = SavedPaths(reference_of)  # torch.save/torch.load paths (TDL101)
         self.dataset_classes = DatasetClasses(reference_of)  # bases of classes (TDL101)
         self._ancestors: list[cst.CSTNode] = []
