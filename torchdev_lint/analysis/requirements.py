@@ -122,27 +122,32 @@ class CudaRequirements:
         if parent is not None:
             self._parents[id(node)] = parent
         stack.append(node)
-        if isinstance(node, cst.FunctionDef):
-            name = node.name.value
-            if isinstance(self._parents.get(id(parent)), cst.ClassDef):
+        kind = type(node)  # exact types (LibCST's node classes are final): isinstance on ABCs is slow
+        if kind is cst.Name:
+            if not _is_definition(node, parent):  # type: ignore[arg-type]
+                self._references.setdefault(node.value, []).append(node)  # type: ignore[attr-defined, arg-type]
+        elif kind is cst.Attribute:
+            value = node.value  # type: ignore[attr-defined]
+            if type(value) is cst.Name and value.value in ("self", "cls"):
+                self._references.setdefault(f".{node.attr.value}", []).append(node)  # type: ignore[attr-defined, arg-type]
+        elif kind is cst.Call:
+            if _imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
+                self._module_only = True
+        elif kind is cst.FunctionDef:
+            name = node.name.value  # type: ignore[attr-defined]
+            if type(self._parents.get(id(parent))) is cst.ClassDef:
                 # Methods count by `self._helper(...)`; private ones only: other modules call public ones.
                 name = f".{name}" if name.startswith("_") and not name.endswith("__") else ""
             if name:
-                self._functions.setdefault(name, []).append(node)
-        elif isinstance(node, cst.Name) and not _is_definition(node, parent):
-            self._references.setdefault(node.value, []).append(node)
-        elif isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
-            if node.value.value in ("self", "cls"):
-                self._references.setdefault(f".{node.attr.value}", []).append(node)
-        elif isinstance(node, cst.Assign):
-            if _is_nccl(node.value):
-                self._nccl_names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)
-            elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):
+                self._functions.setdefault(name, []).append(node)  # type: ignore[arg-type]
+        elif kind is cst.Assign:
+            if _is_nccl(node.value):  # type: ignore[attr-defined]
+                targets = node.targets  # type: ignore[attr-defined]
+                self._nccl_names.update(n for t in targets if (n := dotted_name(t.target)) is not None)
+            elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
                 self._module_only = True
-        elif isinstance(node, (cst.Import, cst.ImportFrom)) and _imports_cuda_only(node):
+        elif (kind is cst.Import or kind is cst.ImportFrom) and _imports_cuda_only(node):  # type: ignore[arg-type]
             self._module_only = self._module_only or _at_module_level(node, self._parents)
-        elif isinstance(node, cst.Call) and _imports_cuda_only_dynamically(node):
-            self._module_only = True
 
     def index_leave(self, node: cst.CSTNode) -> None:
         self._stack.pop()
@@ -310,11 +315,15 @@ class CudaRequirements:
 
 def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
     """A name that is not a use: `def f`, `x.f`, `f=...` keywords, parameters, import aliases."""
-    if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AsName)):
+    kind = type(parent)
+    if kind in _DEFINING:
         return True
-    if isinstance(parent, cst.Attribute) and parent.attr is node:
-        return True
-    return isinstance(parent, cst.Arg) and parent.keyword is node
+    if kind is cst.Attribute:
+        return parent.attr is node  # type: ignore[union-attr]
+    return kind is cst.Arg and parent.keyword is node  # type: ignore[union-attr]
+
+
+_DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AsName})
 
 
 def _is_nccl(node: cst.BaseExpression) -> bool:
