@@ -102,8 +102,8 @@ def _setup_callers(scope: Scope) -> _SetupCallers:
 
 
 class _SetupCallers:
-    """Where one module names its private functions (`_helper`) and methods (`self._helper`),
-    to tell the helpers it calls only from setup code.
+    """Where one module names its private functions (`_helper`) and methods (`self._helper`,
+    `block._helper`), to tell the helpers it calls only from setup code.
 
     Only private names count: other modules may call a public function per step. A use other
     than a call (`register_forward_hook(self._hook)` in `__init__`) may run at any time, and so
@@ -137,12 +137,8 @@ class _SetupCallers:
         elif isinstance(node, cst.Name) and _private(node.value):
             if not _names_definition(node, parent):
                 self._uses.setdefault(node.value, []).append(node)
-        elif (
-            isinstance(node, cst.Attribute)
-            and _private(node.attr.value)
-            and isinstance(node.value, cst.Name)
-            and node.value.value in ("self", "cls")
-        ):
+        elif isinstance(node, cst.Attribute) and _private(node.attr.value):
+            # `self._helper`, and (a method called from elsewhere) `Block._helper`, `block._helper`.
             self._uses.setdefault("." + node.attr.value, []).append(node)
 
     def _leave(self, node: cst.CSTNode) -> None:
