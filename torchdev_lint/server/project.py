@@ -70,16 +70,25 @@ class Projects:
         self._scratch: str | None = None  # summaries of projects without a configured cache
 
     def project_pass(self, path: str, project: Project) -> ProjectPass:
-        """Pass 1 over the project folder of the file at `path` (its own folder without one), as
-        `torchdev-lint check` run there finds its files; summaries are cached on disk."""
-        scope = ProjectIndex().scope(path)  # a fresh index: folders and markers may have changed
+        """Pass 1 over the project folder of the file at `path`, as `torchdev-lint check` run there
+        finds its files; without a project, over the files beside it (a file in a home folder must
+        not read the whole tree below). Summaries are cached on disk."""
+        index = ProjectIndex()  # a fresh one: folders and markers may have changed
+        scope = index.scope(path)
         found = self._passes.get(scope)
         if found is None:
             config = project.config
             exclude = [*(config.exclude or ()), *config.extend_exclude]
-            files, _ = discover(
-                [scope], exclude, root=config.root, respect_gitignore=True, include_notebooks=False
-            )
+            if index.root(path) is None:
+                names = sorted(n for n in os.listdir(scope) if n.endswith(".py"))
+                found_files = [os.path.join(scope, n) for n in names]
+                files = [
+                    f for f in found_files if os.path.isfile(f) and not is_excluded(f, exclude, config.root)
+                ]
+            else:
+                files, _ = discover(
+                    [scope], exclude, root=config.root, respect_gitignore=True, include_notebooks=False
+                )
             found = project_pass(files, parse, project.cache_directory or self._scratch_directory())
             self._passes[scope] = found
         return found
