@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import block_statements
+from torchdev_lint.analysis.scopes import Scope, block_statements, resolve
+
+# Creating learnable state in a store of its own, outside the module's parameters.
+_PARAM_STORE_CALLS = frozenset({"pyro.param", "pyro.primitives.param"})
 
 
 def local_names(method: cst.FunctionDef) -> set[str]:
@@ -108,6 +111,24 @@ def initialises_module(statement: cst.BaseStatement) -> bool:
         ):
             return True
     return False
+
+
+def keeps_state_in_param_store(node: cst.ClassDef, scope: Scope) -> bool:
+    """A method creates its learnable state with `pyro.param(...)`: Pyro's param store holds it,
+    `model.to()` never moves it, so the module runs wherever the default device puts every tensor."""
+    finder = _ParamStoreCalls(scope)
+    node.body.visit(finder)
+    return finder.found
+
+
+class _ParamStoreCalls(cst.CSTVisitor):
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.found = self.found or resolve(node.func, self.scope) in _PARAM_STORE_CALLS
+        return not self.found
 
 
 def built_only_for_export(class_name: str, module: cst.Module) -> bool:

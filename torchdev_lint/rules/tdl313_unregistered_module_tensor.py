@@ -18,6 +18,7 @@ from torchdev_lint.analysis.module_classes import (
     init_statements,
     initialises_module,
     instance_name,
+    keeps_state_in_param_store,
     self_attribute,
     value_assignments,
 )
@@ -61,7 +62,9 @@ class UnregisteredModuleTensor(Rule):
         placement is managed by hand); 0-dim tensors (`torch.tensor(0.5)`: CUDA accepts CPU
         scalars); tensors only read on the host (`.item()`, `.tolist()`, `.shape`, `len()`,
         counters); classes that are not modules; modules that override `_apply`, `to`, `cuda` or
-        `__setattr__`; modules of test code (`tests/`, `torch/testing/`, `test_*.py`: a fixture
+        `__setattr__`; modules that keep their learnable state in Pyro's param store (`pyro.param`
+        in a method: `model.to()` cannot move it, so such a module runs where the default device
+        puts every tensor); modules of test code (`tests/`, `torch/testing/`, `test_*.py`: a fixture
         that a test moves fails in that test, at once); export wrappers, built in their file only
         by functions named for export (`export_coreml`) and traced there on the host, never moved.
 
@@ -479,6 +482,27 @@ class UnregisteredModuleTensor(Rule):
             """
         ),
         Valid(
+            # Learnable state in Pyro's param store, which `.to()` never moves: placed by the default device.
+            """
+            import pyro
+            import torch
+            from torch import nn
+
+            class Topics(nn.Module):
+                def __init__(self, n_words, n_topics):
+                    super().__init__()
+                    self.prior = torch.tensor([1.0, 0.5])
+                    self.shape = (n_topics, n_words)
+
+                def decode(self, theta):
+                    return theta + self.prior
+
+                def guide(self, docs):
+                    loc = pyro.param("loc", torch.zeros(self.shape))
+                    return self.decode(loc @ docs)
+            """
+        ),
+        Valid(
             # A wrapper built only by an export function, traced once on the host.
             """
             import torch
@@ -505,8 +529,10 @@ class UnregisteredModuleTensor(Rule):
         if test_path(self.ctx.path) or not is_module_subclass(node, scope.parent or scope):
             return
         methods = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
-        if any(m.name.value in _MOVE_OVERRIDES for m in methods) or built_only_for_export(
-            node.name.value, self.ctx.module
+        if (
+            any(m.name.value in _MOVE_OVERRIDES for m in methods)
+            or built_only_for_export(node.name.value, self.ctx.module)
+            or keeps_state_in_param_store(node, scope.parent or scope)
         ):
             return
         init = next((m for m in methods if m.name.value == "__init__"), None)
