@@ -202,9 +202,10 @@ def _names_device(arg: cst.Arg) -> bool:
 
 
 def results_moved_by_callers(methods: list[cst.FunctionDef]) -> set[str]:
-    """Methods that every caller in the class moves the result of to a device
-    (`self.build_filters(...).to(x.device)`), directly or from inside another such method:
-    what they compute stays on the host by design."""
+    """Private methods whose result every caller in the class moves to a device
+    (`self._build_filters(...).to(x.device)`), directly or from inside another such method:
+    what they compute stays on the host by design. A private method is called by its class
+    only; one also named without a call (`map(self._build, ...)`) has callers unseen."""
     calls: dict[str, list[tuple[str, bool]]] = defaultdict(list)  # callee -> (caller, moved)
     for method in methods:
         self_name = instance_name(method)
@@ -218,7 +219,8 @@ def results_moved_by_callers(methods: list[cst.FunctionDef]) -> set[str]:
     while changed:
         changed = False
         for callee, callers in calls.items():
-            if callee not in host and all(moved or caller in host for caller, moved in callers):
+            private = callee.startswith("_") and not callee.endswith("__")
+            if private and callee not in host and all(moved or caller in host for caller, moved in callers):
                 host.add(callee)
                 changed = True
     return host
@@ -231,6 +233,7 @@ class _SelfCalls(cst.CSTVisitor):
         self.self_name = self_name
         self.calls: list[tuple[str, bool]] = []
         self.moved: set[cst.Call] = set()
+        self.callees: set[cst.BaseExpression] = set()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
@@ -241,7 +244,13 @@ class _SelfCalls(cst.CSTVisitor):
             self.moved.add(func.value)  # visited after its mover: the receiver is a child
         callee = self_attribute(func, self.self_name)
         if callee is not None:
+            self.callees.add(func)
             self.calls.append((callee, node in self.moved))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        name = self_attribute(node, self.self_name)
+        if name is not None and node not in self.callees:  # named, not called: who calls it is unseen
+            self.calls.append((name, False))
 
 
 def _identity_test(comparison: cst.Comparison) -> bool:
