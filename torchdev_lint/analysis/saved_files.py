@@ -137,9 +137,9 @@ def _parts(node: cst.BaseExpression, scope: Scope, references: References | None
             return _parts(node.args[0].value, scope, references, depth)
         return [None]
     if isinstance(node, cst.Subscript) and len(node.slice) == 1:
-        index = node.slice[0].slice
-        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
-            key = index.value.evaluated_value
+        element = node.slice[0].slice
+        if isinstance(element, cst.Index) and isinstance(element.value, cst.SimpleString):
+            key = element.value.evaluated_value
             return [["key", key]] if isinstance(key, str) else [None]
         return [None]
     if isinstance(node, (cst.Name, cst.Attribute)):
@@ -196,8 +196,8 @@ def host_loads(
                 host[key] = host.get(key, True) and on_host
     found = {}
     for path in checked:
-        summary = summaries.get(path)
-        loads = summary.get("saved_files", {}).get("loads", ()) if summary is not None else ()
+        known = summaries.get(path)
+        loads = known.get("saved_files", {}).get("loads", ()) if known is not None else ()
         keys = frozenset(
             local_key(shape)
             for shape in loads
