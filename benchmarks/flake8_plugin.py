@@ -6,12 +6,16 @@ For each file: the CPU time of `libcst.parse_module` on its text (the floor:
 the plugin cannot check a file without parsing it) and of the plugin as flake8
 drives it (`TorchDevLintPlugin(tree, filename, lines).run()`, consumed whole,
 default selection, flake8's own `ast` tree built beforehand and not counted),
-each the least of `--repeat` runs in this process after one unmeasured run (the
-least is the one least disturbed by other processes on a shared machine).
-The ratio plugin / parse is issue 16's item 14 (target <= 1.3). `--profile`
-prints where the plugin's time goes (cProfile, top functions by cumulative
-time). Default files: the largest file of the torch package and two 4,000-line
-files from the corpus, one with a finding and one without (when present). Results: docs/benchmarks.md.
+each over `--repeat` runs in this process after one unmeasured run: the median
+and the least (the run least disturbed by other processes on a shared machine).
+The plugin is measured twice: without a project cache (each file on its own),
+and with one, as after `torchdev-lint check FILE` (the summaries of the file
+and of the project modules it leads to, written to a temporary cache folder
+first), where the plugin also runs pass 1 from those summaries. The ratio
+plugin / parse is issue 16's item 14 (target <= 1.3). `--profile` prints where
+the plugin's time goes (cProfile, top functions by cumulative and by own time).
+Default files: the largest file of the torch package and three 4,000-line files
+from the corpus (when present). Results: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -19,38 +23,48 @@ from __future__ import annotations
 import argparse
 import ast
 import cProfile
+import os
 import pstats
+import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import libcst
 
+from torchdev_lint.analysis.project_facts import project_facts
+from torchdev_lint.engine import parse
 from torchdev_lint.flake8_plugin import TorchDevLintPlugin
 
-ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(libcst.__file__).resolve().parents[1]
+CORPUS = Path("/work/corpus/src")
+QWEN = CORPUS / "transformers-5.25.0/transformers/models/qwen2_5_omni"
 DEFAULT_FILES = (
-    SITE / "torch" / "testing" / "_internal" / "common_methods_invocations.py",  # 27,820 lines, 2 findings
-    # 4,084 lines, 1 finding (whose fix writes a string)
-    Path("/work/corpus/src/transformers-5.25.0/transformers/models/qwen2_5_omni/modeling_qwen2_5_omni.py"),
-    Path("/work/corpus/src/accelerate-1.16.0/accelerate/accelerator.py"),  # 4,267 lines, no finding
+    SITE / "torch" / "testing" / "_internal" / "common_methods_invocations.py",  # 27,820 lines
+    QWEN / "modular_qwen2_5_omni.py",  # 3,933 lines
+    QWEN / "modeling_qwen2_5_omni.py",  # 4,084 lines, a finding whose fix writes a string
+    CORPUS / "accelerate-1.16.0/accelerate/accelerator.py",  # 4,267 lines
 )
 
 
-def _cpu(function: Callable[[], object], repeat: int) -> float:
-    function()  # unmeasured: imports, caches
+Timing = tuple[float, float]  # CPU seconds: median, least
+
+
+def _cpu(function: Callable[[], object], repeat: int) -> Timing:
+    """(median, least) CPU seconds of `repeat` runs, after one unmeasured run (imports, caches)."""
+    function()
     times = []
     for _ in range(repeat):
         start = time.process_time()
         function()
         times.append(time.process_time() - start)
-    return min(times)
+    return statistics.median(times), min(times)
 
 
-def measure(path: Path, repeat: int, profile: bool) -> tuple[int, float, float]:
-    """(lines, bare parse CPU seconds, plugin CPU seconds) for one file."""
+def measure(path: Path, repeat: int, profile: bool) -> tuple[int, Timing, Timing, Timing]:
+    """(lines, bare parse, plugin without a cache, plugin with one): CPU seconds (median, least)."""
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     tree = ast.parse(text)
@@ -59,13 +73,22 @@ def measure(path: Path, repeat: int, profile: bool) -> tuple[int, float, float]:
     def plugin() -> object:
         return list(TorchDevLintPlugin(tree, str(path), lines).run())
 
-    parse = _cpu(lambda: libcst.parse_module(text), repeat)
-    checked = _cpu(plugin, repeat)
-    if profile:
-        profiler = cProfile.Profile()
-        profiler.runcall(plugin)
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-    return len(lines), parse, checked
+    bare = _cpu(lambda: libcst.parse_module(text), repeat)
+    alone = _cpu(plugin, repeat)
+    with tempfile.TemporaryDirectory() as folder:
+        project_facts([str(path)], parse, folder)  # the summaries `torchdev-lint check FILE` writes
+        TorchDevLintPlugin.cache_directory = folder
+        try:
+            cached = _cpu(plugin, repeat)
+            if profile:
+                profiler = cProfile.Profile()
+                profiler.runcall(plugin)
+                stats = pstats.Stats(profiler)
+                stats.sort_stats("cumulative").print_stats(30)
+                stats.sort_stats("tottime").print_stats(30)
+        finally:
+            TorchDevLintPlugin.cache_directory = None
+    return len(lines), bare, alone, cached
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,12 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args(argv)
     files = args.files or [path for path in DEFAULT_FILES if path.exists()]
-    print(f"python {sys.version.split()[0]}, libcst {libcst_version()}, least CPU of {args.repeat} runs")
-    print(f"{'file':<60} {'lines':>6} {'parse s':>8} {'plugin s':>9} {'ratio':>6}")
+    print(
+        f"python {sys.version.split()[0]}, libcst {libcst_version()}, CPU seconds: median / least of {args.repeat}"
+    )
+    print(
+        f"{'file':<44} {'lines':>6} {'parse':>13} {'plugin':>13} {'ratio':>11} {'cached':>13} {'ratio':>11}"
+    )
     for path in files:
-        count, parse, checked = measure(path, args.repeat, args.profile)
-        name = str(path).replace(str(SITE) + "/", "")[-60:]
-        print(f"{name:<60} {count:>6} {parse:>8.3f} {checked:>9.3f} {checked / parse:>6.2f}")
+        count, bare, alone, cached = measure(path, args.repeat, args.profile)
+        name = str(path).replace(str(SITE) + "/", "").replace(str(CORPUS) + "/", "")[-44:]
+        cells = [f"{bare[0]:.3f}/{bare[1]:.3f}"]
+        for median, least in (alone, cached):
+            cells += [f"{median:.3f}/{least:.3f}", f"{median / bare[0]:.2f}/{least / bare[1]:.2f}"]
+        print(
+            f"{name:<44} {count:>6} {cells[0]:>13} {cells[1]:>13} {cells[2]:>11} {cells[3]:>13} {cells[4]:>11}"
+        )
+    load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"ratios: median / median and least / least; load average now {load} (1, 5, 15 min)")
     return 0
 
 
