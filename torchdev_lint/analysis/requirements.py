@@ -70,6 +70,19 @@ def test_file_name(stem: str) -> bool:
     return stem.startswith("test_") or stem.endswith("_test")
 
 
+def test_module(path: str, scope: Scope) -> bool:
+    """A test module by name (`test_x.py`, `x_test.py`, `conftest.py`), or one that imports pytest
+    or unittest: tests, or helpers written for them (`torch/testing/_internal/common_quantization.py`)."""
+    stem = _path_parts(path)[1]
+    if test_file_name(stem) or stem == "conftest":
+        return True
+    return any(
+        binding.import_target is not None and binding.import_target.split(".")[0] in ("pytest", "unittest")
+        for bindings in scope.module.bindings.values()
+        for binding in bindings
+    )
+
+
 def _path_parts(path: str) -> tuple[set[str], str]:
     """The folder names (lower case) and the file name without extension."""
     parts = os.path.normpath(path).replace(os.sep, "/").split("/")
