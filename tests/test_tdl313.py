@@ -17,6 +17,7 @@ FUNCTIONAL_LINEAR = dedent(
     """
     import torch
     import torch.nn.functional as F
+    {imports}
 
     class FunctionalLinear(torch.nn.Module):
         def __init__(self):
@@ -29,18 +30,21 @@ FUNCTIONAL_LINEAR = dedent(
 )
 
 
-def _lines(path: str) -> list[int]:
-    result = check_source(path, FUNCTIONAL_LINEAR, [UnregisteredModuleTensor])
+def _lines(path: str, imports: str = "") -> list[int]:
+    result = check_source(path, FUNCTIONAL_LINEAR.format(imports=imports), [UnregisteredModuleTensor])
     return [d.line for d in result.diagnostics]
 
 
-@pytest.mark.parametrize(
-    "path", ["tests/test_models.py", "torch/testing/_internal/common_quantization.py", "pkg/models_test.py"]
-)
-def test_silent_in_test_code(path: str) -> None:
+@pytest.mark.parametrize("path", ["tests/test_models.py", "pkg/models_test.py", "tests/conftest.py"])
+def test_silent_in_test_modules(path: str) -> None:
     assert _lines(path) == []
 
 
-@pytest.mark.parametrize("path", ["pkg/layers.py", "contest/models.py", "src/testbed_models.py"])
-def test_flagged_in_library_code(path: str) -> None:
-    assert _lines(path) == [8]
+@pytest.mark.parametrize("imports", ["import unittest", "from unittest import TestCase", "import pytest"])
+def test_silent_in_helpers_written_for_tests(imports: str) -> None:
+    assert _lines("torch/testing/_internal/common_quantization.py", imports) == []
+
+
+@pytest.mark.parametrize("path", ["pkg/layers.py", "contest/models.py", "tests/fixtures/models.py"])
+def test_flagged_elsewhere(path: str) -> None:
+    assert _lines(path) == [9]

@@ -22,7 +22,7 @@ from torchdev_lint.analysis.module_classes import (
     self_attribute,
     value_assignments,
 )
-from torchdev_lint.analysis.requirements import test_path
+from torchdev_lint.analysis.requirements import test_module
 from torchdev_lint.analysis.tensor_rank import TensorRank
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
@@ -64,8 +64,9 @@ class UnregisteredModuleTensor(Rule):
         counters); classes that are not modules; modules that override `_apply`, `to`, `cuda` or
         `__setattr__`; modules that keep their learnable state in Pyro's param store (`pyro.param`
         in a method: `model.to()` cannot move it, so such a module runs where the default device
-        puts every tensor); modules of test code (`tests/`, `torch/testing/`, `test_*.py`: a fixture
-        that a test moves fails in that test, at once); export wrappers, built in their file only
+        puts every tensor); modules of test code (`test_*.py`, `conftest.py`, or a module that imports
+        pytest or unittest, as `torch/testing/_internal/`: a fixture that a test moves fails in
+        that test, at once); export wrappers, built in their file only
         by functions named for export (`export_coreml`) and traced there on the host, never moved.
 
         ## Why it matters
@@ -525,8 +526,8 @@ class UnregisteredModuleTensor(Rule):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         scope = self.ctx.scope
-        # A model of a test file is a fixture: a test that moves it fails there, at once.
-        if test_path(self.ctx.path) or not is_module_subclass(node, scope.parent or scope):
+        # A model of test code is a fixture: a test that moves it fails there, at once.
+        if test_module(self.ctx.path, scope) or not is_module_subclass(node, scope.parent or scope):
             return
         methods = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
         if (
