@@ -16,8 +16,9 @@ from textwrap import dedent
 
 import pytest
 
+from torchdev_lint.analysis.load_facts import local_key
 from torchdev_lint.analysis.project_facts import project_facts
-from torchdev_lint.analysis.saved_files import distinctive, local_key, path_shape
+from torchdev_lint.analysis.saved_files import distinctive, path_shape
 from torchdev_lint.analysis.scopes import Scope, collect_bindings
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.config import select_rules

@@ -9,15 +9,14 @@ follows bases only through classes of the same file.
   module-level class that is a Dataset in its own file, or has bases that are
   project names (classes of the file, or imports named `*Dataset`: only their
   modules are parsed on demand, not a `PreTrainedModel`'s), with their references.
-- `dataset_bases`: for each checked file, the base texts (as the file writes them)
-  that name a project class deriving from a torch Dataset
+- `load_facts.dataset_bases`: for each checked file, the base texts (as the file
+  writes them) that name a project class deriving from a torch Dataset
   (`project_facts.FileFacts.dataset_bases`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import libcst as cst
@@ -26,18 +25,7 @@ from torchdev_lint.analysis.datasets import is_dataset_class
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 
 Reference = list[Any]
-Target = tuple[str, str]
-# The project class a base reference of a file names (its module summarized on demand), or None.
-Locate = Callable[[str, Reference], Target | None]
 References = Callable[[str, Scope], Reference | None]
-
-# A file may need the fact: it calls a torch loader and defines a class with a base.
-_CLASS_WITH_BASE = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([ \t]*[A-Za-z_]", re.MULTILINE)
-_LOAD_TEXT = re.compile(rb"\b(?:torch|jit)\.load\s*\(")
-
-
-def may_need(source: bytes) -> bool:
-    return bool(_LOAD_TEXT.search(source) and _CLASS_WITH_BASE.search(source))
 
 
 class DatasetClasses:
@@ -64,48 +52,6 @@ class DatasetClasses:
         dataset = is_dataset_class(node, scope)
         if dataset or bases:
             self.classes[node.name.value] = {"dataset": dataset, "bases": bases}
-
-
-def dataset_bases(
-    summaries: dict[str, dict[str, Any]], checked: Iterable[str], locate: Locate
-) -> dict[str, frozenset[str]]:
-    """For each checked file, the base texts of its classes that name a project Dataset class."""
-    targets: dict[tuple[str, str], Target | None] = {}
-    while True:  # resolving a base may summarize its module, which brings bases of its own
-        pending = [
-            (path, text, reference)
-            for path, summary in list(summaries.items())
-            for known in summary.get("dataset_classes", {}).values()
-            for text, reference in known["bases"]
-            if (path, text) not in targets
-        ]
-        if not pending:
-            break
-        for path, text, reference in pending:
-            targets[path, text] = locate(path, reference)
-    datasets: set[Target] = set()
-    changed = True
-    while changed:
-        changed = False
-        for path, summary in summaries.items():
-            for name, known in summary.get("dataset_classes", {}).items():
-                if (path, name) not in datasets and (
-                    known["dataset"] or any(targets[path, text] in datasets for text, _ in known["bases"])
-                ):
-                    datasets.add((path, name))
-                    changed = True
-    found = {}
-    for path in checked:
-        classes = summaries.get(path, {}).get("dataset_classes", {})
-        texts = frozenset(
-            text
-            for known in classes.values()
-            for text, _ in known["bases"]
-            if targets[path, text] in datasets
-        )
-        if texts:
-            found[path] = texts
-    return found
 
 
 def derives_from_project_dataset(node: cst.ClassDef, bases: frozenset[str]) -> bool:

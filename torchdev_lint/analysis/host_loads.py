@@ -34,8 +34,9 @@ from torchdev_lint.analysis.checkpoints import (
 )
 from torchdev_lint.analysis.dataset_bases import derives_from_project_dataset
 from torchdev_lint.analysis.datasets import is_dataset_class
+from torchdev_lint.analysis.load_facts import local_key
 from torchdev_lint.analysis.requirements import cuda_requirements
-from torchdev_lint.analysis.saved_files import local_key, path_shape
+from torchdev_lint.analysis.saved_files import path_shape
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name
 from torchdev_lint.analysis.walk import children
 from torchdev_lint.syntax import argument, has_star

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchdev_lint.analysis import dataset_bases, saved_files
+from torchdev_lint.analysis import load_facts
 from torchdev_lint.analysis.parameter_facts import Handed, handed, pinned_parameters
 from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.diagnostics import SourceError
@@ -95,7 +95,7 @@ class FileFacts(NamedTuple):
     batch_moving: frozenset[Handed] = frozenset()
     # (function, parameter) of this file: every project call passes a pinned loader.
     pinned_loaders: frozenset[tuple[str, str]] = frozenset()
-    # `saved_files.local_key`s of `torch.load` paths the project writes only from host memory;
+    # `load_facts.local_key`s of `torch.load` paths the project writes only from host memory;
     # base class texts naming a project Dataset class (`analysis/dataset_bases.py`).
     host_saved: frozenset[str] = frozenset()
     dataset_bases: frozenset[str] = frozenset()
@@ -206,7 +206,7 @@ class _Pass:
         self.seen: set[str] = set()
         self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
         self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
-        self.needles: set[bytes] = set()  # text of host-saved paths (saved_files.needles)
+        self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
         self._targets: dict[tuple[str, str], Target | None] = {}
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
@@ -251,7 +251,7 @@ class _Pass:
             }
             facts = self._with_load_facts(facts)
             new = [path for path in self.wanted if path not in self.summaries]
-            new += self._loading(saved_files.needles(self.summaries))
+            new += self._loading(load_facts.needles(self.summaries))
             if fresh:
                 named = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(n.encode()) for n in sorted(fresh)))
                 new += [path for path, source in self.unparsed.items() if named.search(source)]
@@ -374,8 +374,8 @@ class _Pass:
 
     def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
         """TDL101's facts: loads of paths saved from host memory, bases that are Datasets."""
-        host = saved_files.host_loads(self.summaries, self.checked, self._canonical)
-        datasets = dataset_bases.dataset_bases(self.summaries, self.checked, self._class)
+        host = load_facts.host_loads(self.summaries, self.checked, self._canonical)
+        datasets = load_facts.dataset_bases(self.summaries, self.checked, self._class)
         return {
             path: found._replace(
                 host_saved=host.get(path, frozenset()), dataset_bases=datasets.get(path, frozenset())
@@ -524,7 +524,7 @@ def needs_parse(source: bytes, cache_directory: str | None) -> bool:
 def _wants_summary(source: bytes) -> bool:
     """Can the text hold a fact of its own: a gate, a loader built, a checkpoint saved, a load
     in a class derived from another (a cheap test, before parsing)?"""
-    return bool(_may_gate(source) or _PARAMETER_TEXT.search(source) or dataset_bases.may_need(source))
+    return bool(_may_gate(source) or _PARAMETER_TEXT.search(source) or load_facts.may_need(source))
 
 
 def _may_gate(source: bytes) -> bool:

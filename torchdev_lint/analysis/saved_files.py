@@ -15,16 +15,15 @@ distinctive shapes count: a word of the literal text, constant or key that is
 not a generic path word (`model.pt`, `args.output` and `WEIGHTS_NAME` match too much).
 
 - `SavedPaths`: what one file's summary says (pass 1, `summaries._Collector`).
-- `host_loads`: from all summaries, for each checked file the `local_key` of its
-  loads that only host data is saved to (`project_facts.FileFacts.host_saved`).
-- `local_key`: the key a rule asks with, from the path expression at the load.
+- `path_shape`: the shape of a path expression, in pass 1 and at the load a rule judges
+  (`load_facts.local_key` of it is what `project_facts.FileFacts.host_saved` holds).
+- `load_facts.host_loads`: the propagation over the project's summaries.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import libcst as cst
@@ -35,8 +34,6 @@ from torchdev_lint.syntax import argument, positional
 
 Shape = list[Any]
 Reference = list[Any]
-# What a reference of a summary names, project-wide (a file and a name), or None when unknown.
-Canonical = Callable[[str, Reference], str | None]
 References = Callable[[str, Scope], Reference | None]
 
 _JOINS = frozenset({"os.path.join", "posixpath.join"})
@@ -52,12 +49,6 @@ _GENERIC_WORDS = frozenset(
 )
 _WORD = re.compile(r"[a-z0-9]+")
 _MAX_DEPTH = 3
-# Text a file must hold to write a file another may read back (a cheap test, before parsing).
-_SAVE_TEXT = re.compile(rb"\bsave\s*\(")
-
-
-def may_save(source: bytes) -> bool:
-    return bool(_SAVE_TEXT.search(source))
 
 
 class SavedPaths:
@@ -176,62 +167,3 @@ def distinctive(shape: Shape) -> bool:
     that is not a generic path word (`f0_stat`, `L.pt`, `LEXICON_FILE`, not `model.pt`)?"""
     text = " ".join(part if isinstance(part, str) else part[1].rsplit(".", 1)[-1] for part in shape if part)
     return bool(set(_WORD.findall(text.lower())) - _GENERIC_WORDS)
-
-
-def local_key(shape: Shape) -> str:
-    """The shape as the file writes it (references by their text): what a rule asks with."""
-    return json.dumps([part[:2] if isinstance(part, list) else part for part in shape])
-
-
-def host_loads(
-    summaries: dict[str, dict[str, Any]], checked: Iterable[str], canonical: Canonical
-) -> dict[str, frozenset[str]]:
-    """For each checked file, the `local_key`s of its loads whose path every `torch.save` of the
-    project (at least one) writes from host memory."""
-    host: dict[str, bool] = {}
-    for path, summary in summaries.items():
-        for shape, on_host in summary.get("saved_files", {}).get("saves", ()):
-            key = _project_key(path, shape, canonical)
-            if key is not None:
-                host[key] = host.get(key, True) and on_host
-    found = {}
-    for path in checked:
-        known = summaries.get(path)
-        loads = known.get("saved_files", {}).get("loads", ()) if known is not None else ()
-        keys = frozenset(
-            local_key(shape)
-            for shape in loads
-            if host.get(_project_key(path, shape, canonical) or "") is True
-        )
-        if keys:
-            found[path] = keys
-    return found
-
-
-def needles(summaries: dict[str, dict[str, Any]]) -> set[bytes]:
-    """Text a file loading a host-saved path must hold (a literal of the path, or the name of
-    its constant or key): only such files need parsing to learn their loads."""
-    found = set()
-    for summary in summaries.values():
-        for shape, on_host in summary.get("saved_files", {}).get("saves", ()):
-            if not on_host:
-                continue
-            words = [part for part in shape if isinstance(part, str) and part.strip("/._-")]
-            words += [part[1].rsplit(".", 1)[-1] for part in shape if isinstance(part, list)]
-            if words:
-                found.add(max(words, key=len).encode())
-    return found
-
-
-def _project_key(path: str, shape: Shape, canonical: Canonical) -> str | None:
-    """The shape with each reference replaced by what it names project-wide."""
-    parts: list[Any] = []
-    for part in shape:
-        if isinstance(part, list) and part[0] == "ref":
-            target = canonical(path, part[2]) if part[2] is not None else None
-            if target is None:
-                return None
-            parts.append(["ref", target])
-        else:
-            parts.append(part)
-    return json.dumps(parts)
