@@ -19,6 +19,7 @@ import libcst as cst
 from torchdev_lint.analysis.module_classes import instance_name, local_names, self_attribute
 from torchdev_lint.analysis.scopes import BUILTIN_NAMES, Scope, dotted_name, resolve
 from torchdev_lint.analysis.torch_api import HOST_RESULT_METHODS, MATCHING_METHODS, REGISTERING_METHODS
+from torchdev_lint.analysis.walk import visit
 
 # Reads that stay on the host: the tensor's device never meets an input's.
 _HOST_ATTRIBUTES = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "T"})
@@ -74,7 +75,7 @@ class AttributeUses(cst.CSTVisitor):
         self.inputs = local_names(method) - {self_name}
 
     def scan(self) -> None:
-        self.method.body.visit(self)
+        visit(self.method.body, self)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.stack.append(node)  # popped by on_leave, which LibCST calls even for skipped children
@@ -164,7 +165,7 @@ class AttributeUses(cst.CSTVisitor):
             # What an assignment stores to is not what it computes with.
             read = statement.value if isinstance(statement, (cst.Assign, cst.AnnAssign)) else statement
             if read is not None:
-                read.visit(names)
+                visit(read, names)
             attribute.uses.append((bool(names.names & self.inputs), names.attributes))
 
     def _derived_value_moved(self, node: cst.CSTNode) -> bool:
@@ -211,7 +212,7 @@ def results_moved_by_callers(methods: list[cst.FunctionDef]) -> set[str]:
         self_name = instance_name(method)
         if self_name is not None:
             finder = _SelfCalls(self_name)
-            method.body.visit(finder)
+            visit(method.body, finder)
             for callee, moved in finder.calls:
                 calls[callee].append((method.name.value, moved))
     host: set[str] = set()

@@ -9,9 +9,12 @@ a method binds itself.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import libcst as cst
 
 from torchdev_lint.analysis.scopes import Scope, block_statements, resolve
+from torchdev_lint.analysis.walk import visit
 
 # Creating learnable state in a store of its own, outside the module's parameters.
 _PARAM_STORE_CALLS = frozenset({"pyro.param", "pyro.primitives.param"})
@@ -117,7 +120,7 @@ def keeps_state_in_param_store(node: cst.ClassDef, scope: Scope) -> bool:
     """A method creates its learnable state with `pyro.param(...)`: Pyro's param store holds it,
     `model.to()` never moves it, so the module runs wherever the default device puts every tensor."""
     finder = _ParamStoreCalls(scope)
-    node.body.visit(finder)
+    visit(node.body, finder)
     return finder.found
 
 
@@ -134,17 +137,31 @@ class _ParamStoreCalls(cst.CSTVisitor):
 def built_only_for_export(class_name: str, module: cst.Module) -> bool:
     """Every mention of the class in its file is a call inside a function named for export
     (`export_coreml`): a wrapper built to be traced once on the host, never moved to a device."""
-    finder = _ClassMentions(class_name)
-    module.visit(finder)
-    return finder.export_calls > 0 and finder.mentions == finder.export_calls + 1  # and its `class` line
+    mentions = _name_mentions(module)
+    export_calls = mentions.export_calls[class_name]
+    return export_calls > 0 and mentions.names[class_name] == export_calls + 1  # and its `class` line
 
 
-class _ClassMentions(cst.CSTVisitor):
-    def __init__(self, class_name: str) -> None:
-        self.class_name = class_name
+# The last module counted: every module class of a file asks about the same tree.
+_counted: list[tuple[cst.Module, _NameMentions]] = []
+
+
+def _name_mentions(module: cst.Module) -> _NameMentions:
+    if _counted and _counted[0][0] is module:
+        return _counted[0][1]
+    mentions = _NameMentions()
+    visit(module, mentions)
+    _counted[:] = [(module, mentions)]
+    return mentions
+
+
+class _NameMentions(cst.CSTVisitor):
+    """How often each name occurs in a module, and how often it is called inside export functions."""
+
+    def __init__(self) -> None:
         self.functions: list[str] = []
-        self.mentions = 0
-        self.export_calls = 0
+        self.names: Counter[str] = Counter()
+        self.export_calls: Counter[str] = Counter()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node.name.value.lower())
@@ -159,12 +176,8 @@ class _ClassMentions(cst.CSTVisitor):
         self.functions.pop()
 
     def visit_Name(self, node: cst.Name) -> None:
-        self.mentions += node.value == self.class_name
+        self.names[node.value] += 1
 
     def visit_Call(self, node: cst.Call) -> None:
-        if (
-            isinstance(node.func, cst.Name)
-            and node.func.value == self.class_name
-            and any("export" in function for function in self.functions)
-        ):
-            self.export_calls += 1
+        if isinstance(node.func, cst.Name) and any("export" in function for function in self.functions):
+            self.export_calls[node.func.value] += 1
