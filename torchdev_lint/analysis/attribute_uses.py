@@ -1,6 +1,7 @@
 """How the methods of an nn.Module subclass use the tensors `__init__` stores on `self`.
 
-For each `self.<name>` tensor attribute: whether another method moves or
+Which `self.<name> = <tensor>` of `__init__` are plain tensors (not parameters,
+buffers or submodules), and for each `self.<name>` tensor attribute: whether another method moves or
 re-creates it (itself, or a value computed from it in the same expression),
 and per use whether the statement also reads the method's inputs (or locals
 derived from them) and which other module attributes it reads; for the class,
@@ -16,8 +17,17 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchdev_lint.analysis.module_classes import instance_name, local_names, self_attribute
+from torchdev_lint.analysis.kinds import constructs_module
+from torchdev_lint.analysis.module_classes import (
+    init_statements,
+    initialises_module,
+    instance_name,
+    local_names,
+    self_attribute,
+    value_assignments,
+)
 from torchdev_lint.analysis.scopes import BUILTIN_NAMES, Scope, dotted_name, resolve
+from torchdev_lint.analysis.tensor_rank import TensorRank
 from torchdev_lint.analysis.torch_api import HOST_RESULT_METHODS, MATCHING_METHODS, REGISTERING_METHODS
 from torchdev_lint.analysis.walk import visit
 
@@ -25,6 +35,10 @@ from torchdev_lint.analysis.walk import visit
 _HOST_ATTRIBUTES = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "requires_grad", "T"})
 _HOST_BUILTINS = frozenset(
     {"len", "int", "float", "bool", "str", "repr", "print", "isinstance", "id", "range"}
+)
+# What `model.to()` moves when assigned in `__init__`: parameters and buffers.
+_PARAMETERS = frozenset(
+    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"}
 )
 
 
@@ -48,6 +62,65 @@ class ClassRegistrations:
     dynamic_registration: bool = False
     state: set[str] = field(default_factory=set)  # parameters and submodules assigned in `__init__`
     assignments: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def tensor_attributes(
+    scope: Scope, init: cst.FunctionDef, self_name: str, facts: ClassRegistrations
+) -> dict[str, TensorAttribute]:
+    """`self.name = <tensor>` statements of `__init__` (a tensor of rank > 0 left on the default
+    device, also through the local tensors it comes from); records the class's parameters and
+    submodules and how often each attribute is assigned in `facts`."""
+    locals_: dict[str, list[cst.BaseExpression]] = defaultdict(list)
+    found: dict[str, TensorAttribute] = {}
+    module_ready = False
+    for statement in init_statements(init.body):
+        if initialises_module(statement):
+            module_ready = True
+            continue
+        for small in value_assignments(statement):
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            value = small.value
+            assert value is not None
+            for target in targets:
+                if isinstance(target, cst.Name):
+                    locals_[target.value].append(value)
+                attr = self_attribute(target, self_name)
+                if attr is None:
+                    continue
+                facts.assignments[attr] += 1
+                if _is_state(value, scope):
+                    facts.state.add(attr)
+                elif (
+                    attr not in found
+                    and TensorRank(scope, locals_, self_name, set(found)).rank(value) == "tensor"
+                ):
+                    found[attr] = TensorAttribute(small, module_ready)
+    # Built as a plain tensor, then wrapped: `self.mask = nn.Parameter(self.mask, requires_grad=False)`.
+    return {name: attribute for name, attribute in found.items() if name not in facts.state}
+
+
+def _is_state(value: cst.BaseExpression, scope: Scope) -> bool:
+    """A parameter, buffer or submodule: what `model.to()` moves."""
+    return constructs_module(value, scope) or (
+        isinstance(value, cst.Call) and resolve(value.func, scope) in _PARAMETERS
+    )
+
+
+def scan_methods(
+    scope: Scope,
+    methods: list[cst.FunctionDef],
+    init: cst.FunctionDef,
+    attributes: dict[str, TensorAttribute],
+    facts: ClassRegistrations,
+) -> None:
+    """Record every method's uses of the attributes and registrations; the uses in helpers whose
+    result every caller moves to a device count as computed on the host."""
+    host_helpers = results_moved_by_callers(methods)
+    for method in methods:
+        method_self = instance_name(method)
+        if method_self is not None:
+            host_side = method.name.value in host_helpers
+            AttributeUses(scope, method, method_self, attributes, facts, method is init, host_side).scan()
 
 
 class AttributeUses(cst.CSTVisitor):

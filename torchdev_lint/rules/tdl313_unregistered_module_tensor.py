@@ -2,36 +2,25 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import libcst as cst
 
 from torchdev_lint.analysis.attribute_uses import (
-    AttributeUses,
     ClassRegistrations,
     TensorAttribute,
-    results_moved_by_callers,
+    scan_methods,
+    tensor_attributes,
 )
-from torchdev_lint.analysis.kinds import constructs_module, is_module_subclass
+from torchdev_lint.analysis.kinds import is_module_subclass
 from torchdev_lint.analysis.module_classes import (
     built_only_for_export,
-    init_statements,
-    initialises_module,
     instance_name,
     keeps_state_in_param_store,
-    self_attribute,
-    value_assignments,
 )
 from torchdev_lint.analysis.requirements import test_module
-from torchdev_lint.analysis.tensor_rank import TensorRank
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 # Methods whose override takes over how the module moves its state: the author handles devices.
 _MOVE_OVERRIDES = frozenset({"_apply", "to", "cuda", "__setattr__"})
-# What `model.to()` moves when assigned in `__init__`: parameters and buffers.
-_PARAMETERS = frozenset(
-    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer", "torch.nn.parameter.Buffer"}
-)
 
 
 class UnregisteredModuleTensor(Rule):
@@ -541,22 +530,10 @@ class UnregisteredModuleTensor(Rule):
         if init is None or self_name is None:
             return
         facts = ClassRegistrations()
-        attributes = self._tensor_attributes(init, self_name, facts)
+        attributes = tensor_attributes(scope, init, self_name, facts)
         if not attributes:
             return
-        host_helpers = results_moved_by_callers(methods)
-        for method in methods:
-            method_self = instance_name(method)
-            if method_self is not None:
-                AttributeUses(
-                    self.ctx.scope,
-                    method,
-                    method_self,
-                    attributes,
-                    facts,
-                    method is init,
-                    host_side=method.name.value in host_helpers,
-                ).scan()
+        scan_methods(scope, methods, init, attributes, facts)
         if facts.dynamic_registration:
             return
         on_device = facts.state | facts.registered
@@ -569,53 +546,6 @@ class UnregisteredModuleTensor(Rule):
             ):
                 message = self.message.replace('"name"', f'"{name}"').replace("this tensor", f"`self.{name}`")
                 self.report(attribute.assignment, message, self._fix(name, attribute, self_name, facts))
-
-    def _tensor_attributes(
-        self, init: cst.FunctionDef, self_name: str, facts: ClassRegistrations
-    ) -> dict[str, TensorAttribute]:
-        """`self.name = <tensor>` statements of `__init__`, with the local tensors they come from."""
-        locals_: dict[str, list[cst.BaseExpression]] = defaultdict(list)
-        found: dict[str, TensorAttribute] = {}
-        module_ready = False
-        for statement in init_statements(init.body):
-            if initialises_module(statement):
-                module_ready = True
-                continue
-            for small in value_assignments(statement):
-                targets = (
-                    [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-                )
-                value = small.value
-                assert value is not None
-                for target in targets:
-                    if isinstance(target, cst.Name):
-                        locals_[target.value].append(value)
-                    attr = self_attribute(target, self_name)
-                    if attr is None:
-                        continue
-                    facts.assignments[attr] += 1
-                    if self._is_state(value):
-                        facts.state.add(attr)
-                    elif attr not in found and self._is_placed_tensor(value, locals_, self_name, found):
-                        found[attr] = TensorAttribute(small, module_ready)
-        # Built as a plain tensor, then wrapped: `self.mask = nn.Parameter(self.mask, requires_grad=False)`.
-        return {name: attribute for name, attribute in found.items() if name not in facts.state}
-
-    def _is_state(self, value: cst.BaseExpression) -> bool:
-        """A parameter, buffer or submodule: what `model.to()` moves."""
-        return constructs_module(value, self.ctx.scope) or (
-            isinstance(value, cst.Call) and self.ctx.qualname(value.func) in _PARAMETERS
-        )
-
-    def _is_placed_tensor(
-        self,
-        value: cst.BaseExpression,
-        locals_: dict[str, list[cst.BaseExpression]],
-        self_name: str,
-        found: dict[str, TensorAttribute],
-    ) -> bool:
-        """A tensor of more than 0 dims made here on the default device (not placed by hand)."""
-        return TensorRank(self.ctx.scope, locals_, self_name, set(found)).rank(value) == "tensor"
 
     def _fix(
         self, name: str, attribute: TensorAttribute, self_name: str, facts: ClassRegistrations
