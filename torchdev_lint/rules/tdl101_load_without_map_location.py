@@ -359,9 +359,9 @@ class LoadWithoutMapLocation(Rule):
                     data = torch.tensor(bytearray(buffer.getbuffer()))
                 else:
                     data = torch.empty(size())
-                data = all_gather(data)
-                buffer = io.BytesIO(data.cpu().numpy())
-                return torch.load(buffer)
+                for buffer in all_gather(data):
+                    buffer = io.BytesIO(buffer.cpu().numpy())
+                    yield torch.load(buffer)
 
             def export(model, example, path):
                 scripted = torch.jit.script(model)
@@ -494,7 +494,8 @@ class LoadWithoutMapLocation(Rule):
 
             def pitch_codebook(tables_path, n_units):
                 tables = torch.load(tables_path)
-                return torch.from_numpy(tables[n_units])
+                tables = torch.from_numpy(tables[n_units])
+                return tables.cuda()
 
             class CachedItems(Dataset):
                 def __getitem__(self, index):
