@@ -2,7 +2,8 @@
 
 `bounds = torch.from_numpy(bounds[n])` after the load (fairseq's pgslm decoder) and
 `buffer = io.BytesIO(buffer)` after a loop over bytes (e3nn's code-generation mixin) are
-silent; each has a look-alike where the rebinding does not reach the use, still flagged.
+silent, and so is a `self` cache its class fills with `.cpu()` items only, saved and loaded
+back (speechbrain's aligner); each has a look-alike that is still flagged.
 """
 
 from __future__ import annotations
@@ -43,6 +44,31 @@ BYTES_ROUND_TRIP = """
                 {after}
 """
 LOAD = "self.module = torch.jit.load(buffer)"
+HOST_CACHE = """
+    import torch
+
+    class Aligner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cache = {{}}
+
+        def store(self, ids, alignments):
+            for i, key in enumerate(ids):
+                alignment = alignments[i]
+                {before}
+                self.cache[key] = alignment
+                {after}
+
+        def get(self, key):
+            return self.cache[key] if key in self.cache else None
+
+        def _save(self, path):
+            torch.save(self.cache, path)
+
+        def _load(self, path):
+            self.cache = torch.load(path)
+"""
+TO_HOST = "alignment = torch.tensor(alignment, dtype=torch.int16).cpu()"
 
 
 def _flagged(template: str, before: str = "pass", after: str = "pass") -> bool:
@@ -53,6 +79,7 @@ def _flagged(template: str, before: str = "pass", after: str = "pass") -> bool:
 def test_rebinding_before_the_use_silences() -> None:
     assert not _flagged(REBOUND_TO_ARRAY)
     assert not _flagged(BYTES_ROUND_TRIP, after=LOAD)
+    assert not _flagged(HOST_CACHE, before=TO_HOST)
 
 
 @pytest.mark.parametrize(
@@ -62,6 +89,10 @@ def test_rebinding_before_the_use_silences() -> None:
         (REBOUND_TO_ARRAY, "pass", "table = table if n else torch.load(path)"),  # reads the load
         (BYTES_ROUND_TRIP, LOAD, "pass"),  # loads the bytes object before wrapping it
         (BYTES_ROUND_TRIP, "pass", "buffer = kind\n            " + LOAD),  # rebound again
+        (HOST_CACHE, "pass", "pass"),  # device tensors stored
+        (HOST_CACHE, "pass", TO_HOST),  # moved to the host after the store
+        (HOST_CACHE, TO_HOST, "self.cache[key] += 1"),  # changed in place
+        (HOST_CACHE, TO_HOST, "self.cache.update(alignments)"),  # other items put in
     ],
 )
 def test_rebinding_that_does_not_reach_the_use_still_flags(template: str, before: str, after: str) -> None:

@@ -191,6 +191,10 @@ class UseIndex:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(id(node))
 
+    def names(self, name: str) -> list[cst.Name]:
+        """Every `Name` node spelled `name` (attribute names included)."""
+        return self._names.get(name, [])
+
     def state_dict_receivers(
         self, value: cst.BaseExpression, scope: Scope
     ) -> list[cst.BaseExpression] | None:
@@ -333,31 +337,36 @@ _HOST_LITERALS = (
 )
 
 
-def saved_on_cpu(obj: cst.BaseExpression, scope: Scope) -> bool:
+def saved_on_cpu(obj: cst.BaseExpression, scope: Scope, attributes: bool = True) -> bool:
     """Is the object given to `torch.save` evidently in host memory, by its spelling?
 
     `x.cpu()`, `x.detach().cpu().numpy()`, `x.to("cpu")`, `generator.get_state()`,
     `torch.cuda.get_rng_state_all()`, numbers and strings,
     a literal dict/list/tuple (or dict comprehension) whose every value is one
-    of these, or a name every binding of which is.
+    of these, a name every binding of which is, or (with `attributes`) a `self.cache` its
+    class fills with these only.
     """
     if isinstance(obj, _HOST_LITERALS):
         return True
     if isinstance(obj, cst.Name):
         assigned = assigned_values(obj, scope)
-        return assigned is not None and all(saved_on_cpu(value, assigned[1]) for value in assigned[0])
+        return assigned is not None and all(
+            saved_on_cpu(value, assigned[1], attributes) for value in assigned[0]
+        )
     if isinstance(obj, cst.Dict):
         return bool(obj.elements) and all(
-            isinstance(element, cst.DictElement) and saved_on_cpu(element.value, scope)
+            isinstance(element, cst.DictElement) and saved_on_cpu(element.value, scope, attributes)
             for element in obj.elements
         )
     if isinstance(obj, (cst.List, cst.Tuple)):
         return bool(obj.elements) and all(
-            isinstance(element, cst.Element) and saved_on_cpu(element.value, scope)
+            isinstance(element, cst.Element) and saved_on_cpu(element.value, scope, attributes)
             for element in obj.elements
         )
     if isinstance(obj, cst.DictComp):
-        return saved_on_cpu(obj.value, scope)
+        return saved_on_cpu(obj.value, scope, attributes)
+    if isinstance(obj, cst.Attribute) and attributes:
+        return _filled_from_host(obj, scope)
     if isinstance(obj, cst.Call) and resolve(obj.func, scope) in _HOST_BUILTINS:
         return True
     while isinstance(obj, cst.Call) and isinstance(obj.func, cst.Attribute):
@@ -366,6 +375,72 @@ def saved_on_cpu(obj: cst.BaseExpression, scope: Scope) -> bool:
             return True
         obj = obj.func.value
     return False
+
+
+# Methods of a container that read it.
+_READ_METHODS = frozenset({"keys", "items", "values", "get", "copy"})
+
+
+def _filled_from_host(attribute: cst.Attribute, scope: Scope) -> bool:
+    """`self.cache`, when its class only ever puts host data into it (`self.cache = {}`,
+    `self.cache[key] = x.cpu()`, what the class loads back into it) and otherwise only reads it
+    (items, `in`, `.keys()`, `torch.save`)."""
+    if not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
+        return False
+    klass: Scope | None = scope
+    while klass is not None and klass.kind != "class":
+        klass = klass.parent
+    if klass is None:
+        return False
+    index = UseIndex(klass.node)
+    uses = [
+        use
+        for name in index.names(attribute.attr.value)
+        if isinstance(use := index.parent(name), cst.Attribute)
+        and use.attr is name
+        and isinstance(use.value, cst.Name)
+        and use.value.value == "self"
+    ]
+    return all(_puts_host_data(use, index, klass) for use in uses)
+
+
+def _puts_host_data(use: cst.Attribute, index: UseIndex, klass: Scope) -> bool:
+    """Does this use of `self.cache` only read it, or write host data into it?"""
+    above = index.parent(use)
+    if isinstance(above, cst.AssignTarget):
+        value = _assigned(above, index)
+        return (
+            (isinstance(value, (cst.Dict, cst.List)) and not value.elements)
+            or (  # what the class loads back, or host data
+                isinstance(value, cst.Call) and resolve(value.func, klass) in LOADERS
+            )
+            or (value is not None and saved_on_cpu(value, klass, attributes=False))
+        )
+    if isinstance(above, cst.Subscript) and above.value is use:
+        item_parent = index.parent(above)
+        if isinstance(item_parent, cst.AssignTarget):
+            value = _assigned(item_parent, index)
+            if isinstance(value, cst.Name):
+                reaching = reaching_assignment(value, index.parent)
+                value = reaching.value if reaching is not None else value
+            return value is not None and saved_on_cpu(value, klass, attributes=False)
+        changed_in_place = (
+            isinstance(item_parent, (cst.Attribute, cst.Subscript)) and item_parent.value is above
+        ) or (isinstance(item_parent, cst.AugAssign) and item_parent.target is above)
+        return not changed_in_place
+    if isinstance(above, cst.ComparisonTarget):
+        return isinstance(above.operator, (cst.In, cst.NotIn))
+    if isinstance(above, cst.Attribute) and above.value is use:
+        return above.attr.value in _READ_METHODS and isinstance(index.parent(above), cst.Call)
+    if isinstance(above, cst.Arg):
+        call = index.parent(above)
+        return isinstance(call, cst.Call) and resolve(call.func, klass) in SAVED_OBJECT
+    return False
+
+
+def _assigned(target: cst.AssignTarget, index: UseIndex) -> cst.BaseExpression | None:
+    assign = index.parent(target)
+    return assign.value if isinstance(assign, cst.Assign) else None
 
 
 def _to_cpu(call: cst.Call) -> bool:
