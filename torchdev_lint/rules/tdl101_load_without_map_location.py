@@ -31,13 +31,13 @@ class LoadWithoutMapLocation(Rule):
         (second argument of `torch.load`/`torch.jit.load`, third of `load_state_dict_from_url`);
         calls unpacking `*args`/`**kwargs` may carry one. Left alone where the premise (tensors
         restored onto a device this machine may lack) cannot hold:
-        - files the program wrote itself: a path the same function has just written (same run,
-          same machine); a `torch.load` of a path the file writes from host memory
-          (`torch.save(feats.cpu(), path)`, the same expression) or that other project files
-          write only from host memory (the same string, f-string shape such as
-          `f"{prefix}.f0_stat.pt"`, constant through imports, or distinctive config key); an
-          `io.BytesIO` round trip by the class (or function) that serializes into such buffers;
-          a `self.path` that the object's `__del__` removes;
+        - files the program wrote itself: a path the same function has just written (same run, same
+          machine); a `torch.load` of a path the file writes from host memory
+          (`torch.save(feats.cpu(), path)`, the same expression, or a `self` dict its class fills
+          with `.cpu()` values only) or that other project files write only from host memory (the
+          same string, f-string shape such as `f"{prefix}.f0_stat.pt"`, constant through imports, or
+          distinctive config key); an `io.BytesIO` round trip by the class (or function) that
+          serializes into such buffers; a `self.path` that the object's `__del__` removes;
         - host data by construction: generator states and metadata (`rng_file`,
           `path / _METADATA_FILENAME`, a file saved from `g.get_state()`), values whose every use
           is a generator setter or `torch.from_numpy`/`np.asarray`, scheduler or scaler state
