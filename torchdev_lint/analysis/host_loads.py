@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import (
+from torchdev_lint.analysis.checkpoint_loads import (
     LOADERS,
     Loader,
-    SavedFiles,
     UseIndex,
     discards_device,
     fixed_url,
@@ -28,10 +27,10 @@ from torchdev_lint.analysis.checkpoints import (
     is_test_code,
     names_host_file,
     package_data,
-    path_key,
     restores_host_data,
     runs_on_xla,
 )
+from torchdev_lint.analysis.checkpoint_saves import SavedFiles, path_key
 from torchdev_lint.analysis.dataset_bases import derives_from_project_dataset
 from torchdev_lint.analysis.datasets import is_dataset_class
 from torchdev_lint.analysis.load_facts import local_key

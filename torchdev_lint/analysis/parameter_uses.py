@@ -5,7 +5,7 @@ and written into the file's summary as plain JSON:
 
 - `checkpoints`: `{"save_checkpoint": [[0, "encoder"], ...]}`, the parameters a
   function stores as values of a dict it gives to `torch.save` (the dict TDL105 reads,
-  `checkpoints.saved_dict_slots`), unless the function's own check already reports
+  `checkpoint_saves.saved_dict_slots`), unless the function's own check already reports
   them (a parameter named or annotated like a module): a caller passing a module
   there is TDL105 at the call.
 - `batches`: `{"train_one_epoch": [[1, "loader"]]}`, the parameters a function
@@ -33,7 +33,7 @@ from typing import Any
 import libcst as cst
 
 from torchdev_lint.analysis.batches import batch_move
-from torchdev_lint.analysis.checkpoints import saved_dict_slots
+from torchdev_lint.analysis.checkpoint_saves import saved_dict_slots
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.kinds import probably_module
 from torchdev_lint.analysis.loaders import is_loader, loader_origin

@@ -3,7 +3,7 @@
 A `torch.load(f"{manifest}.f0_stat.pt")` in `data/dataset.py` reads what
 `prepare.py` wrote with `torch.save(stats, f"{prefix}.f0_stat.pt")`: when every
 `torch.save` of the project to that path writes host data (`.cpu()`, NumPy,
-numbers, dicts of those: `checkpoints.saved_on_cpu`), the load cannot meet a
+numbers, dicts of those: `checkpoint_saves.saved_on_cpu`), the load cannot meet a
 device this machine lacks.
 
 A path is compared by its **shape**: literal text, `None` for what is not known
@@ -28,7 +28,7 @@ from typing import Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import saved_on_cpu
+from torchdev_lint.analysis.checkpoint_saves import saved_on_cpu
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.syntax import argument, positional
 

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import SAVED_OBJECT, Loader, SavedFiles
+from torchdev_lint.analysis.checkpoint_loads import Loader
+from torchdev_lint.analysis.checkpoint_saves import SAVED_OBJECT, SavedFiles
 from torchdev_lint.analysis.host_loads import PendingLoads, restores_no_device_at_call, unmapped_loader
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid

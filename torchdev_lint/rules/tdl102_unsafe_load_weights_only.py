@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import SAVED_OBJECT, SavedFiles, is_test_code, pickling_format
+from torchdev_lint.analysis.checkpoint_loads import is_test_code, pickling_format
+from torchdev_lint.analysis.checkpoint_saves import SAVED_OBJECT, SavedFiles
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, keyword, with_keyword

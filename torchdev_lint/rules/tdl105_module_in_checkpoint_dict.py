@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import Slot, saved_dict_slots
+from torchdev_lint.analysis.checkpoint_saves import Slot, saved_dict_slots
 from torchdev_lint.analysis.kinds import probably_module
 from torchdev_lint.analysis.loaded_modules import (
     loaded_checkpoint,

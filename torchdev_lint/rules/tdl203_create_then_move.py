@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoints import is_test_code
+from torchdev_lint.analysis.checkpoint_loads import is_test_code
 from torchdev_lint.analysis.devices import CPU, as_move, is_dtype
 from torchdev_lint.analysis.factory_values import DEVICE_FACTORIES, EXACT_IN_ANY_DTYPE, same_tensor_on_device
 from torchdev_lint.analysis.host_data import factory_creates_on_cpu

@@ -1,32 +1,31 @@
-"""Facts about loaded and saved checkpoints, shared by the save/load rules (TDL101..105).
+"""What loading a checkpoint restores, shared by the load rules (TDL101, TDL102).
 
-- `LOADERS`: the functions that restore tensors onto the device they were
-  saved from unless given a `map_location`, and where that parameter sits.
+A load restores tensors onto the device they were saved from unless given a
+`map_location`; this module says which calls load (`LOADERS`) and gathers the
+signs, at the load and in the loaded value's uses, that it restores none onto a
+device this machine lacks:
+
 - `UseIndex.state_dict_receivers`: does every use of a loaded value end in
   a `load_state_dict(...)` call (directly, through items, `.get`/`.pop`, names
   it is assigned to, key-renaming dict comprehensions)? Only then does loading
   it onto the CPU change nothing the program sees.
-- `saved_dict_slots`: the values of a dict given to `torch.save` (TDL105, here and across calls).
-- `SavedFiles`: what the file writes (`saved_on_cpu`, `path_key`), so that loads
-  of what it has just written, or wrote from host memory, are known for what they are.
-- `in_memory_buffer`, `package_data`, `holds_numbers_only`, `restores_host_data`, `names_host_file`,
-  `runs_on_xla`, `pickling_format`, `discards_device`, `is_test_code`: other signs that a load restores no tensor onto
-  a device this machine lacks.
+- `package_data`, `fixed_url`, `holds_numbers_only`, `restores_host_data`, `names_host_file`,
+  `runs_on_xla`, `pickling_format`, `discards_device`, `is_test_code`: other signs that a
+  load restores no tensor onto a device this machine lacks.
+
+What the file itself saves is in `checkpoint_saves`.
 """
 
 from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeGuard
 
 import libcst as cst
 
-from torchdev_lint.analysis.flow import device_of
-from torchdev_lint.analysis.flow_values import CPU
 from torchdev_lint.analysis.guards import name_words
+from torchdev_lint.analysis.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.requirements import test_file_name
 from torchdev_lint.analysis.scopes import (
     Scope,
@@ -37,87 +36,7 @@ from torchdev_lint.analysis.scopes import (
     small_statements,
 )
 from torchdev_lint.analysis.walk import children
-from torchdev_lint.syntax import argument, keyword, positional
-
-if TYPE_CHECKING:
-    from torchdev_lint.engine import FileContext
-
-
-# Functions that write a file a loader may read back, and the name of the parameter they save.
-SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
-
-# A value slot of a checkpoint dict: `"model": value` or `dict(model=value)`.
-Slot = cst.DictElement | cst.Arg
-
-
-def saved_dict_slots(value: cst.BaseExpression, scope: Scope) -> list[Slot]:
-    """The value slots of a dict given to `torch.save`: a literal, `dict(...)`, or a name bound
-    only to one in the same function (whose values that function's uses judge)."""
-    if isinstance(value, cst.Name):
-        found = scope.lookup(value.value)
-        if found is None or found[0] is not scope.owner or len(found[1]) != 1 or found[1][0].value is None:
-            return []
-        value = found[1][0].value
-    if isinstance(value, cst.Dict):
-        return [element for element in value.elements if isinstance(element, cst.DictElement)]
-    if isinstance(value, cst.Call) and resolve(value.func, scope) == "builtins.dict":
-        return [arg for arg in value.args if arg.keyword is not None]
-    return []
-
-
-class SavedFiles:
-    """What a file writes with `torch.save`/`torch.jit.save`, noted as the traversal passes.
-
-    A load of what the program itself wrote, on this machine, cannot meet a device or a
-    pickle it does not know: read back in the function that has just written it, read
-    from an in-memory buffer by the class (or function) that serializes into such
-    buffers (a pickler, a broadcast, a launcher passing results back), or (for
-    `torch.load`) read from a path the file writes from host memory. A module that
-    writes and reads a file format with module-level functions is not such a round
-    trip: what it reads may come from elsewhere.
-    """
-
-    def __init__(self) -> None:
-        self._by_function: dict[Scope, set[str]] = defaultdict(set)
-        self._on_cpu: set[str] = set()
-        self._buffer_users: set[int] = set()
-
-    def note(self, call: cst.Call, saver: str, ctx: FileContext) -> None:
-        obj, path = argument(call, 0, SAVED_OBJECT[saver]), argument(call, 1, "f")
-        if obj is None or path is None:
-            return
-        key = path_key(path.value)
-        self._by_function[ctx.scope.owner].add(key)
-        if in_memory_buffer(path.value, ctx.scope):
-            self._buffer_users.add(id(_serializer(ctx.scope)))
-        if saver == "torch.save" and (
-            saved_on_cpu(obj.value, ctx.scope)
-            or (isinstance(obj.value, cst.Name) and device_of(obj.value, ctx) == CPU)
-        ):
-            self._on_cpu.add(key)
-
-    def written_here(self, path: cst.BaseExpression, scope: Scope) -> bool:
-        """Has the function of `scope` already saved to this path expression?"""
-        return path_key(path) in self._by_function[scope.owner]
-
-    def read_back(self, loader: str, path: cst.BaseExpression, scope: Scope) -> bool:
-        """Is this an in-memory round trip, or a `torch.load` of a path saved from host memory?
-
-        Complete only once the whole file has been traversed.
-        """
-        if id(_serializer(scope)) in self._buffer_users and in_memory_buffer(path, scope):
-            return True
-        return loader == "torch.load" and path_key(path) in self._on_cpu
-
-
-def _serializer(scope: Scope) -> cst.CSTNode:
-    """The innermost class around `scope`, else its function (or module)."""
-    current: Scope | None = scope
-    while current is not None:
-        if current.kind == "class":
-            return current.node
-        current = current.parent
-    return scope.owner.node
+from torchdev_lint.syntax import keyword, positional
 
 
 @dataclass(frozen=True)
@@ -320,257 +239,6 @@ class UseIndex:
         return any(
             isinstance(parent, kind) and getattr(parent, field) is name for kind, field in _NOT_REFERENCES
         )
-
-
-# Methods whose result lives on the host whatever their receiver was; a generator's state is a
-# CPU ByteTensor (or Python numbers) whichever device the generator belongs to.
-_TO_HOST = frozenset(
-    {"cpu", "numpy", "tolist", "item", "get_state", "get_rng_state", "get_rng_state_all", "getstate"}
-)
-_HOST_BUILTINS = frozenset(f"builtins.{name}" for name in ("len", "int", "float", "str", "bool"))
-_HOST_LITERALS = (
-    cst.Integer,
-    cst.Float,
-    cst.SimpleString,
-    cst.ConcatenatedString,
-    cst.FormattedString,
-)
-
-
-def saved_on_cpu(obj: cst.BaseExpression, scope: Scope, attributes: bool = True) -> bool:
-    """Is the object given to `torch.save` evidently in host memory, by its spelling?
-
-    `x.cpu()`, `x.detach().cpu().numpy()`, `x.to("cpu")`, `generator.get_state()`,
-    `torch.cuda.get_rng_state_all()`, numbers and strings,
-    a literal dict/list/tuple (or dict comprehension) whose every value is one
-    of these, a name every binding of which is, or (with `attributes`) a `self.cache` its
-    class fills with these only.
-    """
-    if isinstance(obj, _HOST_LITERALS):
-        return True
-    if isinstance(obj, cst.Name):
-        assigned = assigned_values(obj, scope)
-        return assigned is not None and all(
-            saved_on_cpu(value, assigned[1], attributes) for value in assigned[0]
-        )
-    if isinstance(obj, cst.Dict):
-        return bool(obj.elements) and all(
-            isinstance(element, cst.DictElement) and saved_on_cpu(element.value, scope, attributes)
-            for element in obj.elements
-        )
-    if isinstance(obj, (cst.List, cst.Tuple)):
-        return bool(obj.elements) and all(
-            isinstance(element, cst.Element) and saved_on_cpu(element.value, scope, attributes)
-            for element in obj.elements
-        )
-    if isinstance(obj, cst.DictComp):
-        return saved_on_cpu(obj.value, scope, attributes)
-    if isinstance(obj, cst.Attribute) and attributes:
-        return _filled_from_host(obj, scope)
-    if isinstance(obj, cst.Call) and resolve(obj.func, scope) in _HOST_BUILTINS:
-        return True
-    while isinstance(obj, cst.Call) and isinstance(obj.func, cst.Attribute):
-        method = obj.func.attr.value
-        if method in _TO_HOST or (method == "to" and _to_cpu(obj)):
-            return True
-        obj = obj.func.value
-    return False
-
-
-# Methods of a container that read it.
-_READ_METHODS = frozenset({"keys", "items", "values", "get", "copy"})
-
-
-def _filled_from_host(attribute: cst.Attribute, scope: Scope) -> bool:
-    """`self.cache`, when its class only ever puts host data into it (`self.cache = {}`,
-    `self.cache[key] = x.cpu()`, what the class loads back into it) and otherwise only reads it
-    (items, `in`, `.keys()`, `torch.save`)."""
-    if not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
-        return False
-    klass: Scope | None = scope
-    while klass is not None and klass.kind != "class":
-        klass = klass.parent
-    if klass is None:
-        return False
-    index = UseIndex(klass.node)
-    uses = [
-        use
-        for name in index.names(attribute.attr.value)
-        if isinstance(use := index.parent(name), cst.Attribute)
-        and use.attr is name
-        and isinstance(use.value, cst.Name)
-        and use.value.value == "self"
-    ]
-    return all(_puts_host_data(use, index, klass) for use in uses)
-
-
-def _puts_host_data(use: cst.Attribute, index: UseIndex, klass: Scope) -> bool:
-    """Does this use of `self.cache` only read it, or write host data into it?"""
-    above = index.parent(use)
-    if isinstance(above, cst.AssignTarget):
-        value = _assigned(above, index)
-        return (
-            (isinstance(value, (cst.Dict, cst.List)) and not value.elements)
-            or (  # what the class loads back, or host data
-                isinstance(value, cst.Call) and resolve(value.func, klass) in LOADERS
-            )
-            or (value is not None and saved_on_cpu(value, klass, attributes=False))
-        )
-    if isinstance(above, cst.Subscript) and above.value is use:
-        item_parent = index.parent(above)
-        if isinstance(item_parent, cst.AssignTarget):
-            value = _assigned(item_parent, index)
-            if isinstance(value, cst.Name):
-                reaching = reaching_assignment(value, index.parent)
-                value = reaching.value if reaching is not None else value
-            return value is not None and saved_on_cpu(value, klass, attributes=False)
-        changed_in_place = (
-            isinstance(item_parent, (cst.Attribute, cst.Subscript)) and item_parent.value is above
-        ) or (isinstance(item_parent, cst.AugAssign) and item_parent.target is above)
-        return not changed_in_place
-    if isinstance(above, cst.ComparisonTarget):
-        return isinstance(above.operator, (cst.In, cst.NotIn))
-    if isinstance(above, cst.Attribute) and above.value is use:
-        return above.attr.value in _READ_METHODS and isinstance(index.parent(above), cst.Call)
-    if isinstance(above, cst.Arg):
-        call = index.parent(above)
-        return isinstance(call, cst.Call) and resolve(call.func, klass) in SAVED_OBJECT
-    return False
-
-
-def _assigned(target: cst.AssignTarget, index: UseIndex) -> cst.BaseExpression | None:
-    assign = index.parent(target)
-    return assign.value if isinstance(assign, cst.Assign) else None
-
-
-def _to_cpu(call: cst.Call) -> bool:
-    given = positional(call)
-    target = keyword(call, "device") or (given[0] if given else None)
-    return (
-        target is not None
-        and isinstance(target.value, cst.SimpleString)
-        and target.value.evaluated_value == "cpu"
-    )
-
-
-def path_key(path: cst.BaseExpression) -> str:
-    """The path expression as text without layout: the same expression saves and loads the same file."""
-    return "".join(cst.Module(body=[]).code_for_node(path).split())
-
-
-def in_memory_buffer(path: cst.BaseExpression, scope: Scope) -> bool:
-    """`io.BytesIO(...)`, or a name bound only to one, or whose binding reaching the use is one
-    (`buffer = io.BytesIO(buffer)` after a loop over bytes): bytes serialized by the program itself."""
-    assigned = assigned_values(path, scope)
-    values = assigned[0] if assigned is not None else [path]
-    if isinstance(path, cst.Name) and not all(_bytes_io(value, scope) for value in values):
-        reaching = reaching_assignment(path, UseIndex(scope.owner.node).parent)
-        values = [reaching.value] if reaching is not None and reaching.value is not None else values
-    return all(_bytes_io(value, scope) for value in values)
-
-
-def _bytes_io(value: cst.BaseExpression, scope: Scope) -> bool:
-    return isinstance(value, cst.Call) and resolve(value.func, scope) == "io.BytesIO"
-
-
-# Nodes whose names belong to another scope, or are read later (lambdas, generators).
-_SCOPE_BOUNDARIES = (
-    cst.FunctionDef,
-    cst.ClassDef,
-    cst.Lambda,
-    cst.GeneratorExp,
-    cst.ListComp,
-    cst.SetComp,
-    cst.DictComp,
-)
-
-
-def reaching_assignment(
-    name: cst.Name, parent: Callable[[cst.CSTNode], cst.CSTNode | None]
-) -> cst.Assign | cst.AnnAssign | None:
-    """The plain assignment `name = value` whose value `name` reads: the last one before it in
-    straight-line code of the same function (its block, then the blocks around it), when no
-    other binding of the name (a loop target, a branch, a walrus) can come in between.
-
-    None when unknown: the name is reached from the function's start, through a compound
-    statement that binds it (a loop may rebind it after the use), or inside a nested scope.
-    """
-    node: cst.CSTNode = name
-    while True:
-        above = parent(node)
-        if above is None or isinstance(above, _SCOPE_BOUNDARIES):
-            return None
-        if not isinstance(above, (cst.SimpleStatementLine, cst.IndentedBlock, cst.Module)):
-            node = above
-            continue
-        if isinstance(above, cst.SimpleStatementLine):
-            if _binds(node, name.value, walrus_only=True):
-                return None  # `f(name := g(), name)`
-        elif isinstance(node, cst.BaseCompoundStatement) and _binds(node, name.value):
-            return None  # a loop, branch or handler around the use (or at it) binds it too
-        body: list[cst.CSTNode] = list(above.body)
-        for previous in reversed(body[: next(i for i, n in enumerate(body) if n is node)]):
-            smalls = previous.body if isinstance(previous, cst.SimpleStatementLine) else [previous]
-            for small in reversed(smalls):
-                if _assigns_only(small, name.value):
-                    return small
-                if _binds(small, name.value):
-                    return None
-        node = above
-
-
-def _assigns_only(statement: cst.CSTNode, name: str) -> TypeGuard[cst.Assign | cst.AnnAssign]:
-    """`name = value` or `name: T = value`."""
-    if isinstance(statement, cst.Assign):
-        targets = [target.target for target in statement.targets]
-    elif isinstance(statement, cst.AnnAssign) and statement.value is not None:
-        targets = [statement.target]
-    else:
-        return False
-    return len(targets) == 1 and isinstance(targets[0], cst.Name) and targets[0].value == name
-
-
-def _binds(node: cst.CSTNode, name: str, walrus_only: bool = False) -> bool:
-    """Does `node` (nested scopes included) bind `name`; only with `:=`, if `walrus_only`?"""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if any(_target_names(target, name) for target in _binding_targets(current, walrus_only)):
-            return True
-        stack.extend(children(current))
-    return False
-
-
-def _binding_targets(node: cst.CSTNode, walrus_only: bool) -> list[cst.CSTNode]:
-    if isinstance(node, cst.NamedExpr):
-        return [node.target]
-    if walrus_only:
-        return []
-    if isinstance(node, cst.Assign):
-        return [target.target for target in node.targets]
-    if isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.Del)):
-        return [node.target]
-    if isinstance(node, (cst.AsName, cst.FunctionDef, cst.ClassDef)):
-        return [node.name]
-    if isinstance(node, cst.ImportAlias):
-        bound: cst.BaseExpression = node.asname.name if node.asname is not None else node.name
-        while isinstance(bound, cst.Attribute):
-            bound = bound.value  # `import os.path` binds `os`
-        return [bound]
-    if isinstance(node, (cst.Global, cst.Nonlocal)):
-        return [item.name for item in node.names]
-    return []
-
-
-def _target_names(target: cst.CSTNode, name: str) -> bool:
-    """Does the binding target bind `name` (`name`, `(a, name)`, `*name`)?"""
-    if isinstance(target, cst.Name):
-        return target.value == name
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return any(_target_names(element.value, name) for element in target.elements)
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value, name)
-    return False
 
 
 def package_data(path: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
