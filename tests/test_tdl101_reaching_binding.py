@@ -4,6 +4,7 @@
 `buffer = io.BytesIO(buffer)` after a loop over bytes (e3nn's code-generation mixin) are
 silent, and so is a `self` cache its class fills with `.cpu()` items only, saved and loaded
 back (speechbrain's aligner); each has a look-alike that is still flagged.
+A name bound to itself (`x = x`) before `torch.save(x, ...)` is checked without error.
 """
 
 from __future__ import annotations
@@ -140,3 +141,34 @@ def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
 )
 def test_reaching_assignment(source: str, value: str | None) -> None:
     assert _reaching(source) == value
+
+
+SELF_BOUND = """
+    import torch
+
+    {module_binding}
+
+    def save(path):
+        {binding}
+        torch.save(x, path)
+
+    def restore(path):
+        return torch.load(path)
+"""
+
+
+@pytest.mark.parametrize(
+    ("module_binding", "binding"),
+    [
+        ("x = x", "pass"),
+        ("pass", "x = x"),
+        ("pass", "x = {'state': x}"),
+        ("x = y\ny = x", "pass"),  # each binding leads to the other
+    ],
+)
+def test_a_name_bound_to_itself_is_not_followed_without_end(module_binding: str, binding: str) -> None:
+    """`x = x` before `torch.save(x, path)`: `saved_on_cpu` stops at a name met again, so the
+    file is checked (no "too deeply nested" error) and the load of what it saved is reported."""
+    source = dedent(SELF_BOUND).format(module_binding=module_binding, binding=binding)
+    diagnostics = check_source("pkg/model.py", source, [LoadWithoutMapLocation]).diagnostics
+    assert [diagnostic.code for diagnostic in diagnostics] == ["TDL101"]

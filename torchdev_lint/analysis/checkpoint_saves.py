@@ -131,25 +131,34 @@ def saved_on_cpu(obj: cst.BaseExpression, scope: Scope, attributes: bool = True)
     of these, a name every binding of which is, or (with `attributes`) a `self.cache` its
     class fills with these only.
     """
+    return _on_host(obj, scope, attributes, frozenset())
+
+
+def _on_host(
+    obj: cst.BaseExpression, scope: Scope, attributes: bool, resolving: frozenset[tuple[Scope, str]]
+) -> bool:
+    """`saved_on_cpu`, knowing the names whose bindings are being followed: one met again
+    (`x = x`, `a = b` with `b = a`) is not known to hold host data."""
     if isinstance(obj, _HOST_LITERALS):
         return True
     if isinstance(obj, cst.Name):
         assigned = assigned_values(obj, scope)
-        return assigned is not None and all(
-            saved_on_cpu(value, assigned[1], attributes) for value in assigned[0]
-        )
+        if assigned is None or (assigned[1], obj.value) in resolving:
+            return False
+        resolving = resolving | {(assigned[1], obj.value)}
+        return all(_on_host(value, assigned[1], attributes, resolving) for value in assigned[0])
     if isinstance(obj, cst.Dict):
         return bool(obj.elements) and all(
-            isinstance(element, cst.DictElement) and saved_on_cpu(element.value, scope, attributes)
+            isinstance(element, cst.DictElement) and _on_host(element.value, scope, attributes, resolving)
             for element in obj.elements
         )
     if isinstance(obj, (cst.List, cst.Tuple)):
         return bool(obj.elements) and all(
-            isinstance(element, cst.Element) and saved_on_cpu(element.value, scope, attributes)
+            isinstance(element, cst.Element) and _on_host(element.value, scope, attributes, resolving)
             for element in obj.elements
         )
     if isinstance(obj, cst.DictComp):
-        return saved_on_cpu(obj.value, scope, attributes)
+        return _on_host(obj.value, scope, attributes, resolving)
     if isinstance(obj, cst.Attribute) and attributes:
         return _filled_from_host(obj, scope)
     if isinstance(obj, cst.Call) and resolve(obj.func, scope) in _HOST_BUILTINS:
