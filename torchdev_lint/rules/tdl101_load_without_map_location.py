@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoint_loads import Loader
-from torchdev_lint.analysis.checkpoint_saves import SAVED_OBJECT, SavedFiles
+from torchdev_lint.analysis import checkpoint_loads, checkpoint_saves
 from torchdev_lint.analysis.host_loads import PendingLoads, restores_no_device_at_call, unmapped_loader
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -562,7 +561,7 @@ class LoadWithoutMapLocation(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self.saved = SavedFiles()
+        self.saved = checkpoint_saves.SavedFiles()
         # Judged once the whole file is known: a load may come before the save of its file,
         # and the fix's safety depends on every later use of the loaded value.
         self.loads = PendingLoads(self.saved)
@@ -575,7 +574,7 @@ class LoadWithoutMapLocation(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualname(node.func)
-        if name in SAVED_OBJECT:
+        if name in checkpoint_saves.SAVED_OBJECT:
             self.saved.note(node, name, self.ctx)
             return
         loader = unmapped_loader(node, name)
@@ -589,7 +588,7 @@ class LoadWithoutMapLocation(Rule):
             fix = self._fix(call, loader, safe=into_state_dicts and not self.defines_load_state_dict)
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
 
-    def _fix(self, call: cst.Call, loader: Loader, *, safe: bool) -> Fix | None:
+    def _fix(self, call: cst.Call, loader: checkpoint_loads.Loader, *, safe: bool) -> Fix | None:
         cpu = self.ctx.string("cpu", at=call)
         if cpu is None:
             return None  # inside an f-string that leaves no quote character legal
