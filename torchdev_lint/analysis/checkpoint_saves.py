@@ -99,12 +99,8 @@ class SavedFiles:
 
 def _serializer(scope: Scope) -> cst.CSTNode:
     """The innermost class around `scope`, else its function (or module)."""
-    current: Scope | None = scope
-    while current is not None:
-        if current.kind == "class":
-            return current.node
-        current = current.parent
-    return scope.owner.node
+    klass = scope.enclosing_class
+    return klass.node if klass is not None else scope.owner.node
 
 
 # Methods whose result lives on the host whatever their receiver was; a generator's state is a
@@ -181,9 +177,7 @@ def _filled_from_host(attribute: cst.Attribute, scope: Scope) -> bool:
     (items, `in`, `.keys()`, `torch.save`)."""
     if not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
         return False
-    klass: Scope | None = scope
-    while klass is not None and klass.kind != "class":
-        klass = klass.parent
+    klass = scope.enclosing_class
     if klass is None:
         return False
     index = UseIndex(klass.node)

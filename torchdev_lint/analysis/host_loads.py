@@ -153,9 +153,7 @@ def _class_constant(node: cst.BaseExpression, scope: Scope) -> tuple[cst.BaseExp
         isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in _OWN
     ):
         return None
-    current: Scope | None = scope
-    while current is not None and current.kind != "class":
-        current = current.parent
+    current = scope.enclosing_class
     if current is None:
         return None
     bindings = current.bindings.get(node.attr.value, [])

@@ -59,6 +59,14 @@ class Scope:
         return scope
 
     @property
+    def enclosing_class(self) -> Scope | None:
+        """The innermost class scope around this one (itself when it is a class), if any."""
+        scope: Scope | None = self
+        while scope is not None and scope.kind != "class":
+            scope = scope.parent
+        return scope
+
+    @property
     def module(self) -> Scope:
         scope = self
         while scope.parent is not None:
