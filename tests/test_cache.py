@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from multifile import record_checks
 
 import torchdev_lint.cache
 import torchdev_lint.config
@@ -35,15 +36,7 @@ def bad(tmp_path: Path) -> Path:
 @pytest.fixture
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths the engine was asked to check (cache misses)."""
-    calls: list[str] = []
-    real = torchdev_lint.runner.check_source
-
-    def counting(path: str, *args: object, **kwargs: object) -> object:
-        calls.append(path)
-        return real(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(torchdev_lint.runner, "check_source", counting)
-    return calls
+    return record_checks(monkeypatch)
 
 
 def _options(cache: ResultCache, **changes: object) -> CheckOptions:

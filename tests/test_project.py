@@ -16,15 +16,13 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
+from multifile import file_name, findings, record_checks, write_files
 
-import torchdev_lint.runner
 from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.analysis.project_facts import project_facts
 from torchdev_lint.analysis.summaries import digest, summarize
 from torchdev_lint.cache import ResultCache
-from torchdev_lint.config import select_rules
 from torchdev_lint.engine import parse
-from torchdev_lint.runner import CheckOptions, process_files
 
 GATE = """
     import sys
@@ -67,11 +65,7 @@ MAIN = """
 """
 
 
-def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dedent(text))
+_write = write_files
 
 
 def _main(imports: str, call: str) -> str:
@@ -80,14 +74,7 @@ def _main(imports: str, call: str) -> str:
 
 def _findings(root: Path, *names: str, cache: ResultCache | None = None, jobs: int = 1) -> list[str]:
     """`path:line code` of each TDL301/TDL311 finding, checking `names` (all .py files if none)."""
-    paths = [str(root / n) for n in names] or sorted(str(p) for p in root.rglob("*.py"))
-    options = CheckOptions(rules=tuple(select_rules(["TDL301", "TDL311"])), cache=cache, with_edits=False)
-    reports = process_files(paths, options, jobs=jobs)
-    return [
-        f"{Path(d.path).relative_to(root).as_posix()}:{d.line} {d.code}"
-        for report in reports
-        for d in report.diagnostics
-    ]
+    return findings(root, ("TDL301", "TDL311"), *names, cache=cache, jobs=jobs)
 
 
 # The project index ---------------------------------------------------------
@@ -293,14 +280,7 @@ def test_same_results_with_workers(tmp_path: Path) -> None:
 
 
 def test_cache_keeps_entries_when_no_fact_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    checked: list[str] = []
-    real = torchdev_lint.runner.check_source
-
-    def counting(path: str, *args: object, **kwargs: object) -> object:
-        checked.append(Path(path).name)
-        return real(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(torchdev_lint.runner, "check_source", counting)
+    checked = record_checks(monkeypatch, file_name)
     cache = ResultCache.open(str(tmp_path / ".cache"))
     project = tmp_path / "project"
     _write(

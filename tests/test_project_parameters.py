@@ -17,8 +17,8 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
+from multifile import file_name, findings, record_checks, write_files
 
-import torchdev_lint.runner
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.config import select_rules
 from torchdev_lint.runner import CheckOptions, process_files
@@ -75,23 +75,14 @@ MAIN = """
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
-    for name, text in {"setup.py": "", **files}.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dedent(text))
+    write_files(root, {"setup.py": "", **files})
 
 
 def _findings(
     root: Path, codes: str, *names: str, cache: ResultCache | None = None, jobs: int = 1
 ) -> list[str]:
     """`path:line code` of each finding of `codes`, checking `names` (all .py files if none)."""
-    paths = [str(root / n) for n in names] or sorted(str(p) for p in root.rglob("*.py"))
-    options = CheckOptions(rules=tuple(select_rules(codes.split(","))), cache=cache, with_edits=False)
-    return [
-        f"{Path(d.path).relative_to(root).as_posix()}:{d.line} {d.code}"
-        for report in process_files(paths, options, jobs=jobs)
-        for d in report.diagnostics
-    ]
+    return findings(root, codes.split(","), *names, cache=cache, jobs=jobs)
 
 
 def _train(call: str, imports: str = "") -> str:
@@ -295,14 +286,7 @@ def test_same_results_with_workers(tmp_path: Path) -> None:
 def test_cache_rechecks_the_dependents_of_a_changed_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    checked: list[str] = []
-    real = torchdev_lint.runner.check_source
-
-    def counting(path: str, *args: object, **kwargs: object) -> object:
-        checked.append(Path(path).name)
-        return real(path, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(torchdev_lint.runner, "check_source", counting)
+    checked = record_checks(monkeypatch, file_name)
     cache = ResultCache.open(str(tmp_path / ".cache"))
     project = tmp_path / "project"
     other = "def evaluate(model, path):\n    return model(path)\n"

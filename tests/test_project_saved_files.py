@@ -12,18 +12,16 @@ path, or the path differs).
 from __future__ import annotations
 
 from pathlib import Path
-from textwrap import dedent
 
 import pytest
+from multifile import findings, write_files
 
 from torchdev_lint.analysis.load_facts import local_key
 from torchdev_lint.analysis.project_facts import project_facts
 from torchdev_lint.analysis.saved_files import distinctive, path_shape
 from torchdev_lint.analysis.scopes import Scope, collect_bindings
 from torchdev_lint.cache import ResultCache
-from torchdev_lint.config import select_rules
 from torchdev_lint.engine import parse
-from torchdev_lint.runner import CheckOptions, process_files
 
 STATS_WRITER = """
     import torch
@@ -76,21 +74,12 @@ LEXICON_READER = """
 
 def _write(root: Path, files: dict[str, str]) -> None:
     (root / ".git").mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(dedent(text))
+    write_files(root, files)
 
 
 def _findings(root: Path, *names: str, jobs: int = 1, cache: ResultCache | None = None) -> list[str]:
     """`path:line code` of each TDL101 finding, checking `names` (all .py files if none)."""
-    paths = [str(root / n) for n in names] or sorted(str(p) for p in root.rglob("*.py"))
-    options = CheckOptions(rules=tuple(select_rules(["TDL101"])), cache=cache, with_edits=False)
-    return [
-        f"{Path(d.path).relative_to(root).as_posix()}:{d.line} {d.code}"
-        for report in process_files(paths, options, jobs=jobs)
-        for d in report.diagnostics
-    ]
+    return findings(root, ("TDL101",), *names, cache=cache, jobs=jobs)
 
 
 def test_stats_saved_from_host_memory_elsewhere(tmp_path: Path) -> None:
