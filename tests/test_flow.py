@@ -9,7 +9,8 @@ import libcst as cst
 import pytest
 
 from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.flow_values import CPU, Device, Kind, Value, conflicting, join
+from torchdev_lint.analysis.devices import CPU, Device, conflicting
+from torchdev_lint.analysis.flow_values import Kind, Value, join
 from torchdev_lint.config import Settings
 from torchdev_lint.engine import check_module, check_source
 from torchdev_lint.fixes import fix_source

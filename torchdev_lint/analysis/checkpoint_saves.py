@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import LOADERS, UseIndex
+from torchdev_lint.analysis.devices import CPU
 from torchdev_lint.analysis.flow import device_of
-from torchdev_lint.analysis.flow_values import CPU
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 from torchdev_lint.syntax import argument, keyword, positional

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.devices import CUDA, literal_device
+from torchdev_lint.analysis.devices import literal_device
 from torchdev_lint.analysis.guards import is_availability_call
 from torchdev_lint.analysis.scopes import Scope, module_reference, resolve
 from torchdev_lint.analysis.walk import contains, walk
@@ -128,10 +128,10 @@ class DeviceVariable:
         return (
             isinstance(value, cst.IfExp)
             and is_availability_call(value.test, scope)
-            and literal_device(value.body) == CUDA
             and isinstance(value.body, cst.SimpleString)
             and value.body.evaluated_value == "cuda"
-            and literal_device(value.orelse) == "cpu"
+            and (fallback := literal_device(value.orelse)) is not None
+            and fallback.type == "cpu"
         )
 
     def _free_name(self) -> str | None:

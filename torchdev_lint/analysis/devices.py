@@ -1,26 +1,103 @@
-"""What an expression says about devices: is this call a move, and to where?
+"""The one device vocabulary: `Device`, and what an expression says about devices.
 
-A syntactic answer, by backend name (`CPU`, `CUDA`, `VARIABLE` for a device
-held in a variable), for rules that judge a call where it stands. The device
-flow's answer (`flow.device_of`: where a value lives after the code before
-it ran, as a `flow_values.Device`) is the semantic one.
+`Device` is where a tensor or module lives (a backend such as `cpu` or `cuda`,
+an optional index, or a device chosen at run time). Both readings of the code
+answer with it:
+
+- the syntactic one, here: which device a literal or a device argument names
+  (`literal_device`, `string_device`, `device_argument`) and whether a call is a
+  move and to where (`as_move` → `Move`), judged where the call stands;
+- the device flow's (`flow.device_of`, `flow_devices`): where a value lives after
+  the code before it ran.
+
+`conflicting` says whether mixing two devices certainly fails.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
 from torchdev_lint.analysis.scopes import Scope, resolve
 from torchdev_lint.syntax import keyword
 
-CPU = "cpu"
-CUDA = "cuda"
+ACCELERATORS = frozenset({"cuda", "mps", "xpu", "hpu"})
+_BACKENDS = frozenset({"cpu", "meta"}) | ACCELERATORS
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a tensor or module lives.
+
+    `type` is the backend (`cpu`, `cuda`, `mps`, `meta`...) with an optional
+    `index`. `type=None` is a device chosen at run time, which code that moves
+    data there means for an accelerator: syntactically, a device held in a
+    variable (`VARIABLE`: `device`, `args.device`, `x.device`); in the device
+    flow, a device chosen by a CUDA availability check
+    (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`), CUDA on
+    every machine that has a GPU. Two run-time devices are the same when they
+    come from the same `origin` expression; `name` is the variable holding it,
+    for messages and fixes.
+    """
+
+    type: str | None
+    index: int | None = None
+    origin: cst.CSTNode | None = field(default=None, compare=False)
+    name: str | None = field(default=None, compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Device):
+            return NotImplemented
+        return self.type == other.type and self.index == other.index and self.origin is other.origin
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index, id(self.origin)))
+
+    @property
+    def on_accelerator(self) -> bool:
+        """Positive evidence that data here is not host memory."""
+        return self.type is None or self.type in ACCELERATORS
+
+    def describe(self) -> str:
+        if self.type is None:
+            holder = f"`{self.name}`" if self.name else "a device"
+            return f"{holder} (CUDA whenever CUDA is available)"
+        if self.type == "cpu":
+            return "the CPU"
+        if self.index is not None:
+            return f"{self.type}:{self.index}"
+        return "CUDA" if self.type == "cuda" else self.type
+
+    def literal(self) -> str | None:
+        """The device as a string literal (`"cuda:1"`), when it has one."""
+        if self.type is None:
+            return None
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+CPU = Device("cpu")
+CUDA = Device("cuda")
 # A device held in a variable (`device`, `args.device`, `x.device`): its value
 # is unknown statically, but code that moves data to it targets an accelerator.
-VARIABLE = "variable"
+VARIABLE = Device(None)
+
+
+def conflicting(a: Device, b: Device) -> bool:
+    """Would an operation mixing data on `a` and on `b` fail?
+
+    Only certain failures count: host against accelerator, two explicit
+    different CUDA ordinals, and a run-time device (CUDA when available)
+    against the CPU.
+    """
+    if a.type is None or b.type is None:
+        other = b if a.type is None else a
+        return other.type == "cpu"
+    if a.type != b.type:
+        return "cpu" in (a.type, b.type) and bool({a.type, b.type} & ACCELERATORS)
+    return a.index is not None and b.index is not None and a.index != b.index
+
 
 DTYPES = frozenset(
     """float float16 float32 float64 half double bfloat16 int int8 int16 int32 int64 uint8
@@ -28,7 +105,6 @@ DTYPES = frozenset(
     float8_e4m3fn float8_e5m2 qint8 quint8 qint32""".split()
 )
 _DEVICE_NAME = re.compile(r"(^|_)(device|dev|gpu|gpu_id|rank|local_rank)s?($|_)", re.IGNORECASE)
-_BACKENDS = {"cpu": CPU, "cuda": CUDA, "mps": "mps", "xpu": "xpu", "meta": "meta", "hpu": "hpu"}
 
 
 @dataclass(frozen=True)
@@ -37,13 +113,13 @@ class Move:
 
     call: cst.Call
     receiver: cst.BaseExpression
-    device: str  # CPU, CUDA, VARIABLE or another backend name
+    device: Device  # `VARIABLE` for a device held in a variable
     device_node: cst.BaseExpression | None  # the argument naming the device
 
     @property
     def to_accelerator(self) -> bool:
         """A host-to-device move: the target is not known to be the CPU."""
-        return self.device != CPU
+        return self.device.type != "cpu"
 
 
 def is_dtype(node: cst.BaseExpression, scope: Scope) -> bool:
@@ -72,24 +148,35 @@ def _names_device(node: cst.BaseExpression) -> bool:
     return last is not None and bool(_DEVICE_NAME.search(last))
 
 
-def literal_device(node: cst.BaseExpression) -> str | None:
-    """`"cuda:1"` → CUDA, `"cpu"` → CPU, `0` → CUDA (an ordinal names a GPU)."""
+def string_device(node: cst.SimpleString) -> Device | None:
+    """The device a string literal names (`"cuda:1"`), or None when it names none."""
+    text = node.evaluated_value
+    if not isinstance(text, str):
+        return None
+    backend, _, index = text.strip().partition(":")
+    if backend not in _BACKENDS:
+        return None
+    if index:
+        return Device(backend, int(index)) if index.isdigit() else None
+    return Device(backend)
+
+
+def literal_device(node: cst.BaseExpression) -> Device | None:
+    """`"cuda:1"`, `"cpu"`, and `0` (an ordinal names a GPU) as a device argument."""
     if isinstance(node, cst.SimpleString):
-        text = node.evaluated_value
-        if isinstance(text, bytes):
-            return None
-        return _BACKENDS.get(text.split(":", 1)[0].strip())
+        return string_device(node)
     if isinstance(node, cst.Integer):
-        return CUDA
+        return Device("cuda", int(node.value)) if node.value.isdigit() else CUDA
     return None
 
 
 def is_cuda_literal(node: cst.BaseExpression) -> bool:
     """`"cuda"`, `"cuda:1"`: a string literal naming CUDA."""
-    return isinstance(node, cst.SimpleString) and literal_device(node) == CUDA
+    device = string_device(node) if isinstance(node, cst.SimpleString) else None
+    return device is not None and device.type == "cuda"
 
 
-def device_argument(node: cst.BaseExpression, scope: Scope) -> str | None:
+def device_argument(node: cst.BaseExpression, scope: Scope) -> Device | None:
     """The device an expression used as a device argument designates, if it is one."""
     literal = literal_device(node)
     if literal is not None:

@@ -9,8 +9,8 @@ every fact comes from positive evidence in the code.
 
 This module is the query API rules use; the analysis itself reads by concern:
 
-- `flow_values`: the abstract values (`Value`, `Device`, `Kind`) and the
-  `State` at one program point, with their joins;
+- `flow_values`: the abstract values (`Value`, `Kind`) and the `State` at
+  one program point, with their joins; devices are `devices.Device`;
 - `flow_statements`: the statement walk (branches, loops, `with`, `try`);
 - `flow_expressions`: names, attributes, operators, subscripts, assignments;
 - `flow_calls`: calls (constructors, torch functions, methods, moves);
@@ -32,7 +32,9 @@ enclosing scopes, so it may be asked for at any time, from anywhere):
   unsynchronised non-blocking device-to-host copies (TDL310);
 - `value_of(expr, ctx)`, `kind_of(expr, ctx)`, `device_of(expr, ctx)`,
   `is_tensor(expr, ctx)`, `is_module(expr, ctx)`: shortcuts that analyse the
-  current unit and look `expr` up in it.
+  current unit and look `expr` up in it (`kinds` holds the syntactic answers);
+- `module_by_any_evidence(expr, ctx)`: syntactic evidence or a model-like
+  name first, else the flow's kind.
 
 To stay cheap the analysis walks statements and expressions directly, without
 LibCST visitors, and rules only ask for it in functions that hold a candidate
@@ -47,10 +49,11 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import libcst as cst
 
 from torchdev_lint.analysis import kinds
+from torchdev_lint.analysis.devices import Device
 from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts
 from torchdev_lint.analysis.flow_record import AsyncRead, Conflict, Flow, Record
 from torchdev_lint.analysis.flow_statements import Statements
-from torchdev_lint.analysis.flow_values import Device, Kind, Value
+from torchdev_lint.analysis.flow_values import Kind, Value
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.analysis.units import Unit, current_unit, memo, scope_of
 
@@ -63,7 +66,6 @@ __all__ = [
     "AsyncRead",
     "ClassFacts",
     "Conflict",
-    "Device",
     "Flow",
     "Kind",
     "SitesByUnit",
@@ -119,7 +121,7 @@ def module_by_any_evidence(expr: cst.BaseExpression, ctx: FileContext) -> bool:
     The flow settles what names cannot: `criterion = nn.BCELoss()` is a module,
     and so is a value built by a local `nn.Module` subclass and passed along.
     """
-    return kinds.module_or_model_name(expr, ctx.scope) or is_module(expr, ctx)
+    return kinds.module_by_syntax_or_name(expr, ctx.scope) or is_module(expr, ctx)
 
 
 class SitesByUnit(Generic[Site]):

@@ -15,21 +15,11 @@ from dataclasses import replace
 import libcst as cst
 
 from torchdev_lint.analysis import kinds, loaders
-from torchdev_lint.analysis.devices import is_dtype
+from torchdev_lint.analysis.devices import CPU, Device, conflicting, is_dtype
 from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts, module_class_node, moves_inputs
 from torchdev_lint.analysis.flow_devices import device_expression
 from torchdev_lint.analysis.flow_record import Record
-from torchdev_lint.analysis.flow_values import (
-    CPU,
-    LOADER,
-    OTHER,
-    TENSOR,
-    Device,
-    Kind,
-    State,
-    Value,
-    conflicting,
-)
+from torchdev_lint.analysis.flow_values import LOADER, OTHER, TENSOR, Kind, State, Value
 from torchdev_lint.analysis.scopes import dotted_name, resolve
 from torchdev_lint.analysis.torch_api import (
     ALWAYS_NONSCALAR_FACTORIES,

@@ -1,4 +1,4 @@
-"""Which device an expression names, for the device-flow analysis.
+"""Which device an expression names, for the device-flow analysis (as a `devices.Device`).
 
 A literal (`"cuda:1"`), `torch.device(...)`, a device chosen by a CUDA
 availability check (`"cuda" if torch.cuda.is_available() else "cpu"`), or a
@@ -13,34 +13,20 @@ from dataclasses import replace
 
 import libcst as cst
 
-from torchdev_lint.analysis.flow_values import Device, Kind, Value
+from torchdev_lint.analysis.devices import Device, string_device
+from torchdev_lint.analysis.flow_values import Kind, Value
 from torchdev_lint.analysis.scopes import Scope, resolve
-
-_BACKENDS = frozenset({"cpu", "cuda", "mps", "xpu", "meta", "hpu"})
-
-
-def literal(node: cst.SimpleString) -> Device | None:
-    """The device a string literal names (`"cuda:1"`), or None when it names none."""
-    text = node.evaluated_value
-    if not isinstance(text, str):
-        return None
-    backend, _, index = text.strip().partition(":")
-    if backend not in _BACKENDS:
-        return None
-    if index:
-        return Device(backend, int(index)) if index.isdigit() else None
-    return Device(backend)
 
 
 def _literal_type(node: cst.BaseExpression) -> str | None:
-    device = literal(node) if isinstance(node, cst.SimpleString) else None
+    device = string_device(node) if isinstance(node, cst.SimpleString) else None
     return None if device is None else device.type
 
 
 def device_expression(node: cst.BaseExpression, scope: Scope) -> Value | None:
     """The device a literal, `torch.device(...)` or availability-chosen expression names."""
     if isinstance(node, cst.SimpleString):
-        device = literal(node)
+        device = string_device(node)
         return None if device is None else Value(Kind.DEVICE, device)
     if isinstance(node, cst.IfExp):
         if _literal_type(node.body) == "cuda" and _availability(node.test, scope):

@@ -15,11 +15,12 @@ from typing import Any
 
 import libcst as cst
 
+from torchdev_lint.analysis.devices import CPU, string_device
 from torchdev_lint.analysis.flow_calls import Calls
 from torchdev_lint.analysis.flow_classes import ClassFacts
-from torchdev_lint.analysis.flow_devices import device_expression, literal
+from torchdev_lint.analysis.flow_devices import device_expression
 from torchdev_lint.analysis.flow_record import Record
-from torchdev_lint.analysis.flow_values import CPU, OTHER, Kind, State, Value, join
+from torchdev_lint.analysis.flow_values import OTHER, Kind, State, Value, join
 from torchdev_lint.analysis.scopes import dotted_name
 from torchdev_lint.analysis.torch_api import METADATA_ATTRIBUTES, SELF_ATTRIBUTES
 
@@ -83,7 +84,7 @@ class Expressions:
         return None if key is None else self.record.lookup(key, node, state)
 
     def _string(self, node: cst.SimpleString, state: State) -> Value | None:
-        device = literal(node)
+        device = string_device(node)
         return OTHER if device is None else Value(Kind.DEVICE, device)
 
     def _fstring(self, node: cst.FormattedString, state: State) -> Value | None:

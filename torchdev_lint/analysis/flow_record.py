@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import loaders
+from torchdev_lint.analysis.devices import Device, conflicting
 from torchdev_lint.analysis.flow_devices import outer_device
-from torchdev_lint.analysis.flow_values import LOADER, Device, Kind, State, Value, conflicting
+from torchdev_lint.analysis.flow_values import LOADER, Kind, State, Value
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 A `Value` says what the analysis knows about one expression at one point of a
 function: its kind (tensor, module, device, loader, other) and, for tensors and
-modules, the device it lives on. Every field is "known" or left at its
+modules, the device it lives on (a `devices.Device`). Every field is "known" or left at its
 "unknown" default; joining two facts that disagree forgets the field, so the
 lattice is shallow and fixed points are reached in a few rounds. A `State`
 holds the values of every name at one program point.
@@ -11,10 +11,12 @@ holds the values of every name at one program point.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import libcst as cst
+
+from torchdev_lint.analysis.devices import Device
 
 
 class Kind(Enum):
@@ -25,74 +27,6 @@ class Kind(Enum):
     DEVICE = "device"  # a torch.device or a device string such as "cuda:0"
     LOADER = "loader"  # an iterable of batches (a DataLoader)
     OTHER = "other"  # numbers, strings, numpy arrays...: never a tensor
-
-
-ACCELERATORS = frozenset({"cuda", "mps", "xpu", "hpu"})
-
-
-@dataclass(frozen=True)
-class Device:
-    """Where a tensor or module lives.
-
-    `type` is the backend (`cpu`, `cuda`, `mps`, `meta`...) with an optional
-    `index`; `type=None` is a device chosen at run time by a CUDA availability
-    check (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`):
-    it is CUDA on every machine that has a GPU. Two run-time devices are the
-    same when they come from the same `origin` expression; `name` is the
-    variable holding it, for messages and fixes.
-    """
-
-    type: str | None
-    index: int | None = None
-    origin: cst.CSTNode | None = field(default=None, compare=False)
-    name: str | None = field(default=None, compare=False)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Device):
-            return NotImplemented
-        return self.type == other.type and self.index == other.index and self.origin is other.origin
-
-    def __hash__(self) -> int:
-        return hash((self.type, self.index, id(self.origin)))
-
-    @property
-    def on_accelerator(self) -> bool:
-        """Positive evidence that data here is not host memory."""
-        return self.type is None or self.type in ACCELERATORS
-
-    def describe(self) -> str:
-        if self.type is None:
-            holder = f"`{self.name}`" if self.name else "a device"
-            return f"{holder} (CUDA whenever CUDA is available)"
-        if self.type == "cpu":
-            return "the CPU"
-        if self.index is not None:
-            return f"{self.type}:{self.index}"
-        return "CUDA" if self.type == "cuda" else self.type
-
-    def literal(self) -> str | None:
-        """The device as a string literal (`"cuda:1"`), when it has one."""
-        if self.type is None:
-            return None
-        return self.type if self.index is None else f"{self.type}:{self.index}"
-
-
-CPU = Device("cpu")
-
-
-def conflicting(a: Device, b: Device) -> bool:
-    """Would an operation mixing data on `a` and on `b` fail?
-
-    Only certain failures count: host against accelerator, two explicit
-    different CUDA ordinals, and a run-time device (CUDA when available)
-    against the CPU.
-    """
-    if a.type is None or b.type is None:
-        other = b if a.type is None else a
-        return other.type == "cpu"
-    if a.type != b.type:
-        return "cpu" in (a.type, b.type) and bool({a.type, b.type} & ACCELERATORS)
-    return a.index is not None and b.index is not None and a.index != b.index
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.devices import CPU
 from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 from torchdev_lint.syntax import positional
 
@@ -41,10 +40,10 @@ def factory_creates_on_cpu(
     where = flow.device_of(source, ctx)
     if factory_name.endswith("_like"):
         # Created where `source` lives: only a CPU source makes this a host-to-device copy.
-        return where is not None and where.type == CPU
+        return where is not None and where.type == "cpu"
     # `torch.tensor` copies an array or a tensor once more on the host before the move;
     # Python data (a list, a number, a name of unknown value) is built on the host either way.
-    return (where is not None and where.type == CPU) or is_numpy_array(source, ctx.scope)
+    return (where is not None and where.type == "cpu") or is_numpy_array(source, ctx.scope)
 
 
 def is_numpy_array(source: cst.BaseExpression, scope: Scope) -> bool:

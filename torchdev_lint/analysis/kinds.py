@@ -1,6 +1,10 @@
-"""Is a value a module, a tensor, a loaded checkpoint? Evidence gathered per scope.
+"""Is a value a module, a tensor, a loaded checkpoint? Syntactic evidence gathered per scope.
 
-Rules ask here instead of guessing from names themselves. Evidence is
+The answers here read the code's text and the scope's bindings and uses
+(`module_by_syntax`, `module_by_syntax_or_name`, `probably_module`); the
+device flow's answer (`flow.is_module`, `flow.kind_of`) follows values
+through assignments and calls, and `flow.module_by_any_evidence` takes
+either. Rules ask here instead of guessing from names themselves. Evidence is
 positive only: when the code shows nothing either way the answer is
 "unknown" and rules stay silent. Uses recorded during the traversal
 (`Scope.method_calls`, `Scope.calls`) are complete only once the scope has
@@ -182,8 +186,8 @@ def moved_in_place(key: str, scope: Scope) -> bool:
     return any(method in MOVE_METHODS for method, _ in statement_calls(scope).get(key, ()))
 
 
-def is_module(node: cst.BaseExpression, scope: Scope, *, in_place_moves: bool = False) -> bool:
-    """Positive evidence that the expression is an nn.Module instance.
+def module_by_syntax(node: cst.BaseExpression, scope: Scope, *, in_place_moves: bool = False) -> bool:
+    """Positive evidence in the scope's code that the expression is an nn.Module instance.
 
     Evidence: it constructs one; a module-only method is called on it in the
     scope; every binding of the name constructs one (or annotates it as one);
@@ -212,14 +216,14 @@ def is_module(node: cst.BaseExpression, scope: Scope, *, in_place_moves: bool = 
 def probably_module(node: cst.BaseExpression, scope: Scope) -> bool:
     """Module evidence strong enough for the save/load rules, vetoed by any contrary sign.
 
-    `is_module` (in-place moves included), or a model-like name (`model`,
+    `module_by_syntax` (in-place moves included), or a model-like name (`model`,
     `self.net`); but never a value that any binding shows to be a dict,
     tensor, literal, `state_dict()` or `torch.load` result, nor one on which
     tensor or dict methods are called.
     """
     if constructs_module(node, scope):
         return True
-    if not (is_module(node, scope, in_place_moves=True) or _named_like_module(node, scope)):
+    if not (module_by_syntax(node, scope, in_place_moves=True) or _named_like_module(node, scope)):
         return False
     return not contradicts_module(node, scope)
 
@@ -386,9 +390,9 @@ def looks_like_module_name(node: cst.BaseExpression) -> bool:
     return key is not None and bool(_MODULE_NAME.search(key.rsplit(".", 1)[-1]))
 
 
-def module_or_model_name(node: cst.BaseExpression, scope: Scope) -> bool:
+def module_by_syntax_or_name(node: cst.BaseExpression, scope: Scope) -> bool:
     """Module evidence in this scope, or a name that says model: what loop rules accept as a model."""
-    return is_module(node, scope) or looks_like_module_name(node)
+    return module_by_syntax(node, scope) or looks_like_module_name(node)
 
 
 def is_tensor_factory_call(node: cst.BaseExpression, scope: Scope) -> TypeGuard[cst.Call]:

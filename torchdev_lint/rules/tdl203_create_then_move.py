@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import is_test_code
-from torchdev_lint.analysis.devices import CPU, as_move, is_dtype
+from torchdev_lint.analysis.devices import as_move, is_dtype
 from torchdev_lint.analysis.factory_values import DEVICE_FACTORIES, EXACT_IN_ANY_DTYPE, same_tensor_on_device
 from torchdev_lint.analysis.host_data import factory_creates_on_cpu
 from torchdev_lint.analysis.setup_code import runs_once
@@ -514,7 +514,7 @@ class CreateThenMove(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         move = as_move(node, self.ctx.scope)
-        if move is None or move.device == CPU or not isinstance(move.receiver, cst.Call):
+        if move is None or not move.to_accelerator or not isinstance(move.receiver, cst.Call):
             return
         factory = move.receiver
         name = self.ctx.qualname(factory.func)

@@ -11,8 +11,8 @@ import libcst as cst
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.batches import batch_move
 from torchdev_lint.analysis.datasets import collate_reference
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.flow_values import CPU, Kind
+from torchdev_lint.analysis.devices import CPU, as_move
+from torchdev_lint.analysis.flow_values import Kind
 from torchdev_lint.analysis.loaders import (
     TENSOR_DATASET_CLASSES,
     LoaderFate,

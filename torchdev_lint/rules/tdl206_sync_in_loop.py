@@ -9,7 +9,7 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.kinds import module_or_model_name
+from torchdev_lint.analysis.kinds import module_by_syntax_or_name
 from torchdev_lint.analysis.loaders import is_loader
 from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, is_conditional_in, names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name
@@ -223,7 +223,7 @@ class SyncInLoop(Rule):
         if not isinstance(func, cst.Attribute) or func.attr.value not in _SYNC_METHODS or node.args:
             return False
         receiver = func.value
-        if module_or_model_name(receiver, scope):
+        if module_by_syntax_or_name(receiver, scope):
             return False
         # Report a chain once, at its first host read: `x.cpu().numpy()` is one sync.
         while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
@@ -263,7 +263,7 @@ def _trains_or_infers(call: cst.Call, scope: Scope) -> bool:
         owner = (dotted_name(func.value) or "").rsplit(".", 1)[-1].lower()
         if func.attr.value == "step" and owner.startswith(_OPTIMIZER_NAME):
             return True
-    return module_or_model_name(func, scope)
+    return module_by_syntax_or_name(func, scope)
 
 
 def _loop_tensors(loop: Loop, scope: Scope) -> set[str]:
@@ -283,7 +283,7 @@ def _loop_tensors(loop: Loop, scope: Scope) -> set[str]:
                 continue
             value = small.value
             move = as_move(value, scope)
-            if (move is not None and move.to_accelerator) or module_or_model_name(value.func, scope):
+            if (move is not None and move.to_accelerator) or module_by_syntax_or_name(value.func, scope):
                 names.update(t.target.value for t in small.targets if isinstance(t.target, cst.Name))
     return names
 

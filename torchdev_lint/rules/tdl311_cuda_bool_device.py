@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.devices import CUDA, as_move
+from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.guards import flag_condition, is_cuda_flag
 from torchdev_lint.analysis.requirements import cuda_requirements, test_path
 from torchdev_lint.analysis.tensor_types import legacy_type
@@ -199,7 +199,7 @@ class CudaBoolDevice(Rule):
         ):
             return
         move = as_move(node, self.ctx.scope)
-        if move is None or move.device != CUDA:
+        if move is None or move.device.type != "cuda":
             return
         if flag_condition(node, self.ctx.ancestors, self.ctx.scope) is not None:
             self._report(node)
