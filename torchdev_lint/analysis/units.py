@@ -11,7 +11,8 @@ A built scope has the bindings but not the uses the traversal records
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import libcst as cst
 
@@ -21,16 +22,31 @@ if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
 Unit = cst.FunctionDef | cst.Module
+Fact = TypeVar("Fact")
 _NESTED_BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")
 
 
 def memo(ctx: FileContext) -> dict[object, object]:
-    """What the flow analyses remember about one file: unit results, class facts, built scopes."""
+    """What the analyses remember about one file: unit results, class facts, built scopes, `remember`ed facts."""
     found = getattr(ctx, "_flow_cache", None)
     if found is None:
         found = {}
         ctx._flow_cache = found  # type: ignore[attr-defined]
     return found
+
+
+def remember(ctx: FileContext, fact: str, node: cst.CSTNode, compute: Callable[[], Fact]) -> Fact:
+    """A fact about `node` (`fact` names it), computed once per file context.
+
+    The one cache for what rules and analyses derive from a subtree: it lives
+    exactly as long as the file's tree, unlike caches keyed by `id()` that keep
+    trees alive across files and may answer for a reused id.
+    """
+    cache = memo(ctx)
+    key = (fact, node)
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]  # type: ignore[return-value]
 
 
 def current_unit(ctx: FileContext) -> Unit | None:

@@ -13,6 +13,7 @@ from torchdev_lint.analysis.kinds import module_by_syntax_or_name
 from torchdev_lint.analysis.loaders import is_loader
 from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, is_conditional_in, names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name
+from torchdev_lint.analysis.units import remember
 from torchdev_lint.analysis.walk import first, visit
 from torchdev_lint.rule import Invalid, Rule, Valid
 
@@ -189,7 +190,6 @@ class SyncInLoop(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self._accelerated: dict[int, bool] = {}
         self._reported: set[Loop] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -240,11 +240,12 @@ class SyncInLoop(Rule):
     def _uses_accelerator(self, scope: Scope) -> bool:
         """Does the enclosing function (or module) move anything to a device not known to be the CPU?"""
         owner = scope.owner
-        cached = self._accelerated.get(id(owner.node))
-        if cached is None:
-            moved = first(owner.node, lambda node: _moves_to_accelerator(node, owner))
-            cached = self._accelerated[id(owner.node)] = moved is not None
-        return cached
+        return remember(
+            self.ctx,
+            "moves to an accelerator",
+            owner.node,
+            lambda: first(owner.node, lambda node: _moves_to_accelerator(node, owner)) is not None,
+        )
 
 
 def _moves_to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:

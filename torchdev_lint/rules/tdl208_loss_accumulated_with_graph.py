@@ -10,6 +10,7 @@ import libcst as cst
 from torchdev_lint.analysis import autograd
 from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, names_in
 from torchdev_lint.analysis.scopes import assigned_values, dotted_name
+from torchdev_lint.analysis.units import remember
 from torchdev_lint.analysis.walk import visit
 from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -323,10 +324,6 @@ class LossAccumulatedWithGraph(Rule):
         ),
     )
 
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._loops: dict[int, tuple[Loop, _LoopFacts]] = {}
-
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, cst.AddAssign):
             self._check(node, node.target, node.value)
@@ -367,20 +364,18 @@ class LossAccumulatedWithGraph(Rule):
         self.report(node, fix=Fix(safety, "Accumulate `.detach()`ed losses", replacements))
 
     def _facts(self, loop: Loop) -> _LoopFacts:
-        cached = self._loops.get(id(loop))
-        if cached is not None and cached[0] is loop:
-            return cached[1]
+        return remember(self.ctx, "losses of a training loop", loop, lambda: self._loop_facts(loop))
+
+    def _loop_facts(self, loop: Loop) -> _LoopFacts:
         backward = [c for c in calls_in(loop) if _method(c) == "backward"]
         losses = {dotted_name(c.func.value) for c in backward if isinstance(c.func, cst.Attribute)}
         numbers: set[str] = set()
-        for target, value in _assignments(loop.body):
+        for target, value in _collect(loop.body, self.ctx).assignments:
             if self._is_loss(value):
                 losses.add(target)
             if _detached(value):
                 numbers.add(target)
-        facts = _LoopFacts(frozenset(n for n in losses if n is not None) - numbers, bool(backward))
-        self._loops[id(loop)] = (loop, facts)
-        return facts
+        return _LoopFacts(frozenset(n for n in losses if n is not None) - numbers, bool(backward))
 
     def _is_loss(self, value: cst.BaseExpression) -> bool:
         """A loss function's result, or a call of a name bound to a criterion."""
@@ -399,7 +394,7 @@ class LossAccumulatedWithGraph(Rule):
 
     def _reset_in(self, loop: Loop, name: str, accumulation: cst.CSTNode) -> bool:
         """Is the accumulator assigned afresh in the loop (so it lives one iteration only)?"""
-        for target, value in _assignments(loop.body):
+        for target, value in _collect(loop.body, self.ctx).assignments:
             if target == name and value is not getattr(accumulation, "value", None):
                 if name not in names_in(value):
                     return True
@@ -407,7 +402,7 @@ class LossAccumulatedWithGraph(Rule):
 
     def _differentiated(self, name: str) -> bool:
         """Is `.backward()` (or `autograd.grad`) applied to the accumulator anywhere in the function?"""
-        for call in _calls(self._function_body()):
+        for call in _collect(self._function_body(), self.ctx).calls:
             if _method(call) in ("backward", "grad") and name in names_in(call):
                 return True
         return False
@@ -421,7 +416,7 @@ class LossAccumulatedWithGraph(Rule):
             return True
         if any(isinstance(binding.node, cst.Param) for binding in found[1]):
             return True
-        for node in _returns(self._function_body()):
+        for node in _collect(self._function_body(), self.ctx).returns:
             if node.value is not None and name in names_in(node.value):
                 return True
         return False
@@ -524,28 +519,12 @@ class _Collector(cst.CSTVisitor):
         return False
 
 
-_collected: dict[int, tuple[cst.CSTNode, _Collector]] = {}
+def _collect(root: cst.CSTNode, ctx: FileContext) -> _Collector:
+    """The assignments, calls and returns of `root`, walked once per file."""
 
+    def walked() -> _Collector:
+        collector = _Collector(root)
+        visit(root, collector)
+        return collector
 
-def _collect(root: cst.CSTNode) -> _Collector:
-    cached = _collected.get(id(root))
-    if cached is not None and cached[0] is root:
-        return cached[1]
-    collector = _Collector(root)
-    visit(root, collector)
-    if len(_collected) > 1024:
-        _collected.clear()
-    _collected[id(root)] = (root, collector)
-    return collector
-
-
-def _assignments(root: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
-    return _collect(root).assignments
-
-
-def _calls(root: cst.CSTNode) -> list[cst.Call]:
-    return _collect(root).calls
-
-
-def _returns(root: cst.CSTNode) -> list[cst.Return | cst.Yield]:
-    return _collect(root).returns
+    return remember(ctx, "assignments, calls and returns", root, walked)
