@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.guards import availability_guarded, flag_condition
 from torchdev_lint.analysis.requirements import benchmark_path, cuda_requirements
 from torchdev_lint.analysis.scopes import dotted_name
@@ -101,6 +102,16 @@ def used_as_data(ancestors: Sequence[cst.CSTNode]) -> bool:
             return False
         child = ancestor
     return False
+
+
+def discarded_tensor_move(method: cst.Attribute, ctx: FileContext) -> bool:
+    """`t.cuda()` as a statement on a tensor: a no-op whose real bug is TDL306's; where it would go is moot."""
+    return isinstance(ctx.parent(1), cst.Expr) and flow.is_tensor(method.value, ctx)
+
+
+def device_object_harmless(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """`torch.device("cuda")` used as data, looked up expecting failure, or a cache key in a faked test."""
+    return used_as_data(ancestors) or probed(ancestors) or key_in_faked_test(call, ancestors)
 
 
 def key_in_faked_test(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchdev_lint.analysis import load_facts
+from torchdev_lint.analysis import constructor_facts, load_facts
 from torchdev_lint.analysis.parameter_facts import Handed, handed, pinned_parameters
 from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.diagnostics import SourceError
@@ -62,7 +62,7 @@ _PARAMETER_TEXT = re.compile(
 )
 _MAX_ALIASES = 8
 # The summary fields that name a function of the file, and every field a cached summary must have.
-_DEFINED = ("functions", "checkpoints", "batches")
+_DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults")
 _FIELDS = frozenset(
     {
         "functions",
@@ -76,6 +76,8 @@ _FIELDS = frozenset(
         "passed_on",
         "saved_files",
         "dataset_classes",
+        "cuda_defaults",
+        "constructions",
     }
 )
 FOLDER = "summaries"
@@ -99,6 +101,8 @@ class FileFacts(NamedTuple):
     # base class texts naming a project Dataset class (`analysis/dataset_bases.py`).
     host_saved: frozenset[str] = frozenset()
     dataset_bases: frozenset[str] = frozenset()
+    # (class, parameter) of this file: a CUDA default no construction overrides (constructor_facts).
+    cuda_defaults: frozenset[tuple[str, str]] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
@@ -238,6 +242,7 @@ class _Pass:
         while True:
             gating = self._fixed_point()
             known = gating | self._parameter_functions()
+            known |= constructor_facts.classes(self.summaries)  # read the files naming them
             # A caller in another file names the function, or the class of a method.
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self._loader_callees()
@@ -250,6 +255,7 @@ class _Pass:
                 if path in self.checked
             }
             facts = self._with_load_facts(facts)
+            facts = constructor_facts.with_defaults(facts, self.summaries, self._target, self.unreadable)
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
             if fresh:
@@ -279,6 +285,9 @@ class _Pass:
             pinned = pinned_parameters(self.summaries, self._target, self.unreadable)
             found = self._facts(path, gating, pinned.get(path, frozenset()))
             found = self._with_load_facts({path: found})[path]
+            found = constructor_facts.with_defaults(
+                {path: found}, self.summaries, self._target, self.unreadable
+            )[path]
         finally:
             if saved is None:
                 del self.summaries[path]
@@ -524,6 +533,8 @@ def needs_parse(source: bytes, cache_directory: str | None) -> bool:
 def _wants_summary(source: bytes) -> bool:
     """Can the text hold a fact of its own: a gate, a loader built, a checkpoint saved, a load
     in a class derived from another (a cheap test, before parsing)?"""
+    if constructor_facts.may_define(source):
+        return True
     return bool(_may_gate(source) or _PARAMETER_TEXT.search(source) or load_facts.may_need(source))
 
 

@@ -19,6 +19,8 @@ kept as written; the project index resolves them later, see
   `analysis/saved_files.py`, `analysis/dataset_bases.py`).
 - `counts`: how many calls name each site; `checkpoints`, `batches`, `loader_args`: what
   functions do with their parameters and which calls pass loaders (`analysis/parameter_uses.py`).
+- `cuda_defaults`, `constructions`: classes whose `__init__` stores a CUDA default used as a
+  device, and the slots each construction passes (TDL301: `analysis/constructor_defaults.py`).
 
 A reference is `["module", level, "dotted.path.name"]` (an import: `level` leading
 dots), `["here", "name"]` or `["here", "Class.method"]` (this file), or
@@ -33,6 +35,7 @@ from typing import Any
 
 import libcst as cst
 
+from torchdev_lint.analysis.constructor_defaults import ConstructorUses
 from torchdev_lint.analysis.dataset_bases import DatasetClasses
 from torchdev_lint.analysis.parameter_uses import ParameterUses
 from torchdev_lint.analysis.requirements import CudaRequirements
@@ -88,6 +91,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         **collector.parameters.fields(),
         "saved_files": collector.saved_files.summary(),
         "dataset_classes": collector.dataset_classes.classes,
+        **collector.constructors.fields(requirements),
     }
 
 
@@ -147,6 +151,7 @@ class _Collector:
         self.parameters = ParameterUses(reference_of)  # what functions do with parameters (TDL105/204/205)
         self.saved_files = SavedPaths(reference_of)  # torch.save/torch.load paths (TDL101)
         self.dataset_classes = DatasetClasses(reference_of)  # bases of classes (TDL101)
+        self.constructors = ConstructorUses(reference_of, scope)  # CUDA defaults, constructions (TDL301)
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
             id(statement): (qualname, index)
@@ -185,6 +190,8 @@ class _Collector:
         elif kind in _COMPREHENSIONS:
             self.scope = Scope(node, "comprehension", self.scope)
             collect_comprehension_bindings(self.scope, node)  # type: ignore[arg-type]
+        elif kind is cst.Name or kind is cst.Attribute:
+            self.constructors.value(node, self._ancestors, self.scope)  # type: ignore[arg-type]
 
     def leave(self, node: cst.CSTNode) -> None:
         self.requirements.index_leave(node)
@@ -200,7 +207,10 @@ class _Collector:
         self.saved_files.note(node, self.scope)
         text = dotted_name(node.func)
         reference = reference_of(text, self.scope) if text is not None else None
-        if reference is None or (reference[0] == "star" and not self.stars):
+        if reference is not None and reference[0] == "star" and not self.stars:
+            reference = None
+        self.constructors.call(node, self.scope, text, reference)
+        if reference is None:
             self.parameters.call(node, self.scope, self._ancestors, None)
             return
         assert text is not None

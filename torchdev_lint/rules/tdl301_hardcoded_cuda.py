@@ -6,15 +6,14 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.constructor_defaults import never_overridden_defaults
 from torchdev_lint.analysis.device_contexts import (
     configures,
+    device_object_harmless,
+    discarded_tensor_move,
     harmless_here,
-    key_in_faked_test,
     names_device,
-    probed,
     torch_cuda_signature,
-    used_as_data,
 )
 from torchdev_lint.analysis.device_edits import StatementUses, choice_edit, device_call_edit, literal_edit
 from torchdev_lint.analysis.device_variable import DeviceEdit, DeviceVariable
@@ -33,6 +32,10 @@ _FOLLOW = (
     "CUDA hard-coded to follow `{tensor}`: it means the current GPU, not `{tensor}`'s, and on MPS/XPU the "
     "tensors end up on different devices; use `.to({tensor}.device)` (or create the tensor there)"
 )
+_DEFAULT = (  # at `def __init__(self, device="cuda")` when no construction passes it
+    "`{parameter}` defaults to CUDA and no construction of `{owner}` in the project passes it: the program "
+    "always runs on CUDA (fails without a GPU, ignores MPS); choose the default by availability or pass it"
+)
 
 
 class HardcodedCuda(Rule):
@@ -46,48 +49,47 @@ class HardcodedCuda(Rule):
     triggers = ("cuda",)
     docs = """
         ## What it does
-        Flags a CUDA device written into the code: `"cuda"`/`"cuda:N"` used as a device
-        (`.to("cuda")`, `device="cuda"`, `torch.device("cuda")`, or assigned to a name that says
-        device, `DEVICE = "cuda"`) and `.cuda()`/`.cuda(i)`, in a function that neither checks
-        `torch.cuda.is_available()`/`torch.cuda.device_count()` nor takes a device parameter
-        (a device-index parameter does not excuse `.cuda(i)`: it still targets CUDA). For
-        top-level code, the module as a whole must check availability somewhere. Also `"cuda"` in
-        a conditional whose test does not say CUDA is there (`"xpu" if xpu_ok() else "cuda"`).
-        One finding per statement, however many uses it holds. Under a test of a tensor's own
-        device (`if mask.is_cuda: filler = filler.cuda()`) the message says to follow it
-        (`.to(mask.device)`): `.cuda()` picks the current GPU; on MPS/XPU they end up apart.
+        Flags a CUDA device written into the code: `"cuda"`/`"cuda:N"` used as a device (`.to("cuda")`,
+        `device="cuda"`, `torch.device("cuda")`, or assigned to a name that says device, `DEVICE = "cuda"`)
+        and `.cuda()`/`.cuda(i)`, in a function that neither checks
+        `torch.cuda.is_available()`/`torch.cuda.device_count()` nor takes a device parameter (a device-index
+        parameter does not excuse `.cuda(i)`: it still targets CUDA). For top-level code, the module as a
+        whole must check availability somewhere. Also `"cuda"` in a conditional whose test does not say CUDA
+        is there (`"xpu" if xpu_ok() else "cuda"`). One finding per statement, however many uses it holds.
+        Under a test of a tensor's own device (`if mask.is_cuda: filler = filler.cuda()`) the message says to
+        follow it (`.to(mask.device)`): `.cuda()` picks the current GPU; on MPS/XPU they end up apart.
+
+        Across files (`check`): a CUDA default of an `__init__` parameter (`def __init__(self,
+        device="cuda")`) stored as `self.device` and used as a device, when the project constructs the class
+        and no construction passes it (the program always runs on CUDA); not for a class used as a value (a
+        subclass, `partial(...)`), decorated, building itself (`cls(...)`) or exported by a package
+        `__init__.py` (users construct it), nor a construction passing `**kwargs` or run only with CUDA.
 
         Not flagged:
-        - code that runs only where CUDA is: after a gate in the same function or a caller in
-          the same file (`if not torch.cuda.is_available(): sys.exit(...)`, `assert
-          torch.cuda.is_available()`, `torch.distributed.init_process_group("nccl")`,
-          `torch.cuda.set_device(rank)`, or a call such as `init_distributed_mode(args)` of a
-          function of the file that does one; a claim in the statement itself,
-          `torch.device("cuda", torch.cuda.current_device())`), tests skipped without CUDA
-          (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
-          `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`,
-          functions (and private methods, through `self._helper()`) called only from such code,
-          moves a test expects to fail (`with self.assertRaises(...)`, `pytest.raises`),
-          `torch.device("cuda")` looked up inside `try:` that catches the error (`except RuntimeError:`),
-          modules that import a CUDA-only library
-          (TensorRT, CuPy, apex, a `*_cuda` extension) or live under a `cuda` folder, and
-          benchmark scripts;
+        - code that runs only where CUDA is: after a gate in the same function or a caller in the same file
+          (`if not torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
+          `torch.distributed.init_process_group("nccl")`, `torch.cuda.set_device(rank)`, or a call such as
+          `init_distributed_mode(args)` of a function of the file that does one; a claim in the statement
+          itself, `torch.device("cuda", torch.cuda.current_device())`), tests skipped without CUDA
+          (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
+          `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and private methods,
+          through `self._helper()`) called only from such code, moves a test expects to fail (`with
+          self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:` that
+          catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT, CuPy,
+          apex, a `*_cuda` extension) or live under a `cuda` folder, and benchmark scripts;
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
-        - uses under a test that says CUDA is there (`if use_cuda:`, `if args.device == "cuda":`,
-          `if not args.cpu:`, a name assigned such a test: `_HAS_FLEX = torch.cuda.is_available()
-          and ...`) or about where data is kept
-          (`if self.cpu_cache:`, `if offload:`); not under `if t.device != torch.device("cuda"):`,
-          which says nothing about CUDA being there;
+        - uses under a test that says CUDA is there (`if use_cuda:`, `if args.device == "cuda":`, `if not
+          args.cpu:`, a name assigned such a test: `_HAS_FLEX = torch.cuda.is_available() and ...`) or about
+          where data is kept (`if self.cpu_cache:`, `if offload:`); not under `if t.device !=
+          torch.device("cuda"):`, which says nothing about CUDA being there;
         - a tensor's `.cuda()`/`.to("cuda")` as a statement, its result dropped (TDL306's bug);
-        - functions or classes about CUDA or host offloading by name (`class CUDATestBase`,
-          `def enable_cpu_offload`) and methods that implement a move (`def to`);
-        - device objects used as data (dict keys, set members, subscripts, comparisons,
-          decorator arguments such as `@pytest.mark.parametrize("device", ["cpu", "cuda"])`,
-          parameter defaults, names only handed to the code under test in a test that takes
-          `monkeypatch`), settings (`cfg.MODEL.DEVICE = "cuda"`, `args.device = "cuda"`,
-          `parser.set_defaults(device="cuda")`), device tests (`check_device(a, b, device="cuda")`),
-          `autocast("cuda")`, `device_type="cuda"`,
-          tuples and lists of backend names, and
+        - functions or classes about CUDA or host offloading by name (`class CUDATestBase`, `def
+          enable_cpu_offload`) and methods that implement a move (`def to`);
+        - device objects used as data (dict keys, set members, subscripts, comparisons, decorator arguments
+          such as `@pytest.mark.parametrize("device", ["cpu", "cuda"])`, other parameter defaults, names only handed
+          to the code under test in a test that takes `monkeypatch`), settings (`cfg.MODEL.DEVICE = "cuda"`,
+          `args.device = "cuda"`, `parser.set_defaults(device="cuda")`), device tests (`check_device(a, b,
+          device="cuda")`), `autocast("cuda")`, `device_type="cuda"`, tuples and lists of backend names, and
           `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
 
         ## Why it matters
@@ -113,18 +115,18 @@ class HardcodedCuda(Rule):
         ```
 
         ## Fix safety
-        Unsafe. Every use goes through one variable defined once per module, after the imports:
-        `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` (named
-        `default_device` when the module already uses the name `device`), in the file's quote
-        style. `.cuda()` becomes `.to(device)` (keeping `non_blocking=`), `"cuda"` and
-        `torch.device("cuda")` become `device`; an assignment such as `DEVICE = "cuda"` becomes
-        the choice itself (`DEVICE = "cuda" if torch.cuda.is_available() else "cpu"`) and is then
-        reused as the module's variable. On a machine without CUDA the code then runs on the CPU
-        instead of failing, which may hide a misconfigured GPU job; `.to()` exists on tensors and
-        modules but perhaps not on every object with a `.cuda()` method; a string setting may
-        become a `torch.device`. No fix for a GPU index (`"cuda:1"`, `.cuda(i)`: one variable
-        cannot stand for a chosen GPU), a branch of a conditional, a move that follows a tensor
-        (its device is the answer), nor where the module does not import `torch` itself.
+        Unsafe. Every use goes through one variable defined once per module, after the imports: `device =
+        torch.device("cuda" if torch.cuda.is_available() else "cpu")` (named `default_device` when the module
+        already uses the name `device`), in the file's quote style. `.cuda()` becomes `.to(device)` (keeping
+        `non_blocking=`), `"cuda"` and `torch.device("cuda")` become `device`; an assignment such as `DEVICE =
+        "cuda"` becomes the choice itself (`DEVICE = "cuda" if torch.cuda.is_available() else "cpu"`) and is
+        then reused as the module's variable. On a machine without CUDA the code then runs on the CPU instead
+        of failing, which may hide a misconfigured GPU job; `.to()` exists on tensors and modules but perhaps
+        not on every object with a `.cuda()` method; a string setting may become a `torch.device`. No fix for
+        a default no construction overrides (whether the class should default to the CPU or to a choice is the
+        author's), a GPU index (`"cuda:1"`, `.cuda(i)`: one variable cannot stand for a chosen GPU), a branch
+        of a conditional, a move that follows a tensor (its device is the answer), nor where the module does
+        not import `torch` itself.
         """
     invalid = (
         Invalid(
@@ -527,29 +529,31 @@ class HardcodedCuda(Rule):
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
             if isinstance(func.value, cst.Name) and self.ctx.qualname(func.value) == "torch":
                 return
-            if torch_cuda_signature(node) and not self._discarded_move(func):
+            if torch_cuda_signature(node) and not discarded_tensor_move(func, self.ctx):
                 self._check(node, node, self.device_variable.moved_with_to(node), device_parameter=False)
             return
         scope = self.ctx.scope
         if isinstance(func, cst.Attribute) and func.attr.value == "to":
             args = positional(node)
-            if args and not self._discarded_move(func):
+            if args and not discarded_tensor_move(func, self.ctx):
                 for literal in cuda_choices(args[0].value, scope):
                     self._check(literal, node, literal_edit(self.device_variable, literal))
         elif self.ctx.qualname(func) == "torch.device":
             args = positional(node)
-            if (
-                args
-                and not used_as_data(self.ctx.ancestors)
-                and not probed(self.ctx.ancestors)
-                and not key_in_faked_test(node, self.ctx.ancestors)
-            ):
+            if args and not device_object_harmless(node, self.ctx.ancestors):
                 for literal in cuda_choices(args[0].value, scope):
                     self._check(literal, node, device_call_edit(self.device_variable, node, literal))
         given = keyword(node, "device")
         if given is not None and not configures(node):
             for literal in cuda_choices(given.value, scope):
                 self._check(literal, node, literal_edit(self.device_variable, literal))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        for owner, param, default in never_overridden_defaults(node, self.ctx.scope, self.ctx.project):
+            if self.ctx.settings.device_policy != "cuda-only" and not harmless_here(
+                default, param, self.ctx, device_parameter=False
+            ):
+                self.report(default, _DEFAULT.format(parameter=param.name.value, owner=owner))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self.ctx.settings.device_policy == "cuda-only":
@@ -573,10 +577,6 @@ class HardcodedCuda(Rule):
         self._statements.clear()
 
     # Detection -------------------------------------------------------------
-
-    def _discarded_move(self, method: cst.Attribute) -> bool:
-        """`t.cuda()` as a statement on a tensor: a no-op whose real bug is TDL306's; where it would go is moot."""
-        return isinstance(self.ctx.parent(1), cst.Expr) and flow.is_tensor(method.value, self.ctx)
 
     def _check(
         self,

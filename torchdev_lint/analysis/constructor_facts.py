@@ -1,0 +1,99 @@
+"""A CUDA device default no constructor call overrides, across the project (TDL301, issue 13).
+
+From the summaries' `cuda_defaults` and `constructions` (`analysis/constructor_defaults.py`),
+once `project_facts._Pass` resolves what each text names: for each class of a checked
+file, the `__init__` parameters whose CUDA default is never overridden. That holds when
+the project constructs the class at least once and no construction passes the parameter
+(by position or keyword; `*args`/`**kwargs` pass everything). Unknown (no fact) when the
+class is used as a value anywhere (a subclass, whose `super().__init__(...)` may pass it;
+`partial(Encoder, ...)`; stored, passed or returned), when a package `__init__.py` exports
+it (a library's public class is constructed by its users, not by the project), or when a
+file that names it could not be parsed. LibCST-free, like the rest of the propagation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchdev_lint.analysis.project_facts import FileFacts
+
+Summary = dict[str, Any]
+Target = tuple[str, str]
+Resolve = Callable[[str, list[Any]], Target | None]
+
+# Text a file defining such a class must hold: an `__init__` and a CUDA default
+# (`device="cuda"`, `device: str = "cuda:0"`, `device=torch.device("cuda")`), on one line.
+_DEFAULT_TEXT = re.compile(
+    rb"""=[ \t]*(?:torch\.device\([ \t]*)?["']cuda(?::\d+)?["'][ \t]*\)?[ \t]*[,)\n#]"""
+)
+
+
+def may_define(source: bytes) -> bool:
+    """Can the text define a class with a CUDA default (a cheap test, before parsing)?"""
+    return b"__init__" in source and bool(_DEFAULT_TEXT.search(source))
+
+
+def classes(summaries: Mapping[str, Summary]) -> set[Target]:
+    """The classes with a stored CUDA default: files naming them must be read (their callers)."""
+    return {(path, name) for path, summary in summaries.items() for name in summary["cuda_defaults"]}
+
+
+def with_defaults(
+    facts: dict[str, FileFacts], summaries: Mapping[str, Summary], resolve: Resolve, unreadable: list[bytes]
+) -> dict[str, FileFacts]:
+    """`facts` with `cuda_defaults` set: (class, parameter) of each file whose default no call overrides."""
+    found = never_overridden(summaries, resolve, unreadable)
+    return {path: known._replace(cuda_defaults=found.get(path, frozenset())) for path, known in facts.items()}
+
+
+def never_overridden(
+    summaries: Mapping[str, Summary], resolve: Resolve, unreadable: list[bytes]
+) -> dict[str, frozenset[tuple[str, str]]]:
+    """For each file: (class, parameter) of its CUDA defaults that no construction overrides."""
+    candidates = classes(summaries)
+    if not candidates:
+        return {}
+    calls: dict[Target, list[list[Any]]] = {}
+    escaped: set[Target] = set()
+    for path, summary in summaries.items():
+        constructions = summary["constructions"]
+        for text, reference in constructions["refs"].items():
+            target = resolve(path, reference)
+            if target not in candidates:
+                continue
+            assert target is not None
+            calls.setdefault(target, []).extend(constructions["calls"].get(text, ()))
+            if text in constructions["escapes"]:
+                escaped.add(target)
+        if os.path.basename(path) == "__init__.py":
+            escaped.update(_exported(path, summary, candidates, resolve))
+    found: dict[str, set[tuple[str, str]]] = {}
+    for target in candidates - escaped:
+        path, name = target
+        word = re.compile(rb"\b%s\b" % re.escape(name.encode()))
+        if not calls.get(target) or any(word.search(source) for source in unreadable):
+            continue
+        for position, parameter in summaries[path]["cuda_defaults"][name]:
+            if not any(_passes(slots, position, parameter) for slots in calls[target]):
+                found.setdefault(path, set()).add((name, parameter))
+    return {path: frozenset(pairs) for path, pairs in found.items()}
+
+
+def _exported(path: str, summary: Summary, candidates: set[Target], resolve: Resolve) -> set[Target]:
+    """The candidate classes a package `__init__.py` re-exports (by name, or by `import *`)."""
+    found = {resolve(path, reference) for reference in summary["aliases"].values()}
+    if summary["stars"]:
+        found |= {resolve(path, ["star", name]) for _, name in candidates}
+    return {target for target in found if target in candidates}  # type: ignore[misc]
+
+
+def _passes(slots: list[Any], position: int | None, parameter: str) -> bool:
+    """Does a call with these slots pass the parameter (at `position`, counting `self`)?"""
+    if slots == ["*"]:
+        return True
+    count, keywords = slots
+    return parameter in keywords or (position is not None and count >= position)
