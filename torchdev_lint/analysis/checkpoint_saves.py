@@ -5,7 +5,7 @@ restore a tensor onto a device this machine lacks; a module stored in a checkpoi
 pickles its class (TDL105). So the save/load rules (TDL101..105) ask:
 
 - `saved_dict_slots`: the values of a dict given to `torch.save` (TDL105, here and across calls).
-- `saved_on_cpu`: is the saved object evidently in host memory, by its spelling?
+- `saved_on_cpu` (`analysis/host_values.py`): is the saved object evidently in host memory?
 - `SavedFiles`: what the file writes (`path_key`, `in_memory_buffer`), so that loads
   of what it has just written, or wrote from host memory, are known for what they are.
 
@@ -19,19 +19,18 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoint_loads import LOADERS, UseIndex
+from torchdev_lint.analysis.checkpoint_loads import UseIndex
 from torchdev_lint.analysis.devices import CPU
 from torchdev_lint.analysis.flow import device_of
+from torchdev_lint.analysis.host_values import SAVED_OBJECT, saved_on_cpu
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
+from torchdev_lint.analysis.returned_values import known_calls
 from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
-from torchdev_lint.syntax import argument, keyword, positional
+from torchdev_lint.syntax import argument
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
-
-# Functions that write a file a loader may read back, and the name of the parameter they save.
-SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
 
 # A value slot of a checkpoint dict: `"model": value` or `dict(model=value)`.
 Slot = cst.DictElement | cst.Arg
@@ -78,7 +77,7 @@ class SavedFiles:
         if in_memory_buffer(path.value, ctx.scope):
             self._buffer_users.add(id(_serializer(ctx.scope)))
         if saver == "torch.save" and (
-            saved_on_cpu(obj.value, ctx.scope)
+            saved_on_cpu(obj.value, ctx.scope, known_calls(ctx.project))
             or (isinstance(obj.value, cst.Name) and device_of(obj.value, ctx) == CPU)
         ):
             self._on_cpu.add(key)
@@ -101,144 +100,6 @@ def _serializer(scope: Scope) -> cst.CSTNode:
     """The innermost class around `scope`, else its function (or module)."""
     klass = scope.enclosing_class
     return klass.node if klass is not None else scope.owner.node
-
-
-# Methods whose result lives on the host whatever their receiver was; a generator's state is a
-# CPU ByteTensor (or Python numbers) whichever device the generator belongs to.
-_TO_HOST = frozenset(
-    {"cpu", "numpy", "tolist", "item", "get_state", "get_rng_state", "get_rng_state_all", "getstate"}
-)
-_HOST_BUILTINS = frozenset(f"builtins.{name}" for name in ("len", "int", "float", "str", "bool"))
-_HOST_LITERALS = (
-    cst.Integer,
-    cst.Float,
-    cst.SimpleString,
-    cst.ConcatenatedString,
-    cst.FormattedString,
-)
-
-
-def saved_on_cpu(obj: cst.BaseExpression, scope: Scope, attributes: bool = True) -> bool:
-    """Is the object given to `torch.save` evidently in host memory, by its spelling?
-
-    `x.cpu()`, `x.detach().cpu().numpy()`, `x.to("cpu")`, `generator.get_state()`,
-    `torch.cuda.get_rng_state_all()`, numbers and strings,
-    a literal dict/list/tuple (or dict comprehension) whose every value is one
-    of these, a name every binding of which is, or (with `attributes`) a `self.cache` its
-    class fills with these only.
-    """
-    return _on_host(obj, scope, attributes, frozenset())
-
-
-def _on_host(
-    obj: cst.BaseExpression, scope: Scope, attributes: bool, resolving: frozenset[tuple[Scope, str]]
-) -> bool:
-    """`saved_on_cpu`, knowing the names whose bindings are being followed: one met again
-    (`x = x`, `a = b` with `b = a`) is not known to hold host data."""
-    if isinstance(obj, _HOST_LITERALS):
-        return True
-    if isinstance(obj, cst.Name):
-        assigned = assigned_values(obj, scope)
-        if assigned is None or (assigned[1], obj.value) in resolving:
-            return False
-        resolving = resolving | {(assigned[1], obj.value)}
-        return all(_on_host(value, assigned[1], attributes, resolving) for value in assigned[0])
-    if isinstance(obj, cst.Dict):
-        return bool(obj.elements) and all(
-            isinstance(element, cst.DictElement) and _on_host(element.value, scope, attributes, resolving)
-            for element in obj.elements
-        )
-    if isinstance(obj, (cst.List, cst.Tuple)):
-        return bool(obj.elements) and all(
-            isinstance(element, cst.Element) and _on_host(element.value, scope, attributes, resolving)
-            for element in obj.elements
-        )
-    if isinstance(obj, cst.DictComp):
-        return _on_host(obj.value, scope, attributes, resolving)
-    if isinstance(obj, cst.Attribute) and attributes:
-        return _filled_from_host(obj, scope)
-    if isinstance(obj, cst.Call) and resolve(obj.func, scope) in _HOST_BUILTINS:
-        return True
-    while isinstance(obj, cst.Call) and isinstance(obj.func, cst.Attribute):
-        method = obj.func.attr.value
-        if method in _TO_HOST or (method == "to" and _to_cpu(obj)):
-            return True
-        obj = obj.func.value
-    return False
-
-
-# Methods of a container that read it.
-_READ_METHODS = frozenset({"keys", "items", "values", "get", "copy"})
-
-
-def _filled_from_host(attribute: cst.Attribute, scope: Scope) -> bool:
-    """`self.cache`, when its class only ever puts host data into it (`self.cache = {}`,
-    `self.cache[key] = x.cpu()`, what the class loads back into it) and otherwise only reads it
-    (items, `in`, `.keys()`, `torch.save`)."""
-    if not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
-        return False
-    klass = scope.enclosing_class
-    if klass is None:
-        return False
-    index = UseIndex(klass.node)
-    uses = [
-        use
-        for name in index.names(attribute.attr.value)
-        if isinstance(use := index.parent(name), cst.Attribute)
-        and use.attr is name
-        and isinstance(use.value, cst.Name)
-        and use.value.value == "self"
-    ]
-    return all(_puts_host_data(use, index, klass) for use in uses)
-
-
-def _puts_host_data(use: cst.Attribute, index: UseIndex, klass: Scope) -> bool:
-    """Does this use of `self.cache` only read it, or write host data into it?"""
-    above = index.parent(use)
-    if isinstance(above, cst.AssignTarget):
-        value = _assigned(above, index)
-        return (
-            (isinstance(value, (cst.Dict, cst.List)) and not value.elements)
-            or (  # what the class loads back, or host data
-                isinstance(value, cst.Call) and resolve(value.func, klass) in LOADERS
-            )
-            or (value is not None and saved_on_cpu(value, klass, attributes=False))
-        )
-    if isinstance(above, cst.Subscript) and above.value is use:
-        item_parent = index.parent(above)
-        if isinstance(item_parent, cst.AssignTarget):
-            value = _assigned(item_parent, index)
-            if isinstance(value, cst.Name):
-                reaching = reaching_assignment(value, index.parent)
-                value = reaching.value if reaching is not None else value
-            return value is not None and saved_on_cpu(value, klass, attributes=False)
-        changed_in_place = (
-            isinstance(item_parent, (cst.Attribute, cst.Subscript)) and item_parent.value is above
-        ) or (isinstance(item_parent, cst.AugAssign) and item_parent.target is above)
-        return not changed_in_place
-    if isinstance(above, cst.ComparisonTarget):
-        return isinstance(above.operator, (cst.In, cst.NotIn))
-    if isinstance(above, cst.Attribute) and above.value is use:
-        return above.attr.value in _READ_METHODS and isinstance(index.parent(above), cst.Call)
-    if isinstance(above, cst.Arg):
-        call = index.parent(above)
-        return isinstance(call, cst.Call) and resolve(call.func, klass) in SAVED_OBJECT
-    return False
-
-
-def _assigned(target: cst.AssignTarget, index: UseIndex) -> cst.BaseExpression | None:
-    assign = index.parent(target)
-    return assign.value if isinstance(assign, cst.Assign) else None
-
-
-def _to_cpu(call: cst.Call) -> bool:
-    given = positional(call)
-    target = keyword(call, "device") or (given[0] if given else None)
-    return (
-        target is not None
-        and isinstance(target.value, cst.SimpleString)
-        and target.value.evaluated_value == "cpu"
-    )
 
 
 def path_key(path: cst.BaseExpression) -> str:

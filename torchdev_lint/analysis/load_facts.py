@@ -3,6 +3,10 @@
 - `host_loads` (`analysis/saved_files.py` makes the summary field): for each checked
   file, the `local_key`s of its `torch.load` paths that every `torch.save` of the
   project writes from host memory; `needles`: text a file loading one must hold.
+- `host_returning` (`analysis/returned_values.py` makes the summary field `returns`): the
+  project functions that return host data, to a least fixed point; `host_sites`: for each
+  checked file, the callee texts naming one; `wanted_names`: the callee names the host
+  conditions of saves wait on (pass 1 reads the modules defining them).
 - `dataset_bases` (`analysis/dataset_bases.py` makes the summary field): for each
   checked file, the base texts that name a project class deriving from a torch Dataset;
   `may_need`: text a file needing that fact must hold.
@@ -22,6 +26,8 @@ Target = tuple[str, str]
 Canonical = Callable[[str, Reference], str | None]
 # The project class a base reference of a file names (its module summarized on demand), or None.
 Locate = Callable[[str, Reference], Target | None]
+# Does the function a reference of a file names return host data (`host_returning`)?
+ReturnsHost = Callable[[str, Reference], bool]
 
 # A file may need the fact: it calls a torch loader and defines a class with a base.
 _CLASS_WITH_BASE = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([ \t]*[A-Za-z_]", re.MULTILINE)
@@ -38,7 +44,10 @@ def local_key(shape: Shape) -> str:
 
 
 def host_loads(
-    summaries: dict[str, dict[str, Any]], checked: Iterable[str], canonical: Canonical
+    summaries: dict[str, dict[str, Any]],
+    checked: Iterable[str],
+    canonical: Canonical,
+    returns_host: ReturnsHost,
 ) -> dict[str, frozenset[str]]:
     """For each checked file, the `local_key`s of its loads whose path every `torch.save` of the
     project (at least one) writes from host memory."""
@@ -47,7 +56,7 @@ def host_loads(
         for shape, on_host in summary.get("saved_files", {}).get("saves", ()):
             key = _project_key(path, shape, canonical)
             if key is not None:
-                host[key] = host.get(key, True) and on_host
+                host[key] = host.get(key, True) and _holds(path, on_host, returns_host)
     found = {}
     for path in checked:
         known = summaries.get(path)
@@ -75,6 +84,71 @@ def needles(summaries: dict[str, dict[str, Any]]) -> set[bytes]:
             if words:
                 found.add(max(words, key=len).encode())
     return found
+
+
+def host_returning(summaries: dict[str, dict[str, Any]], locate: Locate) -> set[Target]:
+    """The project functions known to return host data: every `return` is, given the callees
+    known so far (a least fixed point: from none, so recursion alone proves nothing)."""
+    pending = [
+        (path, qualname, condition)
+        for path, summary in summaries.items()
+        for qualname, condition in summary.get("returns", {}).items()
+    ]
+    host: set[Target] = set()
+    while True:
+        proved = [(p, q) for p, q, condition in pending if all(locate(p, r) in host for r in condition)]
+        if not proved:
+            return host
+        host.update(proved)
+        pending = [entry for entry in pending if (entry[0], entry[1]) not in host]
+
+
+def host_sites(
+    summaries: dict[str, dict[str, Any]], checked: Iterable[str], returns_host: ReturnsHost
+) -> dict[str, frozenset[str]]:
+    """For each checked file, the callee texts it writes (`features`, `utils.load_table`,
+    `self.encode`) that name a project function returning host data."""
+    found = {}
+    for path in checked:
+        sites = summaries.get(path, {}).get("sites", {})
+        texts = frozenset(
+            text
+            for text, reference in sites.items()
+            if reference is not None and returns_host(path, reference)
+        )
+        if texts:
+            found[path] = texts
+    return found
+
+
+def wanted_names(summaries: dict[str, dict[str, Any]]) -> set[str]:
+    """The names of the callees the host conditions of the project's saves wait on, followed
+    through the functions of the files read so far (by name: a superset is harmless)."""
+    conditions: dict[str, list[list[Reference]]] = {}
+    for summary in summaries.values():
+        for qualname, condition in summary.get("returns", {}).items():
+            conditions.setdefault(qualname.rsplit(".", 1)[-1], []).append(condition)
+    work = [
+        reference
+        for summary in summaries.values()
+        for _, condition in summary.get("saved_files", {}).get("saves", ())
+        if isinstance(condition, list)
+        for reference in condition
+    ]
+    names: set[str] = set()
+    while work:
+        name = work.pop()[-1].rsplit(".", 1)[-1]
+        if name not in names:
+            names.add(name)
+            work += [reference for condition in conditions.get(name, ()) for reference in condition]
+    return names
+
+
+def _holds(path: str, on_host: bool | list[Reference], returns_host: ReturnsHost) -> bool:
+    """A save's host fact: True, False, or the references that must return host data."""
+    if isinstance(on_host, bool):
+        return on_host
+    return all(returns_host(path, reference) for reference in on_host)
 
 
 def _project_key(path: str, shape: Shape, canonical: Canonical) -> str | None:

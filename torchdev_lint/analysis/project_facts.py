@@ -62,7 +62,7 @@ _PARAMETER_TEXT = re.compile(
 )
 _MAX_ALIASES = 8
 # The summary fields that name a function of the file, and every field a cached summary must have.
-_DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults")
+_DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults", "returns")
 _FIELDS = frozenset(
     {
         "functions",
@@ -76,6 +76,7 @@ _FIELDS = frozenset(
         "passed_on",
         "saved_files",
         "dataset_classes",
+        "returns",
         "cuda_defaults",
         "constructions",
     }
@@ -101,6 +102,8 @@ class FileFacts(NamedTuple):
     # base class texts naming a project Dataset class (`analysis/dataset_bases.py`).
     host_saved: frozenset[str] = frozenset()
     dataset_bases: frozenset[str] = frozenset()
+    # Callees as written that return host data (`analysis/returned_values.py`).
+    host_returns: frozenset[str] = frozenset()
     # (class, parameter) of this file: a CUDA default no construction overrides (constructor_facts).
     cuda_defaults: frozenset[tuple[str, str]] = frozenset()
 
@@ -245,7 +248,7 @@ class _Pass:
             known |= constructor_facts.classes(self.summaries)  # read the files naming them
             # A caller in another file names the function, or the class of a method.
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
-            names |= self._loader_callees()
+            names |= self._loader_callees() | load_facts.wanted_names(self.summaries)
             fresh, self.names = names - self.names, self.names | names
             self._targets.clear()
             pinned = pinned_parameters(self.summaries, self._target, self.unreadable)
@@ -382,12 +385,21 @@ class _Pass:
         return FileFacts(gates, checkpointing, batch_moving, pinned)
 
     def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
-        """TDL101's facts: loads of paths saved from host memory, bases that are Datasets."""
-        host = load_facts.host_loads(self.summaries, self.checked, self._canonical)
+        """TDL101's facts: loads of paths saved from host memory, bases that are Datasets,
+        callees returning host data."""
+        returning = load_facts.host_returning(self.summaries, self._target)
+
+        def returns_host(path: str, reference: list[Any]) -> bool:
+            return self._target(path, reference) in returning
+
+        host = load_facts.host_loads(self.summaries, self.checked, self._canonical, returns_host)
         datasets = load_facts.dataset_bases(self.summaries, self.checked, self._class)
+        sites = load_facts.host_sites(self.summaries, self.checked, returns_host)
         return {
             path: found._replace(
-                host_saved=host.get(path, frozenset()), dataset_bases=datasets.get(path, frozenset())
+                host_saved=host.get(path, frozenset()),
+                dataset_bases=datasets.get(path, frozenset()),
+                host_returns=sites.get(path, frozenset()),
             )
             for path, found in facts.items()
         }

@@ -3,8 +3,9 @@
 A `torch.load(f"{manifest}.f0_stat.pt")` in `data/dataset.py` reads what
 `prepare.py` wrote with `torch.save(stats, f"{prefix}.f0_stat.pt")`: when every
 `torch.save` of the project to that path writes host data (`.cpu()`, NumPy,
-numbers, dicts of those: `checkpoint_saves.saved_on_cpu`), the load cannot meet a
-device this machine lacks.
+numbers, dicts of those, what project functions return from host memory:
+`host_values.host_condition`, `returned_values`), the load cannot meet a device this
+machine lacks.
 
 A path is compared by its **shape**: literal text, `None` for what is not known
 (a parameter, a call), `["key", "f0_stats"]` for a configuration key
@@ -14,7 +15,9 @@ summaries' one, resolved by the project index to the defining file). Only
 distinctive shapes count: a word of the literal text, constant or key that is
 not a generic path word (`model.pt`, `args.output` and `WEIGHTS_NAME` match too much).
 
-- `SavedPaths`: what one file's summary says (pass 1, `summaries._Collector`).
+- `SavedPaths`: what one file's summary says (pass 1, `summaries._Collector`): each save's
+  path shape and host fact (`returned_values.summary_fact`: True, False, or the callees whose
+  return values must be host data).
 - `path_shape`: the shape of a path expression, in pass 1 and at the load a rule judges
   (`load_facts.local_key` of it is what `project_facts.FileFacts.host_saved` holds).
 - `load_facts.host_loads`: the propagation over the project's summaries.
@@ -28,7 +31,8 @@ from typing import Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoint_saves import saved_on_cpu
+from torchdev_lint.analysis.host_values import host_condition
+from torchdev_lint.analysis.returned_values import project_calls, summary_fact
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.syntax import argument, positional
 
@@ -57,6 +61,7 @@ class SavedPaths:
 
     def __init__(self, references: References) -> None:
         self._references = references
+        self._calls = project_calls(references)
         self.saves: list[list[Any]] = []
         self.loads: list[Shape] = []
 
@@ -66,7 +71,7 @@ class SavedPaths:
             obj, path = argument(call, 0, "obj"), argument(call, 1, "f")
             if obj is not None and path is not None:
                 shape = path_shape(path.value, scope, self._references)
-                entry = [shape, saved_on_cpu(obj.value, scope)]
+                entry = [shape, summary_fact(host_condition(obj.value, scope, self._calls))]
                 if distinctive(shape) and entry not in self.saves:
                     self.saves.append(entry)
         elif name == "torch.load":

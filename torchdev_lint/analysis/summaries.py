@@ -16,7 +16,8 @@ kept as written; the project index resolves them later, see
   `__init__.py` re-exporting a function leads to it; `stars`: its `import *` modules.
 - `saved_files`, `dataset_classes`: the paths `torch.save` writes (from host memory or not)
   and `torch.load` reads, the classes that are or may be Datasets (for TDL101:
-  `analysis/saved_files.py`, `analysis/dataset_bases.py`).
+  `analysis/saved_files.py`, `analysis/dataset_bases.py`); `returns`: the functions whose
+  return value is host data, or is when the callees listed are (`analysis/returned_values.py`).
 - `counts`: how many calls name each site; `checkpoints`, `batches`, `loader_args`: what
   functions do with their parameters and which calls pass loaders (`analysis/parameter_uses.py`).
 - `cuda_defaults`, `constructions`: classes whose `__init__` stores a CUDA default used as a
@@ -39,6 +40,7 @@ from torchdev_lint.analysis.constructor_defaults import ConstructorUses
 from torchdev_lint.analysis.dataset_bases import DatasetClasses
 from torchdev_lint.analysis.parameter_uses import ParameterUses
 from torchdev_lint.analysis.requirements import CudaRequirements
+from torchdev_lint.analysis.returned_values import ReturnedValues
 from torchdev_lint.analysis.saved_files import SavedPaths
 from torchdev_lint.analysis.scopes import (
     BUILTIN_NAMES,
@@ -91,6 +93,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         **collector.parameters.fields(),
         "saved_files": collector.saved_files.summary(),
         "dataset_classes": collector.dataset_classes.classes,
+        "returns": collector.returned.summary(functions, collector.generators),
         **collector.constructors.fields(requirements),
     }
 
@@ -151,6 +154,7 @@ class _Collector:
         self.parameters = ParameterUses(reference_of)  # what functions do with parameters (TDL105/204/205)
         self.saved_files = SavedPaths(reference_of)  # torch.save/torch.load paths (TDL101)
         self.dataset_classes = DatasetClasses(reference_of)  # bases of classes (TDL101)
+        self.returned = ReturnedValues(reference_of)  # functions returning host data (TDL101)
         self.constructors = ConstructorUses(reference_of, scope)  # CUDA defaults, constructions (TDL301)
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
@@ -175,6 +179,8 @@ class _Collector:
             return
         if kind in _SCOPES and self._statement is not None:
             self._nested += 1
+        if kind is cst.Return:
+            self.returned.note(node, self.scope)  # type: ignore[arg-type]
         if kind is cst.Return and self._statement is not None and not self._nested:
             self.returns.add(self._statement)
         elif kind is cst.Yield and self._statement is not None and not self._nested:

@@ -1,0 +1,262 @@
+"""Is a value host data by construction: in host memory on whatever machine runs the code?
+
+A file written from host memory restores no tensor onto a device the loading machine may
+lack (TDL101). What the spelling proves: `x.cpu()`, `.numpy()`, `.tolist()`, `.item()`,
+`.to("cpu")`, generator states, numbers, strings and `None`, NumPy calls, `torch.from_numpy`,
+torch factories given no `device=`, k2 FSAs built from text (`k2.Fsa.from_str`, always on the
+CPU), what a method other than a move makes of host data (`fsa.invert()`, `t.float()`),
+containers of those, a name whose every binding (or the binding reaching the use) is one, a
+dict or list its function fills item by item with those only, and a `self` cache its class
+fills with those only.
+
+A call of a project function is host data when the function returns host data, which is
+known only once the project's summaries are read (`analysis/returned_values.py`). So the
+answer is a `Condition`: the keys of the calls that must return host data too (empty: host
+data by itself), or None: not known to be host data. Unknown never silences anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import libcst as cst
+
+from torchdev_lint.analysis.checkpoint_loads import LOADERS, UseIndex
+from torchdev_lint.analysis.reaching_bindings import reaching_assignment
+from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.torch_api import MOVE_METHODS
+from torchdev_lint.syntax import keyword, positional
+
+Condition = frozenset[str]
+HOST: Condition = frozenset()
+# What a call of a function the tables below do not know returns: the condition under which it
+# is host data (HOST when known to be), or None (not known).
+Calls = Callable[[cst.Call, Scope], Condition | None]
+
+# Functions that write a file a loader may read back, and the name of the parameter they save.
+SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
+
+# Methods whose result lives on the host whatever their receiver was; a generator's state is a
+# CPU ByteTensor (or Python numbers) whichever device the generator belongs to.
+_TO_HOST = frozenset(
+    {"cpu", "numpy", "tolist", "item", "get_state", "get_rng_state", "get_rng_state_all", "getstate"}
+)
+# Methods that may put their result on another device than their receiver's.
+_MOVES = MOVE_METHODS | {"type", "xpu", "mps", "npu", "hpu", "ipu"}
+_HOST_BUILTINS = frozenset(f"builtins.{name}" for name in ("len", "int", "float", "str", "bool"))
+_HOST_LITERALS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+_HOST_CONSTANTS = frozenset({"None", "True", "False"})
+# Constructors whose result is always in host memory.
+_HOST_CONSTRUCTORS = frozenset({"torch.from_numpy", "k2.Fsa.from_str", "k2.Fsa.from_openfst"})
+# torch factories: on the CPU unless given `device=`; `tensor` copies its data's device.
+_HOST_FACTORIES = frozenset(
+    "zeros ones empty full rand randn randint randperm arange linspace logspace eye".split()
+)
+# Functions whose result is on their first argument's device (k2 FSA algorithms).
+_SAME_DEVICE = frozenset(
+    {"torch.tensor", "k2.arc_sort", "k2.top_sort", "k2.connect", "k2.remove_epsilon", "k2.determinize"}
+)
+# Empty containers a function then fills item by item.
+_EMPTY = frozenset({"builtins.dict", "builtins.list"})
+# Uses of a container that only read it.
+_READ_METHODS = frozenset({"keys", "items", "values", "get", "copy"})
+_FILL_METHODS = frozenset({"append", "add"})
+_READERS = frozenset({*SAVED_OBJECT, "builtins.len", "builtins.print", "builtins.sorted"})
+
+
+def saved_on_cpu(obj: cst.BaseExpression, scope: Scope, calls: Calls | None = None) -> bool:
+    """Is the object given to `torch.save` evidently in host memory, by its spelling (and by
+    what `calls` knows of the functions it calls)?"""
+    return host_condition(obj, scope, calls) == HOST
+
+
+def host_condition(obj: cst.BaseExpression, scope: Scope, calls: Calls | None = None) -> Condition | None:
+    """The condition under which `obj` is host data (see the module doc)."""
+    return _Judge(calls).value(obj, scope, attributes=True)
+
+
+def all_of(conditions: Iterable[Condition | None]) -> Condition | None:
+    """Host data when each part is: the union of the parts' conditions."""
+    found: set[str] = set()
+    for condition in conditions:
+        if condition is None:
+            return None
+        found |= condition
+    return frozenset(found)
+
+
+class _Judge:
+    """One question, with the names whose bindings are being followed (one met again, `x = x`,
+    is not known to hold host data) and the functions indexed for reaching bindings."""
+
+    def __init__(self, calls: Calls | None) -> None:
+        self.calls = calls
+        self._following: set[tuple[Scope, str]] = set()
+        self._indexes: dict[int, UseIndex] = {}
+
+    def value(self, obj: cst.BaseExpression, scope: Scope, attributes: bool) -> Condition | None:
+        if isinstance(obj, _HOST_LITERALS) or (isinstance(obj, cst.Name) and obj.value in _HOST_CONSTANTS):
+            return HOST
+        if isinstance(obj, cst.Name):
+            return self._name(obj, scope, attributes)
+        if isinstance(obj, cst.Dict):
+            elements = obj.elements
+            values = [e.value if isinstance(e, cst.DictElement) else None for e in elements]
+            return self._parts(values, scope, attributes) if elements else None
+        if isinstance(obj, (cst.List, cst.Tuple)):
+            items = [e.value if isinstance(e, cst.Element) else None for e in obj.elements]
+            return self._parts(items, scope, attributes) if items else None
+        if isinstance(obj, cst.DictComp):
+            return self.value(obj.value, scope, attributes)
+        if isinstance(obj, cst.Attribute):
+            return HOST if attributes and self._filled_attribute(obj, scope) else None
+        if isinstance(obj, cst.Call):
+            return self._call(obj, scope, attributes)
+        return None
+
+    def _parts(
+        self, parts: list[cst.BaseExpression | None], scope: Scope, attributes: bool
+    ) -> Condition | None:
+        return all_of(self.value(p, scope, attributes) if p is not None else None for p in parts)
+
+    def _name(self, name: cst.Name, scope: Scope, attributes: bool) -> Condition | None:
+        assigned = assigned_values(name, scope)
+        if assigned is None or (assigned[1], name.value) in self._following:
+            return None
+        values, owner = assigned
+        key = (owner, name.value)
+        self._following.add(key)
+        try:
+            if all(_empty(value, owner) for value in values) and owner.kind == "function":
+                return self._filled(name.value, owner)
+            found = all_of(self.value(value, owner, attributes) for value in values)
+            if found != HOST and len(values) > 1:
+                index = self._index(scope.owner.node)
+                reaching = reaching_assignment(name, index.parent)
+                if reaching is not None and reaching.value is not None:
+                    return self.value(reaching.value, scope, attributes)
+            return found
+        finally:
+            self._following.discard(key)
+
+    def _call(self, call: cst.Call, scope: Scope, attributes: bool) -> Condition | None:
+        name = resolve(call.func, scope) or ""
+        if name in _HOST_BUILTINS or name in _HOST_CONSTRUCTORS or name.startswith("numpy."):
+            return HOST
+        if name.startswith("torch.") and name[6:] in _HOST_FACTORIES and keyword(call, "device") is None:
+            return HOST
+        given = positional(call)
+        if name in _SAME_DEVICE and keyword(call, "device") is None:
+            return self.value(given[0].value, scope, attributes) if given else None
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+        if method in _TO_HOST or (method == "to" and _to_cpu(call)):
+            return HOST
+        found = self.calls(call, scope) if self.calls is not None else None
+        if found is not None or method is None or method in _MOVES or keyword(call, "device") is not None:
+            return found
+        if name:
+            return None  # a function of a module, not a method of a value
+        assert isinstance(call.func, cst.Attribute)
+        return self.value(call.func.value, scope, attributes)  # `fsa.invert()`, `t.float()`
+
+    def _filled(self, name: str, owner: Scope) -> Condition | None:
+        """A dict or list bound only empty in its function, then filled item by item."""
+        index = self._index(owner.node)
+        uses = [
+            use
+            for use in index.names(name)
+            if not (isinstance(above := index.parent(use), cst.Attribute) and above.attr is use)
+            and not (isinstance(above, cst.Arg) and above.keyword is use)
+        ]
+        return all_of(self._use(use, index, owner, owned=False) for use in uses)
+
+    def _filled_attribute(self, attribute: cst.Attribute, scope: Scope) -> bool:
+        """`self.cache`, when its class only ever puts host data into it (`self.cache = {}`,
+        `self.cache[key] = x.cpu()`, what the class loads back into it) and otherwise only
+        reads it (items, `in`, `.keys()`, `torch.save`)."""
+        if not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
+            return False
+        klass = scope.enclosing_class
+        if klass is None:
+            return False
+        index = UseIndex(klass.node)
+        uses = [
+            use
+            for name in index.names(attribute.attr.value)
+            if isinstance(use := index.parent(name), cst.Attribute)
+            and use.attr is name
+            and isinstance(use.value, cst.Name)
+            and use.value.value == "self"
+        ]
+        return all_of(self._use(use, index, klass, owned=True) for use in uses) == HOST
+
+    def _use(self, use: cst.BaseExpression, index: UseIndex, scope: Scope, owned: bool) -> Condition | None:
+        """Does this use of a container only read it, or put host data into it? `owned`: a
+        `self` cache, which may also hold what its class loads back."""
+        above = index.parent(use)
+        if isinstance(above, cst.AssignTarget):
+            value = _assigned(above, index)
+            if value is None:
+                return None
+            if _empty(value, scope) or (
+                owned and isinstance(value, cst.Call) and resolve(value.func, scope) in LOADERS
+            ):
+                return HOST
+            return self.value(value, scope, attributes=False)
+        if isinstance(above, cst.Subscript) and above.value is use:
+            item_parent = index.parent(above)
+            if isinstance(item_parent, cst.AssignTarget):
+                value = _assigned(item_parent, index)
+                if isinstance(value, cst.Name):
+                    reaching = reaching_assignment(value, index.parent)
+                    value = reaching.value if reaching is not None else value
+                return self.value(value, scope, attributes=False) if value is not None else None
+            changed_in_place = (
+                isinstance(item_parent, (cst.Attribute, cst.Subscript)) and item_parent.value is above
+            ) or (isinstance(item_parent, cst.AugAssign) and item_parent.target is above)
+            return None if changed_in_place else HOST
+        if isinstance(above, cst.ComparisonTarget):
+            return HOST if isinstance(above.operator, (cst.In, cst.NotIn)) else None
+        if isinstance(above, (cst.For, cst.CompFor)) and above.iter is use or isinstance(above, cst.Return):
+            return HOST  # read, or handed back to the caller once filled
+        if isinstance(above, cst.Attribute) and above.value is use:
+            call = index.parent(above)
+            if not isinstance(call, cst.Call):
+                return None
+            if above.attr.value in _READ_METHODS:
+                return HOST
+            filled = [arg.value for arg in call.args]
+            if above.attr.value in _FILL_METHODS and len(filled) == 1 and not call.args[0].star:
+                return self.value(filled[0], scope, attributes=False)
+            return None
+        if isinstance(above, cst.Arg) and not above.star:
+            call = index.parent(above)
+            return HOST if isinstance(call, cst.Call) and resolve(call.func, scope) in _READERS else None
+        return None
+
+    def _index(self, unit: cst.CSTNode) -> UseIndex:
+        if id(unit) not in self._indexes:
+            self._indexes[id(unit)] = UseIndex(unit)
+        return self._indexes[id(unit)]
+
+
+def _empty(value: cst.BaseExpression, scope: Scope) -> bool:
+    """`{}`, `[]`, `dict()` or `list()`."""
+    if isinstance(value, (cst.Dict, cst.List)):
+        return not value.elements
+    return isinstance(value, cst.Call) and not value.args and resolve(value.func, scope) in _EMPTY
+
+
+def _assigned(target: cst.AssignTarget, index: UseIndex) -> cst.BaseExpression | None:
+    assign = index.parent(target)
+    return assign.value if isinstance(assign, cst.Assign) else None
+
+
+def _to_cpu(call: cst.Call) -> bool:
+    given = positional(call)
+    target = keyword(call, "device") or (given[0] if given else None)
+    return (
+        target is not None
+        and isinstance(target.value, cst.SimpleString)
+        and target.value.evaluated_value == "cpu"
+    )
