@@ -1,0 +1,235 @@
+"""The project-wide analysis, constructor defaults: TDL301 at a `device="cuda"` default no call overrides.
+
+`encoder.py` defines `TextEncoder(vocab, device="cuda")`, stores the device in `self.device` and
+moves tokens there; when every construction in the project leaves the device out, the program
+always runs on CUDA: reported at the default. Each look-alike passes the device, or makes the
+constructions unknowable (a subclass, a decorator, the class handed on as a value, an export
+from a package), or has no construction at all: silent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from multifile import file_name, findings, record_checks, write_files
+
+from torchdev_lint.cache import ResultCache
+from torchdev_lint.config import select_rules
+from torchdev_lint.runner import CheckOptions, process_files
+
+ENCODER = """
+    import torch
+
+
+    class TextEncoder:
+        def __init__(self, vocab, device="cuda"):
+            self.device = device
+            self.vocab = vocab
+
+        def encode(self, tokens):
+            return tokens.to(self.device)
+"""
+# The construction of the main script: `{call}` is the argument list.
+MAIN = """
+    from encoder import TextEncoder
+
+
+    def main():
+        encoder = TextEncoder({call})
+        return encoder.encode(load_tokens())
+"""
+FLAGGED = ["encoder.py:6 TDL301"]
+
+
+def _check(root: Path, files: dict[str, str], *names: str, cache: ResultCache | None = None) -> list[str]:
+    write_files(root, {"setup.py": "", **files})
+    return findings(root, ["TDL301"], *names, cache=cache)
+
+
+def _main(call: str) -> str:
+    return MAIN.format(call=call)
+
+
+def test_a_default_no_construction_overrides_is_reported_at_the_default(tmp_path: Path) -> None:
+    assert _check(tmp_path, {"encoder.py": ENCODER, "main.py": _main("vocab=100")}) == FLAGGED
+    options = CheckOptions(rules=tuple(select_rules(["TDL301"])), with_edits=False)
+    paths = [str(tmp_path / "encoder.py"), str(tmp_path / "main.py")]
+    (report,) = [r for r in process_files(paths, options) if r.diagnostics]
+    (finding,) = report.diagnostics
+    assert finding.message.startswith("`device` defaults to CUDA and no construction of `TextEncoder`")
+    assert finding.fix is None
+
+
+@pytest.mark.parametrize(
+    ("default", "stored", "use"),
+    [
+        ('device="cuda"', "device", "tokens.to(self.device)"),
+        ('device="cuda:0"', "device", "tokens.to(device=self.device)"),
+        ('device=torch.device("cuda")', "torch.device(device)", "torch.zeros(3, device=self.device)"),
+        ('*, device: str = "cuda"', "device", "tokens.to(self.device)"),
+    ],
+)
+def test_the_spellings_of_a_stored_cuda_default(tmp_path: Path, default: str, stored: str, use: str) -> None:
+    encoder = ENCODER.replace('device="cuda"', default).replace("= device\n", f"= {stored}\n")
+    encoder = encoder.replace("tokens.to(self.device)", use)
+    assert _check(tmp_path, {"encoder.py": encoder, "main.py": _main("100")}) == FLAGGED
+
+
+@pytest.mark.parametrize(
+    "main",
+    [
+        # Through the module, and a construction in the same file as the class.
+        "import encoder\n\ndef main():\n    return encoder.TextEncoder(100)\n",
+        "from encoder import TextEncoder as Encoder\n\ndef main():\n    return Encoder(100), Encoder(vocab=5)\n",
+    ],
+)
+def test_constructions_through_an_alias_or_a_module(tmp_path: Path, main: str) -> None:
+    assert _check(tmp_path, {"encoder.py": ENCODER, "main.py": main}) == FLAGGED
+
+
+def test_a_construction_in_the_file_of_the_class(tmp_path: Path) -> None:
+    encoder = ENCODER + "\n\n    def build():\n        return TextEncoder(100)\n"
+    assert _check(tmp_path, {"encoder.py": encoder}) == FLAGGED
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'vocab=100, device="cpu"',  # by keyword
+        '100, "mps"',  # by position
+        "100, device=args.device",  # a setting
+        "**options",  # everything it may
+        "*arguments",
+    ],
+)
+def test_a_construction_that_passes_the_device_is_silent(tmp_path: Path, call: str) -> None:
+    assert _check(tmp_path, {"encoder.py": ENCODER, "main.py": _main(call)}) == []
+
+
+def test_one_construction_that_passes_the_device_is_enough(tmp_path: Path) -> None:
+    other = 'from encoder import TextEncoder\n\ndef evaluate():\n    return TextEncoder(5, device="cpu")\n'
+    files = {"encoder.py": ENCODER, "main.py": _main("100"), "evaluate.py": other}
+    assert _check(tmp_path, files) == []
+
+
+def test_no_construction_at_all_is_silent(tmp_path: Path) -> None:
+    files = {"encoder.py": ENCODER, "main.py": "from encoder import TextEncoder\n"}
+    assert _check(tmp_path, files) == []
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        # A subclass may pass it to `super().__init__(...)`.
+        "from encoder import TextEncoder\n\nclass CharEncoder(TextEncoder):\n    pass\n",
+        # Handed on as a value: constructed where the analysis cannot see.
+        "import functools\nfrom encoder import TextEncoder\n\nmake = functools.partial(TextEncoder, 5)\n",
+        "from encoder import TextEncoder\n\nENCODERS = {'text': TextEncoder}\n",
+        "from encoder import TextEncoder\n\ndef encoder_class():\n    return TextEncoder\n",
+        "import registry\nfrom encoder import TextEncoder\n\nregistry.register(TextEncoder)\n",
+    ],
+)
+def test_a_class_used_as_a_value_is_unknown(tmp_path: Path, other: str) -> None:
+    files = {"encoder.py": ENCODER, "main.py": _main("100"), "other.py": other}
+    assert _check(tmp_path, files) == []
+
+
+def test_type_tests_and_annotations_are_not_values(tmp_path: Path) -> None:
+    other = (
+        "from encoder import TextEncoder\n\n"
+        "def check(encoder: TextEncoder) -> bool:\n    return isinstance(encoder, TextEncoder)\n"
+    )
+    files = {"encoder.py": ENCODER, "main.py": _main("100"), "other.py": other}
+    assert _check(tmp_path, files) == FLAGGED
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        # A decorator: registries and dataclasses build it from what the analysis cannot see.
+        ("class TextEncoder:", "@register\nclass TextEncoder:"),
+        # The class builds itself.
+        (
+            "    def encode(self, tokens):",
+            "    @classmethod\n    def small(cls):\n        return cls(10)\n\n    def encode(self, tokens):",
+        ),
+        # Chosen by availability in `__init__`, or the device never used as one.
+        ("self.vocab = vocab", "self.vocab = vocab if torch.cuda.is_available() else 0"),
+        ("tokens.to(self.device)", "tokens"),
+        # Rebound before it is stored: no longer the default alone.
+        ("self.device = device", "device = torch.device(device)\n        self.device = device"),
+    ],
+)
+def test_look_alikes_in_the_class_are_silent(tmp_path: Path, before: str, after: str) -> None:
+    encoder = ENCODER.replace(before, after.replace("\n", "\n    "))
+    assert before in ENCODER
+    assert _check(tmp_path, {"encoder.py": encoder, "main.py": _main("100")}) == []
+
+
+def test_a_class_about_cuda_by_its_name_is_silent(tmp_path: Path) -> None:
+    encoder, main = (
+        ENCODER.replace("TextEncoder", "CudaEncoder"),
+        _main("100").replace("TextEncoder", "CudaEncoder"),
+    )
+    assert _check(tmp_path, {"encoder.py": encoder, "main.py": main}) == []
+
+
+def test_a_class_exported_by_a_package_is_silent(tmp_path: Path) -> None:
+    """A library's public class is constructed by its users, not by the project."""
+    files = {
+        "textlib/__init__.py": "from .encoder import TextEncoder\n",
+        "textlib/encoder.py": ENCODER,
+        "textlib/cli.py": "from .encoder import TextEncoder\n\ndef main():\n    return TextEncoder(100)\n",
+    }
+    assert _check(tmp_path, files) == []
+    files["textlib/__init__.py"] = "from .cli import main\n"
+    assert _check(tmp_path, files) == ["textlib/encoder.py:6 TDL301"]
+
+
+def test_a_construction_that_runs_only_with_cuda_is_silent(tmp_path: Path) -> None:
+    main = _main("100").replace(
+        "def main():\n", "def main():\n    assert torch.cuda.is_available(), 'needs a GPU'\n"
+    )
+    files = {"encoder.py": ENCODER, "main.py": "import torch\n" + main}
+    assert _check(tmp_path, files) == []
+
+
+def test_an_unparsable_file_naming_the_class_is_unknown(tmp_path: Path) -> None:
+    files = {"encoder.py": ENCODER, "main.py": _main("100"), "broken.py": "TextEncoder(5, device=\n"}
+    assert _check(tmp_path, files, "encoder.py", "main.py", "broken.py") == []
+
+
+def test_checked_alone_the_file_of_the_class_has_no_finding(tmp_path: Path) -> None:
+    write_files(tmp_path, {"setup.py": "", "encoder.py": ENCODER, "main.py": _main("100")})
+    assert findings(tmp_path, ["TDL301"], "encoder.py") == []
+    assert findings(tmp_path, ["TDL301"], "main.py") == []
+
+
+def test_cache_rechecks_the_class_when_a_call_in_another_file_changes_what_it_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked = record_checks(monkeypatch, file_name)
+    cache = ResultCache.open(str(tmp_path / ".cache"))
+    project = tmp_path / "project"
+    files = {"encoder.py": ENCODER, "main.py": _main('100, device="cpu"'), "other.py": "VERSION = 1\n"}
+    assert _check(project, files, cache=cache) == []
+
+    # An edit of main.py that constructs the class as before: only main.py is checked again.
+    checked.clear()
+    write_files(project, {"main.py": _main('100, device="cpu"') + "\n    VERSION = 2\n"})
+    assert findings(project, ["TDL301"], cache=cache) == []
+    assert checked == ["main.py"]
+
+    # main.py stops passing the device: encoder.py's facts (FileFacts.cuda_defaults, in its cache
+    # key) change, so encoder.py is checked again; other.py is not.
+    checked.clear()
+    write_files(project, {"main.py": _main("100")})
+    assert findings(project, ["TDL301"], cache=cache) == FLAGGED
+    assert sorted(set(checked)) == ["encoder.py", "main.py"]
+
+    # Passing a device again: encoder.py's result without facts is still cached.
+    checked.clear()
+    write_files(project, {"main.py": _main('100, device="mps"')})
+    assert findings(project, ["TDL301"], cache=cache) == []
+    assert checked == ["main.py"]
