@@ -362,9 +362,9 @@ def test_same_file_helper_that_returns_early_does_not_gate(tmp_path: Path) -> No
     ],
 )
 def test_only_text_that_can_hold_a_gate_is_parsed_first(text: str, parsed: bool) -> None:
-    from torchdev_lint.analysis.project_facts import _may_gate
+    from torchdev_lint.analysis.pass_one_text import may_gate
 
-    assert _may_gate(text.encode()) is parsed
+    assert may_gate(text.encode()) is parsed
 
 
 @pytest.mark.parametrize(

@@ -27,10 +27,40 @@ Summary = dict[str, Any]
 Target = tuple[str, str]
 # (callee as written, position in the call or -1, parameter name)
 Handed = tuple[str, int, str]
+# function → the (position, name) of the loader parameters whose batches it moves
+Moving = dict[Target, set[tuple[Any, str]]]
+
+
+def moving_parameters(
+    summaries: dict[str, Summary], resolve: Callable[[str, list[Any]], Target | None]
+) -> Moving:
+    """The loader parameters each function moves the batches of: its own loop (`batches`), or a
+    call passing the parameter on to a function that moves them (`forwards`), to a fixed point
+    (`main` → `fit(loader)` → `train_one_epoch(loader)` in another file)."""
+    moving: Moving = {}
+    for path, summary in summaries.items():
+        for function, entries in summary["batches"].items():
+            moving[(path, function)] = {(position, name) for position, name in entries}
+    changed = True
+    while changed:
+        changed = False
+        for path, summary in summaries.items():
+            for function, entries in summary["forwards"].items():
+                for text, slot, position, name in entries:
+                    target = _callee(path, summary, text, resolve)
+                    if target not in moving or (position, name) in moving.get((path, function), ()):
+                        continue
+                    if any(_passes(target, moved, text, slot) for moved in moving[target]):  # type: ignore[index]
+                        moving.setdefault((path, function), set()).add((position, name))
+                        changed = True
+    return moving
 
 
 def handed(
-    summary: Summary, resolve: Callable[[list[Any]], Target | None], summaries: dict[str, Summary]
+    summary: Summary,
+    resolve: Callable[[list[Any]], Target | None],
+    summaries: dict[str, Summary],
+    moving: Moving,
 ) -> tuple[frozenset[Handed], frozenset[Handed]]:
     """What the calls of one file pass on: (stored in a checkpoint, batches moved), see above."""
     checkpointed: set[Handed] = set()
@@ -40,8 +70,11 @@ def handed(
         callee = summaries.get(target[0]) if target is not None else None
         if target is None or callee is None:
             continue
-        for field, found in (("checkpoints", checkpointed), ("batches", moved)):
-            for position, name in callee[field].get(target[1], ()):
+        for found, parameters in (
+            (checkpointed, callee["checkpoints"].get(target[1], ())),
+            (moved, moving.get(target, ())),
+        ):
+            for position, name in parameters:
                 at = call_position(target[1], position, text)
                 found.add((text, -1 if at is None else at, name))
     return frozenset(checkpointed), frozenset(moved)
@@ -51,34 +84,72 @@ def pinned_parameters(
     summaries: dict[str, Summary],
     resolve: Callable[[str, list[Any]], Target | None],
     unreadable: list[bytes],
+    moving: Moving,
+    overrides: Callable[[Target], bool],
 ) -> dict[str, frozenset[tuple[str, str]]]:
     """For each file: `(function, parameter)` of its loader parameters that every project call
-    passes a pinned loader for."""
-    calls: dict[tuple[str, str, str], list[int]] = {}  # (path, function, parameter): [calls, pinned]
+    passes a pinned loader for, or a parameter of its caller that is itself pinned so (least
+    fixed point: a cycle of calls alone proves nothing). A method another project class it
+    derives from also defines may be run by a call of that one: unknown."""
     passed_on = {
         resolve(path, reference)
         for path, summary in summaries.items()
         for reference in summary["passed_on"].values()
     }
+    # (path, function, parameter): [calls, pinned loaders passed, parameters passed on]
+    calls: dict[tuple[str, str, str], list[Any]] = {}
     for path, summary in summaries.items():
         passed: dict[str, list[list[Any]]] = {}
         for text, pinned, _ in summary["loader_args"]:
             passed.setdefault(text, []).append(pinned)
         for text, reference in summary["sites"].items():
             target = resolve(path, reference) if reference is not None else None
-            if target is None or target[0] not in summaries or target in passed_on:
+            if target is None or target not in moving or target in passed_on or overrides(target):
                 continue
-            for position, name in summaries[target[0]]["batches"].get(target[1], ()):
+            for position, name in moving[target]:
                 at = call_position(target[1], position, text)
-                count = calls.setdefault((*target, name), [0, 0])
+                count = calls.setdefault((*target, name), [0, 0, []])
                 count[0] += summary["counts"].get(text, 0)
                 count[1] += sum(1 for slots in passed.get(text, ()) if at in slots or name in slots)
+                count[2] += [
+                    (path, function, forwarded)
+                    for function, entries in summary["forwards"].items()
+                    for written, slot, _, forwarded in entries
+                    if written == text and slot in (at, name)
+                ]
+    for key in list(calls):
+        word = re.compile(rb"\b%s\b" % re.escape(key[1].rsplit(".", 1)[-1].encode()))
+        if any(word.search(source) for source in unreadable):
+            del calls[key]
+    pinned_keys: set[tuple[str, str, str]] = set()
+    changed = True
+    while changed:
+        changed = False
+        for key, (total, pinned, forwarded) in calls.items():
+            if (
+                key not in pinned_keys
+                and total
+                and pinned + sum(f in pinned_keys for f in forwarded) == total
+            ):
+                pinned_keys.add(key)
+                changed = True
     found: dict[str, set[tuple[str, str]]] = {}
-    for (path, function, name), (total, pinned) in calls.items():
-        word = re.compile(rb"\b%s\b" % re.escape(function.rsplit(".", 1)[-1].encode()))
-        if total and pinned == total and not any(word.search(source) for source in unreadable):
-            found.setdefault(path, set()).add((function, name))
+    for path, function, name in pinned_keys:
+        found.setdefault(path, set()).add((function, name))
     return {path: frozenset(pairs) for path, pairs in found.items()}
+
+
+def _callee(
+    path: str, summary: Summary, text: str, resolve: Callable[[str, list[Any]], Target | None]
+) -> Target | None:
+    reference = summary["sites"].get(text)
+    return resolve(path, reference) if reference is not None else None
+
+
+def _passes(target: Target, parameter: tuple[int | None, str], text: str, slot: int | str) -> bool:
+    """Does a call written `text` of `target` pass its argument at `slot` for `parameter`?"""
+    position, name = parameter
+    return slot == name if isinstance(slot, str) else slot == call_position(target[1], position, text)
 
 
 def call_position(function: str, position: int | None, callee: str) -> int | None:

@@ -17,6 +17,11 @@ and written into the file's summary as plain JSON:
   or keyword) of the pinned ones, and of all of them. With how often each callee is
   called (the summary's `counts`), this says whether every call of a function passes
   a pinned loader for a parameter (TDL205 in the callee).
+- `forwards`: `{"fit": [["engine.train_one_epoch", 1, 2, "loader"], ...]}`, one entry per
+  call in which a function passes one of its own loader parameters on, unchanged, to a
+  project function: the callee as written, the slot (position or keyword), the parameter's
+  position and name. A loader reaching `train_one_epoch` through `fit` is then as good as
+  passed to it (`parameter_facts.moving_parameters`, `pinned_parameters`).
 - `passed_on`: `{"train_one_epoch": ["here", "train_one_epoch"]}`, project functions handed
   to a call as a value (`pool.map(train_one_epoch, ...)`, `partial(train_one_epoch, ...)`):
   their calls are not all seen, so what every call passes is unknown.
@@ -27,7 +32,7 @@ maps them to a call's positions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import libcst as cst
@@ -50,6 +55,7 @@ class ParameterUses:
         self.checkpoints: dict[str, list[list[Any]]] = {}
         self.batches: dict[str, list[list[Any]]] = {}
         self.loader_args: list[list[Any]] = []
+        self.forwards: dict[str, list[list[Any]]] = {}
         self.passed_on: dict[str, list[Any] | None] = {}
 
     def call(
@@ -80,15 +86,13 @@ class ParameterUses:
     def _loaders_passed(self, node: cst.Call, scope: Scope, callee: str) -> None:
         pinned: list[int | str] = []
         loaders: list[int | str] = []
-        position: int | None = 0
-        for arg in node.args:
-            if arg.star:
-                position = None if arg.star == "*" else position
+        for slot, arg in _slots(node):
+            if not is_loader(arg.value, scope):
                 continue
-            slot = arg.keyword.value if arg.keyword is not None else position
-            if arg.keyword is None and position is not None:
-                position += 1
-            if slot is None or not is_loader(arg.value, scope):
+            forwarded = parameter_of(arg.value, scope)
+            if forwarded is not None:
+                entry = [callee, slot, forwarded.position, forwarded.name]
+                self.forwards.setdefault(forwarded.function, []).append(entry)
                 continue
             origin = loader_origin(arg.value, scope)
             if origin.calls:
@@ -103,8 +107,23 @@ class ParameterUses:
             "checkpoints": self.checkpoints,
             "batches": self.batches,
             "loader_args": self.loader_args,
+            "forwards": self.forwards,
             "passed_on": self.passed_on,
         }
+
+
+def _slots(node: cst.Call) -> Iterator[tuple[int | str, cst.Arg]]:
+    """Each argument with its slot: its keyword, or its position while no `*args` came before."""
+    position: int | None = 0
+    for arg in node.args:
+        if arg.star:
+            position = None if arg.star == "*" else position
+            continue
+        slot = arg.keyword.value if arg.keyword is not None else position
+        if arg.keyword is None and position is not None:
+            position += 1
+        if slot is not None:
+            yield slot, arg
 
 
 def _note(table: dict[str, list[list[Any]]], parameter: Parameter) -> None:

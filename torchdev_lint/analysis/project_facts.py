@@ -30,7 +30,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchdev_lint.analysis import constructor_facts, load_facts
-from torchdev_lint.analysis.parameter_facts import Handed, handed, pinned_parameters
+from torchdev_lint.analysis.inheritance import Inheritance
+from torchdev_lint.analysis.parameter_facts import (
+    Handed,
+    Moving,
+    handed,
+    moving_parameters,
+    pinned_parameters,
+)
+from torchdev_lint.analysis.pass_one_text import imports, may_gate
 from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_all, read_source
@@ -38,22 +46,6 @@ from torchdev_lint.files import read_all, read_source
 if TYPE_CHECKING:
     from torchdev_lint.analysis.parameters import Parameter
 
-# Text a gate of the file's own needs (see requirements.CudaRequirements.stops_caller): a claim
-# of the GPU, an assert about CUDA on its first line, an `if` about CUDA (or the CPU) whose
-# block stops within a few lines, or an `else:` that stops in a file with such an `if`. Only
-# files with it are parsed at first (under a tenth of a project's bytes); a test spread over
-# lines can be missed, which only leaves a finding in place.
-# (Matched against the lower-cased text: case-insensitive patterns are several times slower.)
-_STOP_TEXT = re.compile(rb"\b(?:raise|exit|quit|_exit|skip\w*)\b")
-_CLAIM_TEXT = re.compile(
-    rb"set_device|current_device|init_process_group|assert\b[^\n]*(?:cuda|gpu|nccl|accelerator)"
-)
-_IF_TEXT = re.compile(rb"^[ \t]*(?:el)?if\b[^\n]*(?:cuda|gpu|nccl|accelerator|cpu)", re.MULTILINE)
-_ELSE_TEXT = re.compile(rb"^[ \t]*else[ \t]*:", re.MULTILINE)
-# Import statements, read from the text to find project modules outside the checked files.
-_IMPORT = re.compile(
-    rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
-)
 # Text a parameter boundary needs in the file that starts it: a loader built (TDL204/TDL205),
 # a checkpoint saved (TDL105). Its callers and callees are found as for gates, by name. (An
 # alias, `DL(...)` or `T.save(...)`, keeps the file out: that only leaves a finding out.)
@@ -62,7 +54,7 @@ _PARAMETER_TEXT = re.compile(
 )
 _MAX_ALIASES = 8
 # The summary fields that name a function of the file, and every field a cached summary must have.
-_DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults", "returns")
+_DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults", "forwards", "returns")
 _FIELDS = frozenset(
     {
         "functions",
@@ -73,7 +65,9 @@ _FIELDS = frozenset(
         "checkpoints",
         "batches",
         "loader_args",
+        "forwards",
         "passed_on",
+        "classes",
         "saved_files",
         "dataset_classes",
         "returns",
@@ -212,6 +206,7 @@ class _Pass:
         self.unparsed: dict[str, bytes] = {}  # checked, no summary yet (no gate text of its own)
         self.seen: set[str] = set()
         self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
+        self.inheritance = Inheritance(self.summaries, self.index.locate, self.wanted)
         self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
         self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
@@ -234,7 +229,7 @@ class _Pass:
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
-            for level, dotted in _imports(source):
+            for level, dotted in imports(source):
                 located = self.index.locate(current, level, dotted)
                 if located is not None and located.file is not None and located.file not in self.checked:
                     work.append(located.file)
@@ -244,16 +239,18 @@ class _Pass:
         text names one, and the modules a reference to one leads to (a re-exporting package)."""
         while True:
             gating = self._fixed_point()
-            known = gating | self._parameter_functions()
+            moving = moving_parameters(self.summaries, self._target)
+            known = gating | self._parameter_functions(moving)
             known |= constructor_facts.classes(self.summaries)  # read the files naming them
-            # A caller in another file names the function, or the class of a method.
+            # A caller in another file names the function, or the class of a method (or a subclass).
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
+            names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
             names |= self._loader_callees() | load_facts.wanted_names(self.summaries)
             fresh, self.names = names - self.names, self.names | names
             self._targets.clear()
-            pinned = pinned_parameters(self.summaries, self._target, self.unreadable)
+            pinned = self._pinned(moving)
             facts = {
-                path: self._facts(path, gating, pinned.get(path, frozenset()))
+                path: self._facts(path, gating, moving, pinned.get(path, frozenset()))
                 for path in self.summaries
                 if path in self.checked
             }
@@ -285,8 +282,8 @@ class _Pass:
         try:
             self._targets.clear()
             gating = self._fixed_point()
-            pinned = pinned_parameters(self.summaries, self._target, self.unreadable)
-            found = self._facts(path, gating, pinned.get(path, frozenset()))
+            moving = moving_parameters(self.summaries, self._target)
+            found = self._facts(path, gating, moving, self._pinned(moving).get(path, frozenset()))
             found = self._with_load_facts({path: found})[path]
             found = constructor_facts.with_defaults(
                 {path: found}, self.summaries, self._target, self.unreadable
@@ -349,22 +346,30 @@ class _Pass:
             if self._target(path, reference) in known
         }
 
-    def _parameter_functions(self) -> set[Target]:
+    def _parameter_functions(self, moving: Moving) -> set[Target]:
         """Functions that store a parameter in a checkpoint or move a loader parameter's batches."""
-        return {
+        stored = {
             (path, qualname)
             for path, summary in self.summaries.items()
-            for field in ("checkpoints", "batches")
-            for qualname in summary[field]
+            for qualname in summary["checkpoints"]
         }
+        return stored | moving.keys()
+
+    def _pinned(self, moving: Moving) -> dict[str, frozenset[tuple[str, str]]]:
+        overrides = self.inheritance.overrides
+        return pinned_parameters(self.summaries, self._target, self.unreadable, moving, overrides)
 
     def _loader_callees(self) -> set[str]:
         """The names of the project functions loaders are passed to: their modules are wanted
         (where the batches go is in the callee)."""
         names = set()
         for path, summary in self.summaries.items():
-            for text, _, _ in summary["loader_args"]:
+            passed = [entry[0] for entry in summary["loader_args"]]
+            passed += [entry[0] for entries in summary["forwards"].values() for entry in entries]
+            for text in passed:
                 reference = summary["sites"].get(text)
+                if reference is not None and reference[0] == "here":
+                    self.inheritance.method(path, reference[1], want=True)  # a base class's module
                 if reference is None or reference[0] != "module":
                     continue
                 located = self.index.locate(path, reference[1], reference[2])
@@ -374,9 +379,11 @@ class _Pass:
                         self.wanted.add(located.file)
         return names
 
-    def _facts(self, path: str, gating: set[Target], pinned: frozenset[tuple[str, str]]) -> FileFacts:
+    def _facts(
+        self, path: str, gating: set[Target], moving: Moving, pinned: frozenset[tuple[str, str]]
+    ) -> FileFacts:
         summary = self.summaries[path]
-        checkpointing, batch_moving = handed(summary, lambda r: self._target(path, r), self.summaries)
+        checkpointing, batch_moving = handed(summary, lambda r: self._target(path, r), self.summaries, moving)
         gates = frozenset(
             text
             for text, reference in summary["sites"].items()
@@ -461,7 +468,7 @@ class _Pass:
     def _resolve(self, path: str, reference: list[Any], depth: int) -> Target | None:
         kind = reference[0]
         if kind == "here":
-            return path, reference[1]
+            return self.inheritance.method(path, reference[1])
         if kind == "star":
             return self._from_stars(path, reference[1], depth)
         located = self.index.locate(path, reference[1], reference[2])
@@ -547,51 +554,7 @@ def _wants_summary(source: bytes) -> bool:
     in a class derived from another (a cheap test, before parsing)?"""
     if constructor_facts.may_define(source):
         return True
-    return bool(_may_gate(source) or _PARAMETER_TEXT.search(source) or load_facts.may_need(source))
-
-
-def _may_gate(source: bytes) -> bool:
-    """Can the text hold a gate of its own (a cheap test, before parsing)?"""
-    text = source.lower()
-    if _CLAIM_TEXT.search(text):
-        return True
-    checks = [match.start() for match in _IF_TEXT.finditer(text)]
-    if any(_STOP_TEXT.search(_lines(text, start, 7)) for start in checks):
-        return True
-    return bool(checks) and any(
-        _STOP_TEXT.search(_lines(text, match.start(), 4)) for match in _ELSE_TEXT.finditer(text)
-    )
-
-
-def _lines(source: bytes, start: int, count: int) -> bytes:
-    """`count` lines of `source` from offset `start`."""
-    end = start
-    for _ in range(count):
-        end = source.find(b"\n", end + 1)
-        if end < 0:
-            return source[start:]
-    return source[start:end]
-
-
-def _imports(source: bytes) -> list[tuple[int, str]]:
-    """`(level, "dotted.module")` of each import statement's first line, and of each name a
-    `from` imports (it may be a module: `from . import utils`)."""
-    found = []
-    for match in _IMPORT.finditer(source):
-        dots, module, names, plain = (
-            group.decode("utf-8", "replace") if group else "" for group in match.groups()
-        )
-        if match.group(4) is not None:
-            found += [(0, words[0]) for part in plain.split(",") if (words := part.split())]
-            continue
-        level = len(dots)
-        if module:
-            found.append((level, module))
-        for part in names.replace(")", " ").split(","):
-            words = part.split()
-            if words and words[0] != "*" and words[0].isidentifier():
-                found.append((level, f"{module}.{words[0]}" if module else words[0]))
-    return found
+    return bool(may_gate(source) or _PARAMETER_TEXT.search(source) or load_facts.may_need(source))
 
 
 def _load(entry: str) -> Summary | None:

@@ -18,8 +18,11 @@ kept as written; the project index resolves them later, see
   and `torch.load` reads, the classes that are or may be Datasets (for TDL101:
   `analysis/saved_files.py`, `analysis/dataset_bases.py`); `returns`: the functions whose
   return value is host data, or is when the callees listed are (`analysis/returned_values.py`).
-- `counts`: how many calls name each site; `checkpoints`, `batches`, `loader_args`: what
-  functions do with their parameters and which calls pass loaders (`analysis/parameter_uses.py`).
+- `counts`: how many calls name each site; `checkpoints`, `batches`, `loader_args`, `forwards`:
+  what functions do with their parameters, which calls pass loaders and which pass a loader
+  parameter on (`analysis/parameter_uses.py`).
+- `classes`: each module-level class's bases and the names its body binds, so that `self.setup`
+  finds a method of a base class in another module (`analysis/inheritance.py`).
 - `cuda_defaults`, `constructions`: classes whose `__init__` stores a CUDA default used as a
   device, and the slots each construction passes (TDL301: `analysis/constructor_defaults.py`).
 
@@ -95,6 +98,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "dataset_classes": collector.dataset_classes.classes,
         "returns": collector.returned.summary(functions, collector.generators),
         **collector.constructors.fields(requirements),
+        "classes": collector.classes,
     }
 
 
@@ -156,6 +160,7 @@ class _Collector:
         self.dataset_classes = DatasetClasses(reference_of)  # bases of classes (TDL101)
         self.returned = ReturnedValues(reference_of)  # functions returning host data (TDL101)
         self.constructors = ConstructorUses(reference_of, scope)  # CUDA defaults, constructions (TDL301)
+        self.classes: dict[str, list[Any]] = {}  # module-level classes: bases, names (inheritance)
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
             id(statement): (qualname, index)
@@ -189,10 +194,14 @@ class _Collector:
             self.scope = Scope(node, "function" if kind is cst.FunctionDef else "lambda", self.scope)
             collect_function_bindings(self.scope, node)  # type: ignore[arg-type]
         elif kind is cst.ClassDef:
-            if self.scope.parent is None:
-                self.dataset_classes.note(node, self.scope)  # type: ignore[arg-type]
+            module = self.scope if self.scope.parent is None else None
+            if module is not None:
+                self.dataset_classes.note(node, module)  # type: ignore[arg-type]
             self.scope = Scope(node, "class", self.scope)
             collect_bindings(self.scope, block_statements(node.body))  # type: ignore[attr-defined]
+            if module is not None:
+                name = node.name.value  # type: ignore[attr-defined]
+                self.classes[name] = class_entry(node, module, self.scope)  # type: ignore[arg-type]
         elif kind in _COMPREHENSIONS:
             self.scope = Scope(node, "comprehension", self.scope)
             collect_comprehension_bindings(self.scope, node)  # type: ignore[arg-type]
@@ -253,7 +262,8 @@ def reference_of(text: str, scope: Scope) -> Reference | None:
 
 
 def _method_reference(scope: Scope, rest: list[str]) -> Reference | None:
-    """`self.setup` inside a method of class `C`: `C.setup` of this file (no inheritance)."""
+    """`self.setup` inside a method of class `C`: `C.setup` of this file (a base class defines it
+    when `C` does not: `analysis/inheritance.py` finds which, once the project is read)."""
     function = scope
     while function.kind in ("comprehension", "lambda") and function.parent is not None:
         function = function.parent
@@ -283,6 +293,30 @@ def _import_reference(name: str, bindings: list[Any], rest: tuple[str, ...]) -> 
             dotted = ".".join(part for part in (module, imported, *rest) if part)
             return ["module", len(node.relative), dotted]
     return None
+
+
+def class_entry(node: cst.ClassDef, module: Scope, body: Scope) -> list[Any]:
+    """A module-level class as `analysis/inheritance.py` reads it: `[bases, names]`, each base a
+    reference (None when unknown; a class of the file is `["here", "Name"]`, `object` is left
+    out), `names` what its body binds."""
+    bases: list[Reference | None] = []
+    for base in node.bases:
+        if base.keyword is not None:
+            continue  # metaclass=...
+        value = base.value.value if isinstance(base.value, cst.Subscript) else base.value
+        text = None if base.star else dotted_name(value)
+        if text == "object":
+            continue
+        found = module.lookup(text) if text is not None else None
+        if (
+            found is not None
+            and found[0] is module
+            and all(isinstance(b.node, cst.ClassDef) for b in found[1])
+        ):
+            bases.append(["here", text])
+        else:
+            bases.append(reference_of(text, module) if text is not None else None)
+    return [bases, sorted(body.bindings)]
 
 
 def _stars(module: cst.Module) -> list[list[Any]]:
