@@ -37,7 +37,7 @@ from torchdev_lint.analysis.load_facts import local_key
 from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.saved_files import path_shape
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name
-from torchdev_lint.analysis.walk import children
+from torchdev_lint.analysis.walk import children, first
 from torchdev_lint.syntax import argument, has_star
 
 # `self`/`cls`: attributes of the instance or class a method runs on.
@@ -104,10 +104,13 @@ class PendingLoads:
         self._loads.append((call, loader, scope))
 
     def flagged(self, ctx: FileContext) -> Iterator[tuple[cst.Call, Loader, bool]]:
-        """The loads that may restore tensors onto a missing device, each with whether every
-        use of the loaded value ends in a `load_state_dict` (where `map_location="cpu"` changes
-        nothing the program sees)."""
+        """The loads that may restore tensors onto a missing device, each with whether
+        `map_location="cpu"` changes nothing the program sees: every use of the loaded value
+        ends in a `load_state_dict` the file does not define itself (its own may keep the
+        tensors as given), and the loader is no `torch.jit.load` (its module would stay on
+        the CPU)."""
         indexes: dict[int, UseIndex] = {}
+        own_load_state_dict: bool | None = None
         for call, loader, scope in self._loads:
             owner = scope.owner
             if reads_own_or_shipped_file(call, loader, scope, self.saved, ctx.project):
@@ -118,7 +121,14 @@ class PendingLoads:
             receivers = index.state_dict_receivers(call, owner)
             if receivers and all(restores_host_data(r, owner) for r in receivers):
                 continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
-            yield call, loader, receivers is not None
+            if own_load_state_dict is None:
+                own_load_state_dict = first(ctx.module, _defines_load_state_dict) is not None
+            safe = receivers is not None and not own_load_state_dict and loader.qualname != "torch.jit.load"
+            yield call, loader, safe
+
+
+def _defines_load_state_dict(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.FunctionDef) and node.name.value == "load_state_dict"
 
 
 def _names_host_file(path: cst.BaseExpression, scope: Scope) -> bool:

@@ -13,7 +13,8 @@ alone proves nothing; a callee outside the project, or in a file not read, is no
   is host data under that condition (an empty list: by itself); absent: not known.
 - `project_calls`: pass 1's view of a call: a project function's call waits on its callee.
 - `summary_fact`: a condition as the summaries keep it (`saved_files` too).
-- `known_calls`: a file's check's view of a call: what its `FileFacts` say.
+- `FileReturns`: a file's check's view of a call: the file's own functions judged on
+  demand, imported ones by what its `FileFacts` say.
 
 The propagation over the project's summaries is LibCST-free, in `load_facts`.
 """
@@ -27,13 +28,16 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 
 from torchdev_lint.analysis.host_values import HOST, Calls, Condition, all_of, host_condition
-from torchdev_lint.analysis.scopes import Scope, dotted_name
+from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, open_scope
+from torchdev_lint.analysis.walk import children
 
 if TYPE_CHECKING:
     from torchdev_lint.analysis.project_facts import FileFacts
 
 Reference = list[Any]
 References = Callable[[str, Scope], Reference | None]
+# Nodes whose `return`/`yield` belong to another function.
+_NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 # Decorators that leave what the function returns as it is.
 _TRANSPARENT = frozenset(
     {
@@ -80,18 +84,27 @@ class ReturnedValues:
         """The `returns` field: each function's condition, when it has one."""
         found = {}
         for qualname, function in functions:
-            returns = self._found.get(qualname)
-            if not returns or qualname in generators or function.asynchronous is not None:
-                continue  # no value returned, or calling it returns a generator or coroutine
-            if not all(_transparent(decorator) for decorator in function.decorators):
-                continue
-            condition = all_of(
-                host_condition(node.value, scope, self._calls) if node.value is not None else HOST
-                for node, scope in returns
-            )
+            returns = self._found.get(qualname, [])
+            condition = function_condition(function, returns, qualname in generators, self._calls)
             if condition is not None:
                 found[qualname] = [json.loads(key) for key in sorted(condition)]
         return found
+
+
+def function_condition(
+    function: cst.FunctionDef, returns: list[tuple[cst.Return, Scope]], generator: bool, calls: Calls
+) -> Condition | None:
+    """The condition under which what `function` returns is host data: every `return` is.
+    None when it returns no value, or a generator or coroutine, or has a decorator that may
+    change what it returns."""
+    if not returns or generator or function.asynchronous is not None:
+        return None
+    if not all(_transparent(decorator) for decorator in function.decorators):
+        return None
+    return all_of(
+        host_condition(node.value, scope, calls) if node.value is not None else HOST
+        for node, scope in returns
+    )
 
 
 def _qualname(scope: Scope) -> str | None:
@@ -122,19 +135,68 @@ def summary_fact(condition: Condition | None) -> bool | list[Reference]:
     return [json.loads(key) for key in sorted(condition)]
 
 
-def known_calls(facts: FileFacts | None) -> Calls | None:
-    """A file's check: a call returns host data when the project facts say its callee does
-    (the callee written as a name of the module, an import, `self.f` or `cls.f`)."""
-    if facts is None or not facts.host_returns:
-        return None
-    host = facts.host_returns
+class FileReturns:
+    """A file's check: a call returns host data when its callee is a function of the file
+    whose every `return` is host data (judged on demand, through the file's other functions),
+    or an imported function the project facts (`FileFacts.host_returns`) say returns host data."""
 
-    def calls(call: cst.Call, scope: Scope) -> Condition | None:
+    def __init__(self, module: Scope, facts: FileFacts | None) -> None:
+        self._module = module
+        self._imported = facts.host_returns if facts is not None else frozenset()
+        self._judged: dict[int, Condition | None] = {}
+
+    def __call__(self, call: cst.Call, scope: Scope) -> Condition | None:
         text = dotted_name(call.func)
-        if text is None or text not in host:
+        if text is None:
             return None
-        head = text.split(".", 1)[0]
-        found = scope.lookup(head)
-        return HOST if head in ("self", "cls") or (found is not None and found[0].kind == "module") else None
+        head, _, rest = text.partition(".")
+        found = self._function(head, rest, scope)
+        if found is not None:
+            return self._returns(*found)
+        bound = scope.lookup(head)
+        imported = bound is not None and bound[0].kind == "module" and bound[1][0].import_target is not None
+        return HOST if imported and text in self._imported else None
 
-    return calls
+    def _function(self, head: str, rest: str, scope: Scope) -> tuple[cst.FunctionDef, Scope] | None:
+        """The module-level function (`f`) or method (`self.f`, `cls.f`, `C.f`) a callee names."""
+        if head in ("self", "cls"):
+            klass = scope.enclosing_class
+            node = klass.node if klass is not None and klass.parent is self._module else None
+        else:
+            bound = scope.lookup(head)
+            if bound is None or bound[0] is not self._module or len(bound[1]) != 1:
+                return None
+            node = bound[1][0].node
+        if isinstance(node, cst.FunctionDef) and not rest:
+            return node, self._module
+        if not isinstance(node, cst.ClassDef) or not rest or "." in rest:
+            return None
+        methods = [
+            m for m in block_statements(node.body) if isinstance(m, cst.FunctionDef) and m.name.value == rest
+        ]
+        klass_scope = open_scope(node, self._module)
+        return (methods[0], klass_scope) if len(methods) == 1 and klass_scope is not None else None
+
+    def _returns(self, function: cst.FunctionDef, parent: Scope) -> Condition | None:
+        if id(function) not in self._judged:
+            self._judged[id(function)] = None  # a recursion proves nothing
+            scope = open_scope(function, parent)
+            returns, generator = _returns_of(function)
+            if scope is not None:
+                self._judged[id(function)] = function_condition(
+                    function, [(node, scope) for node in returns], generator, self
+                )
+        return self._judged[id(function)]
+
+
+def _returns_of(function: cst.FunctionDef) -> tuple[list[cst.Return], bool]:
+    """The function's own `return` statements, and whether it is a generator."""
+    returns, generator, stack = [], False, list(children(function.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Return):
+            returns.append(node)
+        generator = generator or isinstance(node, cst.Yield)
+        if not isinstance(node, _NESTED):
+            stack.extend(children(node))
+    return returns, generator

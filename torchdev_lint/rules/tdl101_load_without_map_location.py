@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import checkpoint_loads, checkpoint_saves
+from torchdev_lint.analysis import checkpoint_saves
 from torchdev_lint.analysis.host_loads import PendingLoads, restores_no_device_at_call, unmapped_loader
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -26,39 +26,38 @@ class LoadWithoutMapLocation(Rule):
     fix_availability = "sometimes"
     docs = """
         ## What it does
-        Flags `torch.load(f)`, `torch.jit.load(f)` and `torch.hub.load_state_dict_from_url(url)`
-        (or `torch.utils.model_zoo.load_url`) without `map_location`, by keyword or position
-        (second argument of `torch.load`/`torch.jit.load`, third of `load_state_dict_from_url`);
-        calls unpacking `*args`/`**kwargs` may carry one. Left alone where the premise (tensors
-        restored onto a device this machine may lack) cannot hold:
-        - files the program wrote itself: a path the same function has just written (same run, same
-          machine); a `torch.load` of a path the file writes from host memory
-          (`torch.save(feats.cpu(), path)`, the same expression, or a `self` dict its class fills
-          with `.cpu()` values only) or that other project files write only from host memory (the
+        Flags `torch.load(f)`, `torch.jit.load(f)` and `torch.hub.load_state_dict_from_url(url)` (or
+        `torch.utils.model_zoo.load_url`) without `map_location`, by keyword or position (second argument of
+        `torch.load`/`torch.jit.load`, third of `load_state_dict_from_url`); calls unpacking
+        `*args`/`**kwargs` may carry one. Left alone where the premise (tensors restored onto a device this
+        machine may lack) cannot hold:
+        - files the program wrote itself: a path the same function has just written (same run, same machine);
+          a `torch.load` of a path the file writes from host memory (`torch.save(feats.cpu(), path)`, the same
+          expression; NumPy, `torch.from_numpy`, factories without `device=`, k2 FSAs built from text, what
+          project functions return from those, dicts the function fills item by item with those, a `self`
+          dict its class fills with those only) or that other project files write only from host memory (the
           same string, f-string shape such as `f"{prefix}.f0_stat.pt"`, constant through imports, or
-          distinctive config key); an `io.BytesIO` round trip by the class (or function) that
-          serializes into such buffers; a `self.path` that the object's `__del__` removes;
-        - host data by construction: generator states and metadata (`rng_file`,
-          `path / _METADATA_FILENAME`, a file saved from `g.get_state()`), values whose every use
-          is a generator setter or `torch.from_numpy`/`np.asarray`, scheduler or scaler state
-          (`lr_scheduler.load_state_dict`, `class WarmupScheduler`), loads in a `Dataset` class
-          (bases followed through the project), in a function importing `torch_xla` or deleting
-          its `device`/`map_location` parameter;
-        - tests (`test_*.py`, `conftest.py`, `test_*` functions of a pytest/unittest module) and
-          files shipped with the code (a path built from `__file__`);
+          distinctive config key); an `io.BytesIO` round trip by the class (or function) that serializes into
+          such buffers; a `self.path` that the object's `__del__` removes;
+        - host data by construction: generator states and metadata (`rng_file`, `path / _METADATA_FILENAME`, a
+          file saved from `g.get_state()`), values whose every use is a generator setter or
+          `torch.from_numpy`/`np.asarray`, scheduler or scaler state (`lr_scheduler.load_state_dict`,
+          `class WarmupScheduler`), loads in a `Dataset` class (bases followed through the project), in a
+          function importing `torch_xla` or deleting its `device`/`map_location` parameter;
+        - tests (`test_*.py`, `conftest.py`, `test_*` functions of a pytest/unittest module) and files shipped
+          with the code (a path built from `__file__`);
         - weights at a URL fixed in the code (a literal, a constant, a class attribute,
-          `model_urls["resnet18"]`), loaded from it or fetched with `download_url_to_file`: their
-          authors publish and load them everywhere they support;
+          `model_urls["resnet18"]`), loaded from it or fetched with `download_url_to_file`: their authors
+          publish and load them everywhere they support;
         - a `torch.jit.load` in code that cannot run without CUDA (a TensorRT engine).
 
-        Weights a class saves and loads itself are still flagged: the file may come from a GPU
-        machine.
+        Weights a class saves and loads itself are still flagged: the file may come from a GPU machine.
 
         ## Why it matters
-        Without `map_location`, every tensor is restored onto the device it was saved from. A
-        checkpoint written on `cuda:3` fails to load on a laptop (`RuntimeError: Attempting to
-        deserialize object on a CUDA device but torch.cuda.is_available() is False`), and on a
-        multi-GPU box every process loads onto the GPU that saved it, piling memory onto one card.
+        Without `map_location`, every tensor is restored onto the device it was saved from. A checkpoint
+        written on `cuda:3` fails to load on a laptop (`RuntimeError: Attempting to deserialize object on a
+        CUDA device but torch.cuda.is_available() is False`), and on a multi-GPU box every process loads onto
+        the GPU that saved it, piling memory onto one card.
 
         ## Example
         ```python
@@ -74,20 +73,19 @@ class LoadWithoutMapLocation(Rule):
         ```
 
         ## Fix safety
-        The fix adds `map_location="cpu"` (the keyword only, no `torch` name; inside an f-string
-        with the quote legal there, and no fix where none is). It is safe only where every use of
-        the loaded value ends in `x.load_state_dict(value)` (without `assign=True`), directly or
-        through items (`ckpt["model"]`, `.get`, `.pop`), names assigned in the same function
-        (`sd = sd["state_dict"]`) or a key-renaming dict comprehension; uses that only test it
-        (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a dropped value do not count.
-        `load_state_dict` copies the values into tensors that already live where the model was
-        placed, so nothing the program sees changes; when the file defines its own
+        The fix adds `map_location="cpu"` (the keyword only, no `torch` name; inside an f-string with the
+        quote legal there, and no fix where none is). It is safe only where every use of the loaded value ends
+        in `x.load_state_dict(value)` (without `assign=True`), directly or through items (`ckpt["model"]`,
+        `.get`, `.pop`), names assigned in the same function (`sd = sd["state_dict"]`) or a key-renaming dict
+        comprehension; uses that only test it (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a
+        dropped value do not count. `load_state_dict` copies the values into tensors that already live where
+        the model was placed, so nothing the program sees changes; when the file defines its own
         `load_state_dict` (which may keep the tensors as given) the fix is unsafe.
 
-        Everywhere else the fix is unsafe: a pickled module, optimizer or tensor that is used,
-        returned or handed on stays on the CPU where the code may expect the saving device
-        (`model = torch.load(p, weights_only=False); model(x_gpu)` then fails). `torch.jit.load`'s
-        fix is always unsafe: the scripted module stays on the CPU.
+        Everywhere else the fix is unsafe: a pickled module, optimizer or tensor that is used, returned or
+        handed on stays on the CPU where the code may expect the saving device (`model = torch.load(p,
+        weights_only=False); model(x_gpu)` then fails). `torch.jit.load`'s fix is always unsafe: the scripted
+        module stays on the CPU.
         """
     invalid = (
         Invalid(
@@ -194,10 +192,15 @@ class LoadWithoutMapLocation(Rule):
             lines=(2,),
         ),
         # A file format written and read by module-level functions, weights a class writes and
-        # reads itself: the bytes may come from a file saved on another machine.
+        # reads itself: the bytes may come from a file saved on another machine. A script's
+        # evaluation function named `test` is no unit test; a cache read before it is written may
+        # come from another run (`embed` returns CUDA tensors); a scheduler's state next to a
+        # model's is still a load of tensors; a download from a URL the caller chooses may hold
+        # anything.
         Invalid(
             """
             import io
+            import os
             import torch
 
             def serialize_weights(state):
@@ -214,10 +217,33 @@ class LoadWithoutMapLocation(Rule):
 
                 def restore(self, model, path):
                     model.load_state_dict(torch.load(path))
+
+            def test(args, model, device, loader):
+                model.load_state_dict(torch.load(args.ckpt))
+
+            def embed(model, x):
+                return model(x).cuda()
+
+            def features(model, x, cache):
+                if os.path.exists(cache):
+                    return torch.load(cache)
+                out = embed(model, x)
+                torch.save(out, cache)
+                return out
+
+            def resume(model, scheduler, path):
+                ckpt = torch.load(path)
+                model.load_state_dict(ckpt["model"])
+                scheduler.load_state_dict(ckpt["scheduler"])
+
+            def fetch(model, url, cached):
+                torch.hub.download_url_to_file(url, cached)
+                model.load_state_dict(torch.load(cached))
             """,
-            lines=(10, 17),
+            lines=(11, 18, 21, 28, 34, 40),
             fixed="""
             import io
+            import os
             import torch
 
             def serialize_weights(state):
@@ -234,47 +260,17 @@ class LoadWithoutMapLocation(Rule):
 
                 def restore(self, model, path):
                     model.load_state_dict(torch.load(path, map_location="cpu"))
-            """,
-        ),
-        # A script's evaluation function named `test` is no unit test; a cache read before it is
-        # written may come from another run; a scheduler's state next to a model's is still a load
-        # of tensors; a download from a URL the caller chooses may hold anything.
-        Invalid(
-            """
-            import os
-            import torch
-
-            def test(args, model, device, loader):
-                model.load_state_dict(torch.load(args.ckpt))
-
-            def features(model, x, cache):
-                if os.path.exists(cache):
-                    return torch.load(cache)
-                out = model(x)
-                torch.save(out, cache)
-                return out
-
-            def resume(model, scheduler, path):
-                ckpt = torch.load(path)
-                model.load_state_dict(ckpt["model"])
-                scheduler.load_state_dict(ckpt["scheduler"])
-
-            def fetch(model, url, cached):
-                torch.hub.download_url_to_file(url, cached)
-                model.load_state_dict(torch.load(cached))
-            """,
-            lines=(5, 9, 15, 21),
-            fixed="""
-            import os
-            import torch
 
             def test(args, model, device, loader):
                 model.load_state_dict(torch.load(args.ckpt, map_location="cpu"))
 
+            def embed(model, x):
+                return model(x).cuda()
+
             def features(model, x, cache):
                 if os.path.exists(cache):
                     return torch.load(cache, map_location="cpu")
-                out = model(x)
+                out = embed(model, x)
                 torch.save(out, cache)
                 return out
 
@@ -290,8 +286,12 @@ class LoadWithoutMapLocation(Rule):
         ),
     )
     valid = (
+        # `map_location` given (unpacked arguments may give it); other functions named `load`, and
+        # a local `torch` that is not the module.
         Valid(
             """
+            import pickle
+
             import torch
             a = torch.load(path, map_location="cpu")
             b = torch.load(path, "cpu")
@@ -301,14 +301,6 @@ class LoadWithoutMapLocation(Rule):
             f = torch.jit.load(path, "cpu")
             g = torch.hub.load_state_dict_from_url(url, None, "cpu")
             h = torch.hub.load_state_dict_from_url(url, map_location=device)
-            """
-        ),
-        # Other functions named `load`, and a local `torch` that is not the module.
-        Valid(
-            """
-            import pickle
-
-            import torch
 
             def load(path):
                 return open(path).read()
@@ -388,15 +380,26 @@ class LoadWithoutMapLocation(Rule):
                     return torch.jit.load(io.BytesIO(serialized))
             """
         ),
-        # Weights shipped inside the package, next to the code; unit tests; a loader that deletes
-        # its `device` parameter says the data has none; schedulers and scalers restore numbers.
+        # Host data by construction: generator states (fed to setters, named so, or saved from
+        # `get_state()`), bookkeeping metadata, NumPy tables, XLA checkpoints, a dataset's cache,
+        # what the file's functions return from host memory (NumPy, k2 FSAs built from text); a
+        # temporary file its object deletes; weights shipped next to the code; unit tests; a loader
+        # deleting its `device` parameter says the data has none; schedulers and scalers: numbers.
         Valid(
             """
+            import os
+            import random
             from pathlib import Path
 
+            import k2
+            import numpy as np
             import pytest
             import torch
+            from torch.utils.data import Dataset
 
+            from .utils import set_rng_state_for_device
+
+            _META_FILE = "meta.pt"
             WEIGHTS = Path(__file__).resolve().parent / "weights" / "dists.pt"
 
             class PNet(torch.nn.Module):
@@ -427,23 +430,6 @@ class LoadWithoutMapLocation(Rule):
             def restore(trainer, checkpoint):
                 trainer.lr_scheduler.load_state_dict(torch.load(checkpoint + "/scheduler.pt"))
                 trainer.scaler.load_state_dict(torch.load(checkpoint + "/scaler.pt"))
-            """
-        ),
-        # Host data by construction: generator states (fed to setters, named so, or saved from
-        # `get_state()`), bookkeeping metadata, NumPy tables, XLA checkpoints, a dataset's cache;
-        # a temporary file its object deletes.
-        Valid(
-            """
-            import os
-            import random
-
-            import numpy as np
-            import torch
-            from torch.utils.data import Dataset
-
-            from .utils import set_rng_state_for_device
-
-            _META_FILE = "meta.pt"
 
             def restore_rng(path):
                 state = torch.load(path, weights_only=True)
@@ -505,6 +491,32 @@ class LoadWithoutMapLocation(Rule):
                     item = self.transform(self.data[index])
                     torch.save(item, hashfile)
                     return item
+
+            def extract_pitch(path):
+                pitch = yaapt(np.load(path))
+                pitch = torch.from_numpy(pitch.astype(np.float32))
+                return pitch
+
+            def pitch_of(path):
+                try:
+                    return extract_pitch(path)
+                except ValueError:
+                    return None
+
+            def dump_pitch(paths, out_dir, rank):
+                table = {}
+                for path in paths:
+                    table[path] = pitch_of(path)
+                torch.save(table, f"{out_dir}/pitch_{rank}.pt")
+
+            def load_pitch(out_dir, rank):
+                return torch.load(f"{out_dir}/pitch_{rank}.pt")
+
+            def prepare_lang(lang_dir, arcs):
+                torch.save(k2.arc_sort(k2.Fsa.from_str(arcs).invert()).as_dict(), lang_dir / "L.pt")
+
+            def load_lexicon(lang_dir):
+                return k2.Fsa.from_dict(torch.load(lang_dir / "L.pt"))
             """
         ),
         # Weights at a URL the authors fixed in the code (they publish and test them on the CPU),
@@ -565,12 +577,6 @@ class LoadWithoutMapLocation(Rule):
         # Judged once the whole file is known: a load may come before the save of its file,
         # and the fix's safety depends on every later use of the loaded value.
         self.loads = PendingLoads(self.saved)
-        # A `load_state_dict` of this file may keep the tensors it is given as they are.
-        self.defines_load_state_dict = False
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        if node.name.value == "load_state_dict":
-            self.defines_load_state_dict = True
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualname(node.func)
@@ -584,17 +590,8 @@ class LoadWithoutMapLocation(Rule):
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
-        for call, loader, into_state_dicts in self.loads.flagged(self.ctx):
-            fix = self._fix(call, loader, safe=into_state_dicts and not self.defines_load_state_dict)
+        for call, loader, safe in self.loads.flagged(self.ctx):
+            cpu = self.ctx.string("cpu", at=call)  # None in an f-string leaving no quote legal: no fix
+            edit = {call: with_keyword(call, "map_location", cpu)} if cpu is not None else None
+            fix = Fix("safe" if safe else "unsafe", 'Add `map_location="cpu"`', edit) if edit else None
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
-
-    def _fix(self, call: cst.Call, loader: checkpoint_loads.Loader, *, safe: bool) -> Fix | None:
-        cpu = self.ctx.string("cpu", at=call)
-        if cpu is None:
-            return None  # inside an f-string that leaves no quote character legal
-        safe = safe and loader.qualname != "torch.jit.load"
-        return Fix(
-            "safe" if safe else "unsafe",
-            'Add `map_location="cpu"`',
-            {call: with_keyword(call, "map_location", cpu)},
-        )
