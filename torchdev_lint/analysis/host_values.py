@@ -167,6 +167,7 @@ class _Judge:
             for use in index.names(name)
             if not (isinstance(above := index.parent(use), cst.Attribute) and above.attr is use)
             and not (isinstance(above, cst.Arg) and above.keyword is use)
+            and not (isinstance(above, (cst.FunctionDef, cst.ClassDef)) and above.name is use)
         ]
         return all_of(self._use(use, index, owner, owned=False) for use in uses)
 

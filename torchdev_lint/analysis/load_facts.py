@@ -79,7 +79,8 @@ def needles(summaries: dict[str, dict[str, Any]]) -> set[bytes]:
         for shape, on_host in summary.get("saved_files", {}).get("saves", ()):
             if not on_host:
                 continue
-            words = [part for part in shape if isinstance(part, str) and part.strip("/._-")]
+            # A piece between separators: `/` may stand for a join (`d / "L.pt"`, `os.path.join`).
+            words = [w for part in shape if isinstance(part, str) for w in part.split("/") if w.strip("._-")]
             words += [part[1].rsplit(".", 1)[-1] for part in shape if isinstance(part, list)]
             if words:
                 found.add(max(words, key=len).encode())

@@ -1,0 +1,219 @@
+"""The project-wide analysis, TDL101's return values: a file saved from what project functions return.
+
+`preprocess.py` fills a dict item by item with `pitch_of(path)`, which returns what
+`pkg/features.py`'s `extract_pitch` returns, `torch.from_numpy(...)`, and saves it; `data.py`
+reads the file back: host data written by the project, so TDL101 stays silent there. Each
+silent case has a look-alike that must still be flagged (the function returns a CUDA tensor,
+something unknown, or only calls itself).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from multifile import findings, write_files
+
+from torchdev_lint.analysis.summaries import summarize
+from torchdev_lint.cache import ResultCache
+from torchdev_lint.engine import parse
+
+FEATURES = """
+    import numpy as np
+    import torch
+
+    def extract_pitch(path):
+        pitch = yaapt(np.load(path))
+        pitch = torch.from_numpy(pitch.astype(np.float32))
+        return pitch
+"""
+PREPROCESS = """
+    import torch
+    from pkg.features import extract_pitch
+
+    def pitch_of(path):
+        try:
+            pitch = extract_pitch(path)
+        except ValueError:
+            pitch = None
+        return pitch
+
+    def main(paths, out_dir, rank, shards):
+        table = {}
+        for path in paths:
+            value = pitch_of(path)
+            table[path] = value
+        print(f"{len(table)} utterances")
+        torch.save(table, f"{out_dir}/pitch_{rank}_{shards}.pt")
+"""
+READER = """
+    import torch
+
+    def load_pitch(pitch_dir, shards):
+        found = {}
+        for rank in range(shards):
+            found.update(torch.load(f"{pitch_dir}/pitch_{rank}_{shards}.pt"))
+        return found
+"""
+FLAGGED = ["data.py:7 TDL101"]
+
+
+def _write(root: Path, features: str = FEATURES, preprocess: str = PREPROCESS) -> None:
+    (root / ".git").mkdir(parents=True, exist_ok=True)
+    files = {"pkg/__init__.py": "", "pkg/features.py": features, "preprocess.py": preprocess}
+    write_files(root, {**files, "data.py": READER})
+
+
+def _findings(root: Path, *names: str, jobs: int = 1, cache: ResultCache | None = None) -> list[str]:
+    return findings(root, ("TDL101",), *names, cache=cache, jobs=jobs)
+
+
+def test_dict_filled_from_a_function_returning_host_data_in_another_file(tmp_path: Path) -> None:
+    _write(tmp_path)
+    assert _findings(tmp_path) == []
+    assert _findings(tmp_path, jobs=2) == []
+    # The writer is read because a checked file imports it (its callee's module too).
+    assert _findings(tmp_path, "data.py", "preprocess.py") == []
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        "torch.from_numpy(pitch).cuda()",  # moved to the GPU
+        "model(torch.from_numpy(pitch))",  # what a model returns: where the model is
+        "extract_pitch(path)",  # only itself: recursion proves nothing
+        "torch.from_numpy(pitch).to(device)",
+    ],
+)
+def test_a_function_returning_other_data_is_flagged(tmp_path: Path, returned: str) -> None:
+    features = FEATURES.replace(
+        "pitch = torch.from_numpy(pitch.astype(np.float32))\n        return pitch", f"return {returned}"
+    )
+    assert features != FEATURES
+    _write(tmp_path, features=features)
+    assert _findings(tmp_path) == FLAGGED
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("table[path] = value", "table[path] = value.cuda()"),  # an item moved before the store
+        ("print(f", "table.update(extra)\n        print(f"),  # filled by something else too
+        ("print(f", "fill(table)\n        print(f"),  # handed to a function that may fill it
+        ("    return pitch\n", "    return pitch.cuda()\n"),
+    ],
+)
+def test_a_dict_filled_with_other_data_is_flagged(tmp_path: Path, change: tuple[str, str]) -> None:
+    preprocess = PREPROCESS.replace(*change)
+    assert preprocess != PREPROCESS
+    _write(tmp_path, preprocess=preprocess)
+    assert _findings(tmp_path) == FLAGGED
+
+
+def test_cache_sees_a_callee_that_starts_returning_gpu_tensors(tmp_path: Path) -> None:
+    cache = ResultCache.open(str(tmp_path / ".cache"))
+    project = tmp_path / "project"
+    _write(project)
+    assert _findings(project, cache=cache) == []
+    _write(project, features=FEATURES.replace("return pitch", "return pitch.cuda()"))
+    assert _findings(project, cache=cache) == FLAGGED
+
+
+LEXICON_WRITER = """
+    import k2
+    import torch
+
+    def lexicon_to_fst(lexicon):
+        arcs = "\\n".join(" ".join(map(str, arc)) for arc in lexicon)
+        fsa = k2.Fsa.from_str(arcs, acceptor=False)
+        return fsa
+
+    def prepare_lang(lexicon, out_dir):
+        L = lexicon_to_fst(lexicon)
+        L_inv = k2.arc_sort(L.invert())
+        torch.save(L.as_dict(), out_dir / "L.pt")
+        torch.save(L_inv.as_dict(), out_dir / "Linv.pt")
+"""
+LEXICON_READER = """
+    import k2
+    import torch
+
+    class Lexicon:
+        def __init__(self, lang_dir):
+            self.L = k2.Fsa.from_dict(torch.load(lang_dir / "L.pt"))
+            self.L_inv = k2.Fsa.from_dict(torch.load(lang_dir / "Linv.pt"))
+"""
+
+
+BOTH = ["lexicon.py:7 TDL101", "lexicon.py:8 TDL101"]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("", ""), []),
+        (("return fsa", 'return fsa.to("cuda")'), BOTH),
+        (("k2.arc_sort(L.invert())", "k2.arc_sort(L.invert().to(device))"), ["lexicon.py:8 TDL101"]),
+        (("k2.Fsa.from_str(arcs, acceptor=False)", "k2.Fsa.from_dict(arcs)"), BOTH),  # not known
+    ],
+    ids=["from-text", "moved-to-cuda", "inverse-moved", "from-dict"],
+)
+def test_k2_fsas_built_from_text(tmp_path: Path, change: tuple[str, str], expected: list[str]) -> None:
+    (tmp_path / ".git").mkdir()
+    write_files(tmp_path, {"prepare_lang.py": LEXICON_WRITER.replace(*change), "lexicon.py": LEXICON_READER})
+    assert _findings(tmp_path) == expected
+
+
+def test_returns_summary() -> None:
+    source = """
+import functools
+import numpy as np
+import torch
+from .io import read_table
+
+def host(path):
+    return torch.from_numpy(np.load(path))
+
+def through(path):
+    if path is None:
+        return None
+    return read_table(path)
+
+def unknown(model, x):
+    return model(x)
+
+def generator(paths):
+    for path in paths:
+        yield host(path)
+    return host(paths[0])
+
+async def coroutine(path):
+    return host(path)
+
+@functools.lru_cache
+def cached(path):
+    return host(path)
+
+@register
+def registered(path):
+    return host(path)
+
+class Table:
+    @staticmethod
+    def rows(path):
+        rows = []
+        for line in open(path):
+            rows.append(int(line))
+        return rows
+
+    def tensor(self, path):
+        return torch.tensor(self.rows(path))
+"""
+    returns = summarize(parse("pkg/table.py", source), "pkg/table.py")["returns"]
+    assert returns == {
+        "host": [],
+        "through": [["module", 1, "io.read_table"]],
+        "cached": [["here", "host"]],
+        "Table.rows": [],
+        "Table.tensor": [["here", "Table.rows"]],
+    }
