@@ -70,9 +70,12 @@ def saved_on_cpu(obj: cst.BaseExpression, scope: Scope, calls: Calls | None = No
     return host_condition(obj, scope, calls) == HOST
 
 
-def host_condition(obj: cst.BaseExpression, scope: Scope, calls: Calls | None = None) -> Condition | None:
-    """The condition under which `obj` is host data (see the module doc)."""
-    return _Judge(calls).value(obj, scope, attributes=True)
+def host_condition(
+    obj: cst.BaseExpression, scope: Scope, calls: Calls | None = None, attributes: bool = True
+) -> Condition | None:
+    """The condition under which `obj` is host data (see the module doc); `self` caches only
+    with `attributes` (judging one reads its whole class)."""
+    return _Judge(calls).value(obj, scope, attributes)
 
 
 def all_of(conditions: Iterable[Condition | None]) -> Condition | None:
@@ -130,7 +133,7 @@ class _Judge:
             if all(_empty(value, owner) for value in values) and owner.kind == "function":
                 return self._filled(name.value, owner)
             found = all_of(self.value(value, owner, attributes) for value in values)
-            if found != HOST and len(values) > 1:
+            if found != HOST and len(values) > 1 and scope.owner.kind == "function":
                 index = self._index(scope.owner.node)
                 reaching = reaching_assignment(name, index.parent)
                 if reaching is not None and reaching.value is not None:

@@ -102,7 +102,7 @@ def function_condition(
     if not all(_transparent(decorator) for decorator in function.decorators):
         return None
     return all_of(
-        host_condition(node.value, scope, calls) if node.value is not None else HOST
+        host_condition(node.value, scope, calls, attributes=False) if node.value is not None else HOST
         for node, scope in returns
     )
 
