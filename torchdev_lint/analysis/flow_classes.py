@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import kinds
+from torchdev_lint.analysis.bindings import own_bindings, unpacked
 from torchdev_lint.analysis.flow_values import TENSOR, Kind, Value
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve, small_statements
 from torchdev_lint.analysis.torch_api import CONTAINERS, PARAMETER_CLASSES, STATEFUL_NN
 from torchdev_lint.analysis.units import memo, method_class, scope_of
-from torchdev_lint.analysis.walk import first, visit
+from torchdev_lint.analysis.walk import first, walk
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -232,7 +233,7 @@ def _find_initialiser(node: cst.ClassDef, ctx: FileContext) -> Initialiser | Non
     unknown: set[str] = set()
     for other in block_statements(node.body):
         if other is not method:
-            visit(other, _Writes(unknown))
+            walk(other, lambda child: _note_write(child, unknown), lambda child: None)
     return Initialiser(method, frozenset(unknown))
 
 
@@ -262,47 +263,20 @@ def _subclassed(name: str, module_scope: Scope) -> bool:
     )
 
 
-class _Writes(cst.CSTVisitor):
-    """Collects the attribute names a statement assigns (`x.attr = ...`) or moves in place (`x.attr.cpu()`)."""
+# Bindings that may write an attribute (`self.x = ...`, `for self.i in ...`, `with ... as self.f`).
+_ATTRIBUTE_WRITES = frozenset({"assign", "annotation", "aug-assign", "for", "with", "walrus", "del"})
 
-    def __init__(self, found: set[str]) -> None:
-        self.found = found
 
-    def _targets(self, *targets: cst.BaseExpression) -> None:
-        for target in targets:
-            if isinstance(target, cst.Attribute):
-                self.found.add(target.attr.value)
-            elif isinstance(target, (cst.Tuple, cst.List)):
-                self._targets(*(element.value for element in target.elements))
-            elif isinstance(target, cst.StarredElement):
-                self._targets(target.value)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        self._targets(*(t.target for t in node.targets))
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._targets(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._targets(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._targets(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._targets(node.name)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._targets(node.target)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._targets(node.target)
-
-    def visit_Call(self, node: cst.Call) -> None:
+def _note_write(node: cst.CSTNode, found: set[str]) -> None:
+    """Adds the attribute names `node` assigns (`x.attr = ...`) or moves in place (`x.attr.cpu()`)."""
+    for bound in own_bindings(node):
+        if bound.kind in _ATTRIBUTE_WRITES:
+            found.update(t.attr.value for t in unpacked(bound.target) if isinstance(t, cst.Attribute))
+    if isinstance(node, cst.Call):
         func = node.func
         if (
             isinstance(func, cst.Attribute)
             and func.attr.value in _IN_PLACE_MOVES
             and isinstance(func.value, cst.Attribute)
         ):
-            self.found.add(func.value.attr.value)
+            found.add(func.value.attr.value)

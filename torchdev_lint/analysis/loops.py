@@ -8,10 +8,11 @@ Whether a move repeats unchanged on every iteration is in `invariant_moves`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
+from torchdev_lint.analysis.bindings import unpacked, walk_bindings
 from torchdev_lint.analysis.scopes import dotted_name
 from torchdev_lint.analysis.walk import visit
 
@@ -72,13 +73,7 @@ def is_conditional_in(ancestors: Sequence[cst.CSTNode], loop: cst.CSTNode) -> bo
 
 def target_names(target: cst.BaseExpression) -> frozenset[str]:
     """Names a `for` target binds (`x`, `(i, (x, y))`, `*rest`)."""
-    if isinstance(target, cst.Name):
-        return frozenset({target.value})
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return frozenset().union(*(target_names(e.value) for e in target.elements))
-    if isinstance(target, cst.StarredElement):
-        return target_names(target.value)
-    return frozenset()
+    return frozenset(single.value for single in unpacked(target) if isinstance(single, cst.Name))
 
 
 def comprehension_targets(nodes: Sequence[cst.CSTNode]) -> frozenset[str]:
@@ -97,76 +92,23 @@ def loop_target_names(loop: Loop) -> frozenset[str]:
     return target_names(loop.target) if isinstance(loop, cst.For) else frozenset()
 
 
-class _Binder(cst.CSTVisitor):
-    """Collects the dotted names that statements (re)bind, without entering nested scopes."""
+# Bindings that do not rebind a name of the statements' own scope (or, for a bare annotation, bind nothing).
+_NOT_REBINDING = frozenset({"comprehension", "global", "nonlocal"})
 
-    def __init__(self) -> None:
-        self.names: set[str] = set()
 
-    def _add(self, target: cst.BaseExpression) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._add(element.value)
-        elif isinstance(target, cst.StarredElement):
-            self._add(target.value)
-        elif isinstance(target, cst.Subscript):
-            # `buf[i] = v` changes buf's contents: treat it as a rebinding of buf.
-            self._add(target.value)
-        else:
+def _rebound(statements: Iterable[cst.CSTNode]) -> frozenset[str]:
+    """Dotted names the statements (re)bind, nested scopes left out; `buf[i] = v` rebinds `buf`."""
+    names: set[str] = set()
+    for bound in walk_bindings(statements):
+        if bound.kind in _NOT_REBINDING or (bound.kind == "annotation" and bound.value is None):
+            continue
+        for target in unpacked(bound.target):
+            while isinstance(target, cst.Subscript):
+                target = target.value  # `buf[i] = v` changes buf's contents
             name = dotted_name(target)
             if name is not None:
-                self.names.add(name)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._add(target.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self._add(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._add(node.target)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._add(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._add(node.target)
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self._add(node.asname.name)
-
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        if node.name is not None:
-            self._add(node.name.name)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        self._add(node.target)
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            if alias.asname is not None:
-                self._add(alias.asname.name)
-            else:
-                self.names.add(str(dotted_name(alias.name)).split(".")[0])
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if not isinstance(node.names, cst.ImportStar):
-            for alias in node.names:
-                self._add(alias.asname.name if alias.asname is not None else alias.name)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-        self.names.add(node.name.value)
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
+                names.add(name)
+    return frozenset(names)
 
 
 def bound_in_body(loop: Loop) -> frozenset[str]:
@@ -174,9 +116,7 @@ def bound_in_body(loop: Loop) -> frozenset[str]:
     cached = _bound_cache.get(id(loop))
     if cached is not None and cached[0] is loop:
         return cached[1]
-    binder = _Binder()
-    visit(loop.body, binder)
-    names = frozenset(binder.names)
+    names = _rebound([loop.body])
     if len(_bound_cache) > 4096:
         _bound_cache.clear()
     _bound_cache[id(loop)] = (loop, names)
@@ -185,10 +125,7 @@ def bound_in_body(loop: Loop) -> frozenset[str]:
 
 def bound_in(statements: Sequence[cst.CSTNode]) -> frozenset[str]:
     """Dotted names the statements assign (not entering nested scopes)."""
-    binder = _Binder()
-    for statement in statements:
-        visit(statement, binder)
-    return frozenset(binder.names)
+    return _rebound(statements)
 
 
 def loop_bound_names(loop: Loop) -> frozenset[str]:

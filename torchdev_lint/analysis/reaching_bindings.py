@@ -12,7 +12,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from torchdev_lint.analysis.walk import children
+from torchdev_lint.analysis.bindings import unpacked, walk_bindings
 
 # Nodes whose names belong to another scope, or are read later (lambdas, generators).
 _SCOPE_BOUNDARIES = (
@@ -73,42 +73,9 @@ def _assigns_only(statement: cst.CSTNode, name: str) -> TypeGuard[cst.Assign | c
 
 def _binds(node: cst.CSTNode, name: str, walrus_only: bool = False) -> bool:
     """Does `node` (nested scopes included) bind `name`; only with `:=`, if `walrus_only`?"""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if any(_target_names(target, name) for target in _binding_targets(current, walrus_only)):
-            return True
-        stack.extend(children(current))
-    return False
-
-
-def _binding_targets(node: cst.CSTNode, walrus_only: bool) -> list[cst.CSTNode]:
-    if isinstance(node, cst.NamedExpr):
-        return [node.target]
-    if walrus_only:
-        return []
-    if isinstance(node, cst.Assign):
-        return [target.target for target in node.targets]
-    if isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.Del)):
-        return [node.target]
-    if isinstance(node, (cst.AsName, cst.FunctionDef, cst.ClassDef)):
-        return [node.name]
-    if isinstance(node, cst.ImportAlias):
-        bound: cst.BaseExpression = node.asname.name if node.asname is not None else node.name
-        while isinstance(bound, cst.Attribute):
-            bound = bound.value  # `import os.path` binds `os`
-        return [bound]
-    if isinstance(node, (cst.Global, cst.Nonlocal)):
-        return [item.name for item in node.names]
-    return []
-
-
-def _target_names(target: cst.CSTNode, name: str) -> bool:
-    """Does the binding target bind `name` (`name`, `(a, name)`, `*name`)?"""
-    if isinstance(target, cst.Name):
-        return target.value == name
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return any(_target_names(element.value, name) for element in target.elements)
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value, name)
-    return False
+    return any(
+        isinstance(single, cst.Name) and single.value == name
+        for bound in walk_bindings([node], nested_scopes=True)
+        if not walrus_only or bound.kind == "walrus"
+        for single in unpacked(bound.target)
+    )

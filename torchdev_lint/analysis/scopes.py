@@ -17,8 +17,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchdev_lint.analysis.bindings import Bound, unpacked, walk_bindings
+
 BUILTIN_NAMES = frozenset(dir(builtins))
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+# Bindings whose value is unknown here: a loop or `with` target, an exception, `x += v`.
+_OPAQUE_TARGETS = frozenset({"for", "with", "except", "aug-assign"})
 _MAX_ALIAS_DEPTH = 8
 
 
@@ -201,87 +205,44 @@ def collect_comprehension_bindings(scope: Scope, node: cst.BaseComp) -> None:
 
 
 def collect_bindings(scope: Scope, statements: Iterable[cst.CSTNode]) -> None:
-    """Record every name the statements bind, without entering nested scopes."""
-    for statement in statements:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                _collect_small(scope, small)
-        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-            scope.bind(statement.name.value, Binding(node=statement))
-        else:
-            _collect_compound(scope, statement)
+    """Record every name the statements bind, without entering nested scopes or expressions."""
+    for bound in walk_bindings(statements, expressions=False):
+        kind = bound.kind
+        if kind in _OPAQUE_TARGETS:
+            _bind_target(scope, bound.target, None)
+        elif kind == "assign":
+            single = len(bound.node.targets) == 1  # type: ignore[attr-defined]
+            _bind_target(scope, bound.target, bound.value if single else None)
+        elif kind == "annotation":
+            _bind_target(scope, bound.target, bound.value)
+        elif kind == "def" or kind == "class":
+            scope.bind(bound.target.value, Binding(node=bound.node))  # type: ignore[attr-defined]
+        elif kind == "import":
+            _bind_import(scope, bound)
+        elif kind == "global":
+            scope.globals.add(bound.target.value)  # type: ignore[attr-defined]
 
 
-def _collect_small(scope: Scope, small: cst.BaseSmallStatement) -> None:
-    if isinstance(small, cst.Import):
-        for alias in small.names:
-            full = dotted_name(alias.name) or ""
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                scope.bind(alias.asname.name.value, Binding(import_target=full, node=small))
-            else:
-                first = full.split(".")[0]
-                scope.bind(first, Binding(import_target=first, node=small))
-    elif isinstance(small, cst.ImportFrom):
-        if isinstance(small.names, cst.ImportStar):
-            return
-        module = dotted_name(small.module) if small.module is not None else ""
-        prefix = "." * len(small.relative) + (module or "")
-        for alias in small.names:
-            name = dotted_name(alias.name) or ""
-            local = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                local = alias.asname.name.value
-            scope.bind(local, Binding(import_target=f"{prefix}.{name}", node=small))
-    elif isinstance(small, cst.Assign):
-        value = small.value if len(small.targets) == 1 else None
-        for target in small.targets:
-            _bind_target(scope, target.target, value)
-    elif isinstance(small, cst.AnnAssign):
-        _bind_target(scope, small.target, small.value)
-    elif isinstance(small, cst.AugAssign):
-        _bind_target(scope, small.target, None)
-    elif isinstance(small, cst.Global):
-        scope.globals.update(item.name.value for item in small.names)
-
-
-def _collect_compound(scope: Scope, statement: cst.CSTNode) -> None:
-    if isinstance(statement, (cst.For, cst.While, cst.If)):
-        if isinstance(statement, cst.For):
-            _bind_target(scope, statement.target, None)
-        collect_bindings(scope, block_statements(statement.body))
-        if statement.orelse is not None:
-            orelse = statement.orelse
-            if isinstance(orelse, cst.If):
-                _collect_compound(scope, orelse)
-            else:
-                collect_bindings(scope, block_statements(orelse.body))
-    elif isinstance(statement, cst.With):
-        for item in statement.items:
-            if item.asname is not None:
-                _bind_target(scope, item.asname.name, None)
-        collect_bindings(scope, block_statements(statement.body))
-    elif isinstance(statement, (cst.Try, cst.TryStar)):
-        collect_bindings(scope, block_statements(statement.body))
-        for handler in statement.handlers:
-            if handler.name is not None:
-                _bind_target(scope, handler.name.name, None)
-            collect_bindings(scope, block_statements(handler.body))
-        for extra in (statement.orelse, statement.finalbody):
-            if extra is not None:
-                collect_bindings(scope, block_statements(extra.body))
-    elif isinstance(statement, cst.Match):
-        for case in statement.cases:
-            collect_bindings(scope, block_statements(case.body))
+def _bind_import(scope: Scope, bound: Bound) -> None:
+    alias, statement = bound.alias, bound.node
+    assert alias is not None and isinstance(bound.target, cst.Name)
+    name = dotted_name(alias.name) or ""
+    if isinstance(statement, cst.ImportFrom):
+        module = dotted_name(statement.module) if statement.module is not None else ""
+        target = "." * len(statement.relative) + (module or "") + f".{name}"
+    else:
+        target = name if alias.asname is not None else bound.target.value  # `import os.path` binds `os`
+    scope.bind(bound.target.value, Binding(import_target=target, node=statement))
 
 
 def _bind_target(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+    """The names of `target`; the value goes to a plain name only (`a, b = pair` binds opaque names)."""
     if isinstance(target, cst.Name):
         scope.bind(target.value, Binding(value=value, node=target))
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            _bind_target(scope, element.value, None)
-    elif isinstance(target, cst.StarredElement):
-        _bind_target(scope, target.value, None)
+        return
+    for single in unpacked(target):
+        if isinstance(single, cst.Name):
+            scope.bind(single.value, Binding(node=single))
 
 
 def scope_body(node: cst.CSTNode) -> list[cst.CSTNode]:
