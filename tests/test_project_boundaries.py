@@ -286,3 +286,19 @@ def test_cache_follows_a_base_class_and_a_passed_on_loader(
     _write(other, {"train.py": dedent(TRAIN).replace("range(epochs)", "range(epochs + 0)")})
     assert _findings(other, "TDL204", cache=cache) == ["main.py:7 TDL204"]
     assert checked == ["train.py"]
+
+
+def test_method_called_through_an_instance_elsewhere_keeps_tdl205_silent(tmp_path: Path) -> None:
+    _write(tmp_path, {"base.py": BASE, "trainer.py": _trainer(PINNED)})
+    assert _findings(tmp_path, "TDL205") == ["base.py:12 TDL205"]
+    # A script calling the method through an instance: what it passes is not seen as a call.
+    script = "from trainer import Trainer\n\n\ndef go(model, loader):\n    Trainer().train_one_epoch(model, loader, 'cuda')\n"
+    _write(tmp_path, {"script.py": script})
+    assert _findings(tmp_path, "TDL205") == []
+
+
+def test_a_subclass_redefining_the_method_makes_self_calls_unknown(tmp_path: Path) -> None:
+    """`self.setup()` in Trainer may run a subclass's setup (the object may be one)."""
+    special = "from trainer import Trainer\n\n\nclass Special(Trainer):\n    def setup(self):\n        pass\n"
+    _write(tmp_path, {"base.py": BASE, "trainer.py": _trainer(PINNED), "special.py": special})
+    assert _findings(tmp_path, "TDL301") == ["trainer.py:10 TDL301"]

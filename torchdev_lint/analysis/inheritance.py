@@ -8,7 +8,9 @@ references of their bases, the names their bodies bind), and `Inheritance.method
 walks the order (C3, as Python computes it) over the project's classes:
 
 - the class itself or a project class before any other defining the name wins
-  (an override in the subclass, or in any class between, is found first);
+  (an override in the subclass, or in any class between, is found first); a project
+  class deriving from the caller's that defines the name again makes it unknown (the
+  object may be one of those);
 - a base that is not a project class (`nn.Module`, a third-party trainer) may define
   anything: reaching one before a definition is unknown (None), and so is a base the
   index cannot resolve, a module not summarized, or an order C3 refuses.
@@ -20,7 +22,8 @@ through the summaries' aliases (a package `__init__.py` re-exporting a class), a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from torchdev_lint.analysis.project import Located
@@ -45,14 +48,23 @@ class Inheritance:
         self._summaries = summaries
         self._locate = locate
         self._wanted = wanted  # modules to summarize in the next round
+        self._subclasses: dict[_Class, list[_Class]] | None = None  # direct, among the summaries
+
+    def forget(self) -> None:
+        """The summaries changed: what was derived from them is stale."""
+        self._subclasses = None
 
     def method(self, path: str, qualname: str, *, want: bool = False) -> Target | None:
         """The method `self.name` runs in class `Class` of `path` (`qualname` = "Class.name");
-        with `want`, the unsummarized modules of its bases are asked for (the next round)."""
+        with `want`, the unsummarized modules of its bases are asked for (the next round).
+        Unknown when a project subclass of `Class` defines the name again: which one runs
+        depends on the object."""
         owner, _, name = qualname.partition(".")
         classes = self._summaries[path].get("classes", {})
         if not name or "." in name or owner not in classes:
             return path, qualname  # a function, or a class only this file knows
+        if self._redefined_below((path, owner), name):
+            return None
         if name in classes[owner][1]:
             return path, qualname
         order = self._order((path, owner), want, 0)
@@ -63,13 +75,42 @@ class Inheritance:
                 return file, f"{cls}.{name}"
         return None
 
-    def overrides(self, target: Target) -> bool:
-        """Is this method also defined in a project class it derives from? (A call through
-        `self` there may run it: not every call of it is seen as a call of it.)"""
+    def _redefined_below(self, cls: _Class, name: str) -> bool:
+        """Does a summarized class deriving from `cls`, directly or not, define `name`?"""
+        if self._subclasses is None:
+            self._subclasses = {}
+            for path, summary in self._summaries.items():
+                for derived, (bases, _) in summary.get("classes", {}).items():
+                    for reference in bases:
+                        base = self._base(path, reference, False) if reference is not None else None
+                        if base is not None and base[0]:
+                            self._subclasses.setdefault(base, []).append((path, derived))
+        seen: set[_Class] = set()
+        work = list(self._subclasses.get(cls, ()))
+        while work:
+            current = work.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if name in self._summaries[current[0]]["classes"][current[1]][1]:
+                return True
+            work += self._subclasses.get(current, ())
+        return False
+
+    def calls_unseen(self, target: Target, texts: Iterable[bytes]) -> bool:
+        """May a method run from calls not seen as calls of it: it redefines a method of a
+        project class it derives from (whose code may call `self.name()`), or a call through
+        an instance (`trainer.fit(...)`) names it, in a summary (`method_calls`) or in the
+        text of a file not summarized?"""
         path, qualname = target
         owner, _, name = qualname.partition(".")
-        if path not in self._summaries or owner not in self._summaries[path].get("classes", {}):
+        if not name or path not in self._summaries or owner not in self._summaries[path].get("classes", {}):
             return False
+        if any(name in summary.get("method_calls", ()) for summary in self._summaries.values()):
+            return True
+        called = re.compile(rb"\.%s\s*\(" % re.escape(name.encode()))
+        if any(called.search(text) for text in texts):
+            return True
         order = self._order((path, owner), False, 0) or []
         return any(file and name in self._summaries[file]["classes"][cls][1] for file, cls in order[1:])
 

@@ -85,12 +85,13 @@ def pinned_parameters(
     resolve: Callable[[str, list[Any]], Target | None],
     unreadable: list[bytes],
     moving: Moving,
-    overrides: Callable[[Target], bool],
+    calls_unseen: Callable[[Target], bool],
 ) -> dict[str, frozenset[tuple[str, str]]]:
     """For each file: `(function, parameter)` of its loader parameters that every project call
     passes a pinned loader for, or a parameter of its caller that is itself pinned so (least
-    fixed point: a cycle of calls alone proves nothing). A method another project class it
-    derives from also defines may be run by a call of that one: unknown."""
+    fixed point: a cycle of calls alone proves nothing). A method some of whose calls may go
+    unseen (`calls_unseen`: through an instance, or through `self` in a base class defining
+    it too) is unknown."""
     passed_on = {
         resolve(path, reference)
         for path, summary in summaries.items()
@@ -104,7 +105,7 @@ def pinned_parameters(
             passed.setdefault(text, []).append(pinned)
         for text, reference in summary["sites"].items():
             target = resolve(path, reference) if reference is not None else None
-            if target is None or target not in moving or target in passed_on or overrides(target):
+            if target is None or target not in moving or target in passed_on or calls_unseen(target):
                 continue
             for position, name in moving[target]:
                 at = call_position(target[1], position, text)

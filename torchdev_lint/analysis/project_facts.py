@@ -68,6 +68,7 @@ _FIELDS = frozenset(
         "forwards",
         "passed_on",
         "classes",
+        "method_calls",
         "saved_files",
         "dataset_classes",
         "returns",
@@ -247,7 +248,7 @@ class _Pass:
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
             names |= self._loader_callees() | load_facts.wanted_names(self.summaries)
             fresh, self.names = names - self.names, self.names | names
-            self._targets.clear()
+            self._forget()
             pinned = self._pinned(moving)
             facts = {
                 path: self._facts(path, gating, moving, pinned.get(path, frozenset()))
@@ -280,7 +281,7 @@ class _Pass:
         saved = self.summaries.get(path)
         self.summaries[path] = summary
         try:
-            self._targets.clear()
+            self._forget()
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
             found = self._facts(path, gating, moving, self._pinned(moving).get(path, frozenset()))
@@ -293,7 +294,7 @@ class _Pass:
                 del self.summaries[path]
             else:
                 self.summaries[path] = saved
-            self._targets.clear()
+            self._forget()
         return found if any(found) else None
 
     def _read(self, path: str) -> bytes | None:
@@ -321,7 +322,7 @@ class _Pass:
     def _fixed_point(self) -> set[Target]:
         """Every function known to gate: its own gate, or a gating callee called before it returns.
         Starts from none, so recursion alone proves nothing."""
-        self._targets.clear()
+        self._forget()
         gating: set[Target] = set()
         changed = True
         while changed:
@@ -336,6 +337,11 @@ class _Pass:
                         gating.add((path, qualname))
                         changed = True
         return gating
+
+    def _forget(self) -> None:
+        """The summaries changed (or may have): resolutions made from them are stale."""
+        self._targets.clear()
+        self.inheritance.forget()
 
     def _aliases(self, known: set[Target]) -> set[str]:
         """Names a module re-exports a known function under (`from .dist import init as setup`)."""
@@ -356,8 +362,8 @@ class _Pass:
         return stored | moving.keys()
 
     def _pinned(self, moving: Moving) -> dict[str, frozenset[tuple[str, str]]]:
-        overrides = self.inheritance.overrides
-        return pinned_parameters(self.summaries, self._target, self.unreadable, moving, overrides)
+        unseen = lambda target: self.inheritance.calls_unseen(target, self.unparsed.values())  # noqa: E731
+        return pinned_parameters(self.summaries, self._target, self.unreadable, moving, unseen)
 
     def _loader_callees(self) -> set[str]:
         """The names of the project functions loaders are passed to: their modules are wanted

@@ -22,7 +22,9 @@ kept as written; the project index resolves them later, see
   what functions do with their parameters, which calls pass loaders and which pass a loader
   parameter on (`analysis/parameter_uses.py`).
 - `classes`: each module-level class's bases and the names its body binds, so that `self.setup`
-  finds a method of a base class in another module (`analysis/inheritance.py`).
+  finds a method of a base class in another module (`analysis/inheritance.py`);
+  `method_calls`: the attribute names called on objects other than project references
+  (`trainer.fit(...)`): a method so named may have calls its callers' meet does not see.
 - `cuda_defaults`, `constructions`: classes whose `__init__` stores a CUDA default used as a
   device, and the slots each construction passes (TDL301: `analysis/constructor_defaults.py`).
 
@@ -99,6 +101,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "returns": collector.returned.summary(functions, collector.generators),
         **collector.constructors.fields(requirements),
         "classes": collector.classes,
+        "method_calls": sorted(collector.method_calls),
     }
 
 
@@ -161,6 +164,7 @@ class _Collector:
         self.returned = ReturnedValues(reference_of)  # functions returning host data (TDL101)
         self.constructors = ConstructorUses(reference_of, scope)  # CUDA defaults, constructions (TDL301)
         self.classes: dict[str, list[Any]] = {}  # module-level classes: bases, names (inheritance)
+        self.method_calls: set[str] = set()  # `x.name(...)` not resolved: some object's method
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
             id(statement): (qualname, index)
@@ -225,6 +229,8 @@ class _Collector:
         if reference is not None and reference[0] == "star" and not self.stars:
             reference = None
         self.constructors.call(node, self.scope, text, reference)
+        if reference is None and type(node.func) is cst.Attribute:
+            self.method_calls.add(node.func.attr.value)  # type: ignore[attr-defined]
         if reference is None:
             self.parameters.call(node, self.scope, self._ancestors, None)
             return
