@@ -302,3 +302,35 @@ def test_a_subclass_redefining_the_method_makes_self_calls_unknown(tmp_path: Pat
     special = "from trainer import Trainer\n\n\nclass Special(Trainer):\n    def setup(self):\n        pass\n"
     _write(tmp_path, {"base.py": BASE, "trainer.py": _trainer(PINNED), "special.py": special})
     assert _findings(tmp_path, "TDL301") == ["trainer.py:10 TDL301"]
+
+
+# A helper that fills the checkpoint dict item by item (TDL105 at the call) ------------------------
+
+FILLING = """
+    import torch
+
+    def save_checkpoint(encoder, optimizer, path):
+        ckpt = {"epoch": 1}
+        ckpt["encoder"] = encoder
+        ckpt["optimizer"] = optimizer.state_dict()
+        torch.save(ckpt, path)
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        ("save_checkpoint(model, optimizer, path)", ["train.py:9 TDL105"]),
+        ("save_checkpoint(model.state_dict(), optimizer, path)", []),
+        ("save_checkpoint(blob, optimizer, path)", []),
+    ],
+    ids=["module", "state-dict", "unknown"],
+)
+def test_checkpoint_helper_filling_items(tmp_path: Path, call: str, expected: list[str]) -> None:
+    train = "import torch\n\nfrom utils import save_checkpoint\n\n\ndef main(path, blob):\n"
+    train += (
+        "    model = torch.nn.Linear(2, 2)\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    )
+    train += f"    {call}\n"
+    _write(tmp_path, {"utils.py": FILLING, "train.py": train})
+    assert _findings(tmp_path, "TDL105") == expected

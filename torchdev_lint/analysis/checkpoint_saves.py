@@ -32,23 +32,39 @@ if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
 
-# A value slot of a checkpoint dict: `"model": value` or `dict(model=value)`.
-Slot = cst.DictElement | cst.Arg
+# A value slot of a checkpoint dict: `"model": value`, `dict(model=value)`, `ckpt["model"] = value`.
+Slot = cst.DictElement | cst.Arg | cst.Assign
 
 
 def saved_dict_slots(value: cst.BaseExpression, scope: Scope) -> list[Slot]:
     """The value slots of a dict given to `torch.save`: a literal, `dict(...)`, or a name bound
-    only to one in the same function (whose values that function's uses judge)."""
+    only to one in the same function (whose values that function's uses judge), with the items
+    the function assigns to it (`ckpt["model"] = model`)."""
+    filled: list[Slot] = []
     if isinstance(value, cst.Name):
         found = scope.lookup(value.value)
         if found is None or found[0] is not scope.owner or len(found[1]) != 1 or found[1][0].value is None:
             return []
+        filled = _items_assigned(value.value, scope.owner)
         value = found[1][0].value
     if isinstance(value, cst.Dict):
-        return [element for element in value.elements if isinstance(element, cst.DictElement)]
+        return [element for element in value.elements if isinstance(element, cst.DictElement)] + filled
     if isinstance(value, cst.Call) and resolve(value.func, scope) == "builtins.dict":
-        return [arg for arg in value.args if arg.keyword is not None]
+        return [arg for arg in value.args if arg.keyword is not None] + filled
     return []
+
+
+def _items_assigned(name: str, owner: Scope) -> list[Slot]:
+    """`name[key] = value` statements of the function (one target each)."""
+    index = UseIndex(owner.node)
+    found: list[Slot] = []
+    for use in index.names(name):
+        item = index.parent(use)
+        target = index.parent(item) if isinstance(item, cst.Subscript) and item.value is use else None
+        statement = index.parent(target) if isinstance(target, cst.AssignTarget) else None
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            found.append(statement)
+    return found
 
 
 class SavedFiles:

@@ -42,8 +42,8 @@ class ModuleInCheckpointDict(Rule):
     docs = """
         ## What it does
         Flags `torch.save` of a dict (a literal, a `dict(...)` call, or a name bound to one) that
-        holds a module object as a value (`{"model": model, "epoch": 3}`), reported at the
-        `torch.save(` call; and a `torch.load(...)` whose item is used as a module
+        holds a module object as a value (`{"model": model, "epoch": 3}`, or `ckpt["model"] = model`
+        in the function that builds `ckpt`), reported at the `torch.save(` call; and a `torch.load(...)` whose item is used as a module
         (`torch.load(p)["model"].eval()`, `ckpt = torch.load(p)` then `ckpt["model"](x)` or
         `net = ckpt["model"]; net.eval()`, `ckpt["model"].to(device).eval()`; a name rebound from the
         path it loads, `ckpt = torch.load(ckpt)`, counts), reported at the `torch.load(` call.
@@ -142,6 +142,28 @@ class ModuleInCheckpointDict(Rule):
             """,
             lines=(4, 9, 11),
         ),
+        # A checkpoint dict filled item by item before it is saved.
+        Invalid(
+            """
+            import torch
+
+            def save_checkpoint(model, optimizer, path):
+                ckpt = {}
+                ckpt["model"] = model
+                ckpt["optimizer"] = optimizer.state_dict()
+                torch.save(ckpt, path)
+            """,
+            lines=(7,),
+            fixed="""
+            import torch
+
+            def save_checkpoint(model, optimizer, path):
+                ckpt = {}
+                ckpt["model"] = model.state_dict()
+                ckpt["optimizer"] = optimizer.state_dict()
+                torch.save(ckpt, path)
+            """,
+        ),
         # A name rebound from the path to the loaded checkpoint is the checkpoint.
         Invalid(
             """
@@ -205,6 +227,17 @@ class ModuleInCheckpointDict(Rule):
                 torch.save({"model": args.model, "state": model_state, "name": "resnet"}, path)
                 model = {"w": torch.zeros(2)}
                 torch.save({"model": model}, path)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def save_checkpoint(model, ema, path):
+                ckpt = {"epoch": 3}
+                ckpt["model"] = model.state_dict()
+                ckpt["ema"] = ema.module.state_dict() if ema else None
+                torch.save(ckpt, path)
             """
         ),
     )
