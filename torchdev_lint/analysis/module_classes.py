@@ -119,6 +119,9 @@ def initialises_module(statement: cst.BaseStatement) -> bool:
 def keeps_state_in_param_store(node: cst.ClassDef, scope: Scope) -> bool:
     """A method creates its learnable state with `pyro.param(...)`: Pyro's param store holds it,
     `model.to()` never moves it, so the module runs wherever the default device puts every tensor."""
+    module = scope.module.node
+    if isinstance(module, cst.Module) and not _name_mentions(module).names["pyro"]:
+        return False  # only an import that names `pyro` resolves a call to Pyro (no walk of the class)
     finder = _ParamStoreCalls(scope)
     visit(node.body, finder)
     return finder.found
