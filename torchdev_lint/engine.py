@@ -13,7 +13,7 @@ import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import libcst as cst
 
@@ -122,20 +122,24 @@ class FileContext:
     # Scope bookkeeping, driven by the dispatcher before rules see a node.
     def enter(self, node: cst.CSTNode) -> None:
         self.ancestors.append(node)
-        kind = type(node)
-        if kind is cst.Call:
-            self._record_call(node)  # type: ignore[arg-type]
-        elif kind is cst.FunctionDef or kind is cst.Lambda:
-            self.scope = Scope(node, "function" if kind is cst.FunctionDef else "lambda", self.scope)
-            collect_function_bindings(self.scope, node)  # type: ignore[arg-type]
-        elif kind is cst.ClassDef:
-            self.scope = Scope(node, "class", self.scope)
-            collect_bindings(self.scope, node.body.body)  # type: ignore[attr-defined]
-        elif kind in _COMPREHENSIONS:
-            self.scope = Scope(node, "comprehension", self.scope)
-            collect_comprehension_bindings(self.scope, node)  # type: ignore[arg-type]
-        elif kind is cst.Module:
-            collect_bindings(self.scope, node.body)  # type: ignore[attr-defined]
+        opens = _OPENS.get(type(node))  # one lookup: most nodes open nothing
+        if opens is not None:
+            opens(self, node)
+
+    def _open_function(self, node: cst.FunctionDef | cst.Lambda) -> None:
+        self.scope = Scope(node, "function" if type(node) is cst.FunctionDef else "lambda", self.scope)
+        collect_function_bindings(self.scope, node)
+
+    def _open_class(self, node: cst.ClassDef) -> None:
+        self.scope = Scope(node, "class", self.scope)
+        collect_bindings(self.scope, node.body.body)
+
+    def _open_comprehension(self, node: cst.ListComp | cst.SetComp | cst.DictComp | cst.GeneratorExp) -> None:
+        self.scope = Scope(node, "comprehension", self.scope)
+        collect_comprehension_bindings(self.scope, node)
+
+    def _open_module(self, node: cst.Module) -> None:
+        collect_bindings(self.scope, node.body)
 
     def leave(self, node: cst.CSTNode) -> None:
         self.ancestors.pop()
@@ -153,7 +157,18 @@ class FileContext:
             owner.calls[func.value].append(node)
 
 
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+# What entering a node of each type does to the context besides recording it as an ancestor.
+_OPENS: dict[type, Callable[[FileContext, Any], None]] = {
+    cst.Call: FileContext._record_call,
+    cst.FunctionDef: FileContext._open_function,
+    cst.Lambda: FileContext._open_function,
+    cst.ClassDef: FileContext._open_class,
+    cst.ListComp: FileContext._open_comprehension,
+    cst.SetComp: FileContext._open_comprehension,
+    cst.DictComp: FileContext._open_comprehension,
+    cst.GeneratorExp: FileContext._open_comprehension,
+    cst.Module: FileContext._open_module,
+}
 
 
 class _Dispatcher:
@@ -182,17 +197,22 @@ class _Dispatcher:
 
     def enter(self, node: cst.CSTNode) -> None:
         self.ctx.enter(node)
-        for handler in self.visits.get(type(node), ()):
-            handler(node)
+        handlers = self.visits.get(type(node))
+        if handlers is not None:
+            for handler in handlers:
+                handler(node)
 
     def leave(self, node: cst.CSTNode) -> None:
-        for handler in self.leaves.get(type(node), ()):
-            handler(node)
-        scope = self.ctx.scope
+        handlers = self.leaves.get(type(node))
+        if handlers is not None:
+            for handler in handlers:
+                handler(node)
+        ctx = self.ctx
+        scope = ctx.scope
         if node is scope.node and scope.kind in _JUDGED_SCOPES:
             for scope_handler in self.scope_leaves:
                 scope_handler(scope)
-        self.ctx.leave(node)
+        ctx.leave(node)
 
 
 _JUDGED_SCOPES = frozenset({"module", "class", "function"})
