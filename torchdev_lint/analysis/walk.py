@@ -146,17 +146,18 @@ _LEAVE = object()
 def visit(root: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """Run a LibCST visitor without rebuilding the tree: `visit_X` returning False skips
     X's children (`leave_X` still runs), as in `root.visit(visitor)`; trivia are not visited."""
-    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
-    pop, push = stack.pop, stack.append
+    stack: list[object] = [root]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        node, entered = pop()
-        if entered:
-            visitor.on_leave(node)
-        elif visitor.on_visit(node):
-            push((node, True))
-            stack.extend((child, False) for child in reversed(children(node)))
+        node = pop()
+        if node is _LEAVE:
+            visitor.on_leave(pop())  # type: ignore[arg-type]
+        elif visitor.on_visit(node):  # type: ignore[arg-type]
+            push(node)
+            push(_LEAVE)
+            extend(reversed(children(node)))  # type: ignore[arg-type]
         else:
-            visitor.on_leave(node)
+            visitor.on_leave(node)  # type: ignore[arg-type]
 
 
 def first(
