@@ -38,19 +38,35 @@ class QuoteStyle:
 
     def _scan(self) -> None:
         # One pass of the walker's child lists, no callbacks: this runs on a whole module.
+        # Outside f-strings (nearly every node) a node is pushed alone; an f-string's
+        # subtree is scanned with the quote characters around it, in `_scan_inside`.
         counts = dict.fromkeys(_QUOTES, 0)
         forbidden: dict[int, frozenset[str]] = {}
-        # Each node with the quote characters of the f-strings around it (its own included).
-        stack: list[tuple[cst.CSTNode, frozenset[str]]] = [(self._module, frozenset())]
+        stack: list[cst.CSTNode] = [self._module]
         pop, extend = stack.pop, stack.extend
         while stack:
-            node, enclosing = pop()
+            node = pop()
             if type(node) is cst.SimpleString:
                 counts[node.quote[0]] += 1
             elif type(node) is cst.FormattedString:
-                enclosing = enclosing | {node.start[-1]}
-            if enclosing:
-                forbidden[id(node)] = enclosing
-            extend((child, enclosing) for child in children(node))
+                _scan_inside(node, counts, forbidden)
+            else:
+                extend(children(node))
         self._preferred = "'" if counts["'"] > counts['"'] else '"'
         self._forbidden = forbidden
+
+
+def _scan_inside(
+    fstring: cst.FormattedString, counts: dict[str, int], forbidden: dict[int, frozenset[str]]
+) -> None:
+    """Count the literals of an f-string's subtree and record, for each of its nodes, the quote
+    characters of the f-strings around it (its own included)."""
+    stack: list[tuple[cst.CSTNode, frozenset[str]]] = [(fstring, frozenset())]
+    while stack:
+        node, enclosing = stack.pop()
+        if type(node) is cst.SimpleString:
+            counts[node.quote[0]] += 1
+        elif type(node) is cst.FormattedString:
+            enclosing = enclosing | {node.start[-1]}
+        forbidden[id(node)] = enclosing
+        stack.extend((child, enclosing) for child in children(node))
