@@ -45,8 +45,9 @@ class Finding:
     node: cst.CSTNode
     message: str
     fix: Fix | None
-    # The top-level statement being traversed when it was reported: where `_locate` looks first.
-    statement: cst.CSTNode | None = None
+    # Nodes around it, outermost first: where `_locate` looks first. Those being traversed when
+    # it was reported, or, for a call reported later (from `leave_scope`), those around the call.
+    path: tuple[cst.CSTNode, ...] = ()
 
 
 class Original(NamedTuple):
@@ -93,6 +94,8 @@ class FileContext:
         self.scope: Scope = Scope(module, "module", None)
         self.findings: list[Finding] = []
         self._quotes: QuoteStyle | None = None
+        # id of each call traversed -> its ancestors (a finding's `path`, see `report`).
+        self._call_paths: dict[int, tuple[cst.CSTNode, ...]] = {}
 
     def string(self, value: str, at: cst.CSTNode) -> cst.SimpleString | None:
         """A string literal for a fix replacing `at`: legal there, in the file's quote style.
@@ -113,8 +116,8 @@ class FileContext:
         return self.ancestors[index] if index >= 0 else None
 
     def report(self, rule: Rule, node: cst.CSTNode, message: str, fix: Fix | None) -> None:
-        statement = self.ancestors[1] if len(self.ancestors) > 1 else None
-        self.findings.append(Finding(type(rule), node, message, fix, statement))
+        path = self._call_paths.get(id(node)) or tuple(self.ancestors)
+        self.findings.append(Finding(type(rule), node, message, fix, path))
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -147,6 +150,7 @@ class FileContext:
             self.scope = self.scope.parent
 
     def _record_call(self, node: cst.Call) -> None:
+        self._call_paths[id(node)] = tuple(self.ancestors)
         func = node.func
         owner = self.scope.owner
         if isinstance(func, cst.Attribute):
@@ -362,7 +366,7 @@ def _locate(result: FileResult, original: Original | None) -> None:
     wanted += [old for f in result.findings if f.fix is not None for old in f.fix.replacements]
     spans = None
     if original is not None:
-        hints = [f.statement for f in result.findings if f.statement is not None]
+        hints = [around for f in result.findings for around in f.path]
         spans = statement_spans(module, original.tree, wanted, hints)
     if original is not None and spans is not None:
         positions = spans

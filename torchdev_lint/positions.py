@@ -101,7 +101,7 @@ def spans_and_code(
 
 
 def statement_spans(
-    module: cst.Module, tree: ast.Module, nodes: Collection[cst.CSTNode], hints: Iterable[cst.CSTNode] = ()
+    module: cst.Module, tree: ast.Module, nodes: Collection[cst.CSTNode], hints: Collection[cst.CSTNode] = ()
 ) -> dict[int, tuple[Point, Point]] | None:
     """The spans `spans_and_code` gives, from generating only the statements that hold `nodes`.
 
@@ -109,8 +109,8 @@ def statement_spans(
     and column numbers place each generated statement. Classes and functions
     whose header holds none of the nodes are not generated whole: only the
     statements of their body that hold nodes are, at their block's
-    indentation. `hints` are top-level statements likely to hold the nodes
-    (searched first). None when that cannot be done exactly: a node outside
+    indentation. `hints` are statements, at any depth, likely to hold the
+    nodes (searched first in their body). None when that cannot be done exactly: a node outside
     every statement (the module itself, its header), trees that do not match,
     or a statement whose generated start disagrees with `ast` (then generate
     the whole module instead).
@@ -150,13 +150,18 @@ class _Placer:
                 break
             statement = statements[number]
             found = _take(statement, missing)
-            if found and not self._inside(statement, starts[number][1], indents, found):
+            if found and not self._inside(statement, starts[number][1], indents, found, hints):
                 if not self._generate(statement, starts[number][0], indents):
                     return False
         return not missing
 
     def _inside(
-        self, statement: cst.BaseStatement, tree: ast.stmt, indents: list[str], found: set[int]
+        self,
+        statement: cst.BaseStatement,
+        tree: ast.stmt,
+        indents: list[str],
+        found: set[int],
+        hints: Iterable[cst.CSTNode] = (),
     ) -> bool:
         """Place `found` by generating only statements of a class or function body; whether done
         (not when some are in the header: decorators, name, parameters, bases)."""
@@ -169,7 +174,7 @@ class _Placer:
         if not isinstance(inner_tree, list):
             return False
         indent = self.module.default_indent if block.indent is None else block.indent
-        return self.body(block.body, inner_tree, [*indents, indent], found)
+        return self.body(block.body, inner_tree, [*indents, indent], found, hints)
 
     def _generate(self, statement: cst.BaseStatement, start: Point, indents: list[str]) -> bool:
         """Generate one statement whose anchor (see `_anchor`) starts at `start`; whether it did."""
