@@ -8,7 +8,8 @@ drives it (`TorchDevLintPlugin(tree, filename, lines).run()`, consumed whole,
 default selection, flake8's own `ast` tree built beforehand and not counted),
 each over `--repeat` runs in this process after one unmeasured run: the median
 and the least (the run least disturbed by other processes on a shared machine).
-The plugin is measured twice: without a project cache (each file on its own),
+The plugin is measured twice: without a project cache (each file on its own; an
+empty cache folder, so that no cache in the current folder is read),
 and with one, as after `torchdev-lint check FILE` (the summaries of the file
 and of the project modules it leads to, written to a temporary cache folder
 first), where the plugin also runs pass 1 from those summaries. The ratio
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import cProfile
+import gc
 import os
 import pstats
 import statistics
@@ -53,13 +55,23 @@ Timing = tuple[float, float]  # CPU seconds: median, least
 
 
 def _cpu(function: Callable[[], object], repeat: int) -> Timing:
-    """(median, least) CPU seconds of `repeat` runs, after one unmeasured run (imports, caches)."""
+    """(median, least) CPU seconds of `repeat` runs, after one unmeasured run (imports, caches).
+
+    Each run starts from a collected heap and runs with the cyclic GC off: otherwise a collection
+    of the previous run's trees (hundreds of thousands of objects) lands in whichever run
+    happens to cross the threshold, and the figures swing by a factor of two.
+    """
     function()
     times = []
     for _ in range(repeat):
-        start = time.process_time()
-        function()
-        times.append(time.process_time() - start)
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.process_time()
+            function()
+            times.append(time.process_time() - start)
+        finally:
+            gc.enable()
     return statistics.median(times), min(times)
 
 
@@ -74,7 +86,14 @@ def measure(path: Path, repeat: int, profile: bool) -> tuple[int, Timing, Timing
         return list(TorchDevLintPlugin(tree, str(path), lines).run())
 
     bare = _cpu(lambda: libcst.parse_module(text), repeat)
-    alone = _cpu(plugin, repeat)
+    with tempfile.TemporaryDirectory() as empty:
+        # An empty cache folder, not None: None would find the cache `check` left in the
+        # current folder (the project root for a file outside any configured project).
+        TorchDevLintPlugin.cache_directory = empty
+        try:
+            alone = _cpu(plugin, repeat)
+        finally:
+            TorchDevLintPlugin.cache_directory = None
     with tempfile.TemporaryDirectory() as folder:
         project_facts([str(path)], parse, folder)  # the summaries `torchdev-lint check FILE` writes
         TorchDevLintPlugin.cache_directory = folder
