@@ -125,6 +125,9 @@ class CudaRequirements:
         self._module_only = cuda_specific_path(path)
         self._gates: dict[int, bool] = {}
         self._required: dict[int, bool] = {}
+        # Per statement (each is asked once per later statement and per node below it).
+        self._statement_gates: dict[tuple[int, bool], bool] = {}
+        self._statement_claims: dict[int, bool] = {}
         self._stack: list[cst.CSTNode] = []
         if walk_module:
             walk(module.node, self.index_enter, self.index_leave)
@@ -178,9 +181,7 @@ class CudaRequirements:
         child = node
         parent = self._parents.get(id(node))
         while parent is not None:
-            if isinstance(child, cst.SimpleStatementLine) and any(
-                self._resolve(call.func) in _CUDA_CLAIMS for call in _unconditional_calls(child)
-            ):
+            if isinstance(child, cst.SimpleStatementLine) and self._claims(child):
                 return True
             if isinstance(parent, (cst.Module, cst.IndentedBlock)) and self._gated_before(parent.body, child):
                 return True
@@ -266,9 +267,23 @@ class CudaRequirements:
                 return True
         return False
 
+    def _claims(self, statement: cst.SimpleStatementLine) -> bool:
+        """The statement always claims the GPU (`torch.cuda.set_device(rank)`)."""
+        key = id(statement)
+        if key not in self._statement_claims:
+            calls = _unconditional_calls(statement)
+            self._statement_claims[key] = any(self._resolve(call.func) in _CUDA_CLAIMS for call in calls)
+        return self._statement_claims[key]
+
     def _is_gate(self, statement: cst.CSTNode, *, for_caller: bool = False) -> bool:
         """A statement after which CUDA is there, or the program (with `for_caller`, the caller
         too: no `return` exit) has stopped."""
+        key = (id(statement), for_caller)
+        if key not in self._statement_gates:
+            self._statement_gates[key] = self._gate(statement, for_caller)
+        return self._statement_gates[key]
+
+    def _gate(self, statement: cst.CSTNode, for_caller: bool) -> bool:
         returns = not for_caller
         if isinstance(statement, cst.If):
             orelse = statement.orelse
