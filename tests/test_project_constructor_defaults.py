@@ -206,6 +206,13 @@ def test_checked_alone_the_file_of_the_class_has_no_finding(tmp_path: Path) -> N
     assert findings(tmp_path, ["TDL301"], "main.py") == []
 
 
+def test_same_results_with_workers(tmp_path: Path) -> None:
+    files = {"encoder.py": ENCODER, "main.py": _main("100")}
+    files.update({f"tool{index}.py": "import torch\n\nX = torch.zeros(1)\n" for index in range(6)})
+    assert _check(tmp_path, files) == FLAGGED
+    assert findings(tmp_path, ["TDL301"], jobs=2) == FLAGGED
+
+
 def test_cache_rechecks_the_class_when_a_call_in_another_file_changes_what_it_passes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
