@@ -88,7 +88,7 @@ def _exported(path: str, summary: Summary, candidates: set[Target], resolve: Res
     found = {resolve(path, reference) for reference in summary["aliases"].values()}
     if summary["stars"]:
         found |= {resolve(path, ["star", name]) for _, name in candidates}
-    return {target for target in found if target in candidates}  # type: ignore[misc]
+    return {target for target in found if target in candidates}
 
 
 def _passes(slots: list[Any], position: int | None, parameter: str) -> bool:
