@@ -4,7 +4,8 @@
 `pkg/features.py`'s `extract_pitch` returns, `torch.from_numpy(...)`, and saves it; `data.py`
 reads the file back: host data written by the project, so TDL101 stays silent there. Each
 silent case has a look-alike that must still be flagged (the function returns a CUDA tensor,
-something unknown, or only calls itself).
+something unknown, or only calls itself). Also a Dataset base class a package re-exports with
+`from .module import *` (the loads of a dataset's files are host data, `dataset_bases`).
 """
 
 from __future__ import annotations
@@ -217,3 +218,40 @@ class Table:
         "Table.rows": [],
         "Table.tensor": [["here", "Table.rows"]],
     }
+
+
+# A Dataset base re-exported by a package's `from .module import *` ---------------------------
+
+DATASET_BASE = """
+    from typing import TypeVar
+
+    from torch.utils.data.dataset import Dataset
+
+    T_co = TypeVar("T_co", covariant=True)
+
+    class DownloadableDataset(Dataset[T_co]):
+        pass
+"""
+FEATURE_DATASET = """
+    import torch
+    from data import DownloadableDataset
+
+    class FeatureDataset(DownloadableDataset):
+        def load(self, path):
+            self.features = torch.load(path / "features.pth")
+"""
+
+
+@pytest.mark.parametrize(
+    ("package", "expected"),
+    [
+        ("from .utils import *\nfrom .downloadable import *\n", []),
+        ("from .utils import *\n", ["data/features.py:7 TDL101"]),  # defined in none of them
+    ],
+)
+def test_dataset_base_through_a_star_reexport(tmp_path: Path, package: str, expected: list[str]) -> None:
+    (tmp_path / ".git").mkdir()
+    files = {"data/__init__.py": package, "data/utils.py": "def helper():\n    pass\n"}
+    files |= {"data/downloadable.py": DATASET_BASE, "data/features.py": FEATURE_DATASET}
+    write_files(tmp_path, files)
+    assert _findings(tmp_path) == expected

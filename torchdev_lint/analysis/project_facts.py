@@ -459,7 +459,13 @@ class _Pass:
         if summary is None or name in summary["dataset_classes"]:
             return located.file, name
         alias = summary["aliases"].get(name)
-        return self._class(located.file, alias, depth + 1) if alias is not None else (located.file, name)
+        if alias is not None:
+            return self._class(located.file, alias, depth + 1)
+        for level, module in reversed(summary["stars"]):  # a package's `from .base import *`
+            found = self._class(located.file, ["module", level, f"{module}.{name}".lstrip(".")], depth + 1)
+            if found is not None and name in self.summaries.get(found[0], {}).get("dataset_classes", {}):
+                return found
+        return located.file, name
 
     # Resolution ------------------------------------------------------------
 
