@@ -11,13 +11,15 @@ something unknown, or only calls itself). Also a Dataset base class a package re
 from __future__ import annotations
 
 from pathlib import Path
+from textwrap import dedent
 
 import pytest
 from multifile import findings, write_files
 
 from torchdev_lint.analysis.summaries import summarize
 from torchdev_lint.cache import ResultCache
-from torchdev_lint.engine import parse
+from torchdev_lint.engine import check_source, parse
+from torchdev_lint.rules.tdl101_load_without_map_location import LoadWithoutMapLocation
 
 FEATURES = """
     import numpy as np
@@ -255,3 +257,49 @@ def test_dataset_base_through_a_star_reexport(tmp_path: Path, package: str, expe
     files |= {"data/downloadable.py": DATASET_BASE, "data/features.py": FEATURE_DATASET}
     write_files(tmp_path, files)
     assert _findings(tmp_path) == expected
+
+
+# A dict filled item by item with `.cpu()` values and a counter the class keeps (one file) -----
+
+STREAMING_LDA = """
+    import os
+
+    import torch
+
+    class StreamingLDA:
+        def __init__(self, device):
+            self.device = device
+            self.num_updates = 0
+
+        def fit(self, x):
+            self.num_updates += 1
+            self.count = x.shape[0]
+
+        def save_model(self, save_path):
+            d = dict()
+            d["muK"] = self.muK.cpu()
+            d["num_updates"] = self.num_updates
+            torch.save(d, os.path.join(save_path, "slda.pth"))
+
+        def load_model(self, save_path):
+            d = torch.load(os.path.join(save_path, "slda.pth"))
+            self.muK = d["muK"].to(self.device)
+            self.num_updates = d["num_updates"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("", ""), []),
+        (('d["muK"] = self.muK.cpu()', 'd["muK"] = self.muK'), [22]),  # an item not moved
+        (("self.num_updates += 1", "self.num_updates += torch.ones(1)"), [22]),  # not a number
+        (("self.num_updates += 1", "self.num_updates, _ = stats(x)"), [22]),  # unpacked: unknown
+        (('self.num_updates = d["num_updates"]', 'self.num_updates = d["muK"]'), [22]),  # another item
+    ],
+    ids=["host", "item-not-moved", "counter-tensor", "counter-unpacked", "other-item"],
+)
+def test_dict_of_moved_tensors_and_a_counter(change: tuple[str, str], expected: list[int]) -> None:
+    source = dedent(STREAMING_LDA).replace(*change)
+    diagnostics = check_source("slda.py", source, [LoadWithoutMapLocation]).diagnostics
+    assert [d.line for d in diagnostics] == expected

@@ -214,6 +214,8 @@ class _Judge:
                 if isinstance(value, cst.Name):
                     reaching = reaching_assignment(value, index.parent)
                     value = reaching.value if reaching is not None else value
+                if isinstance(value, cst.Attribute) and _counter(value, scope):
+                    return HOST
                 return self.value(value, scope, attributes=False) if value is not None else None
             changed_in_place = (
                 isinstance(item_parent, (cst.Attribute, cst.Subscript)) and item_parent.value is above
@@ -242,6 +244,62 @@ class _Judge:
         if id(unit) not in self._indexes:
             self._indexes[id(unit)] = UseIndex(unit)
         return self._indexes[id(unit)]
+
+
+def _counter(attribute: cst.Attribute, scope: Scope) -> bool:
+    """`self.num_updates`, when its class only ever assigns it numbers (`= 0`, `+= 1`,
+    `= x.shape[0]`, `= len(x)`) or the item of the same key it loads back (`= d["num_updates"]`
+    with `d = torch.load(...)`)."""
+    klass = scope.enclosing_class
+    if klass is None or not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
+        return False
+    index = UseIndex(klass.node)
+    assigned = []
+    for name in index.names(attribute.attr.value):
+        use = index.parent(name)
+        if not (
+            isinstance(use, cst.Attribute) and use.attr is name and use.value.deep_equals(attribute.value)
+        ):
+            continue
+        above = index.parent(use)
+        if isinstance(above, cst.AssignTarget):
+            assigned.append((_assigned(above, index), use))
+        elif isinstance(above, (cst.AugAssign, cst.AnnAssign)) and above.target is use:
+            assigned.append((above.value, use))
+        elif _unpacked_into(use, index):
+            return False
+    return bool(assigned) and all(_number(value, key, index, klass) for value, key in assigned)
+
+
+def _unpacked_into(node: cst.CSTNode, index: UseIndex) -> bool:
+    """Is `node` a target other than `x = ...` (`a, x = ...`, `for x in`, `with ... as x`, `del x`)?"""
+    child, above = node, index.parent(node)
+    while isinstance(above, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
+        child, above = above, index.parent(above)
+    if isinstance(above, cst.AsName):
+        return above.name is child
+    return isinstance(above, (cst.AssignTarget, cst.For, cst.CompFor, cst.Del)) and above.target is child
+
+
+def _number(value: cst.BaseExpression | None, key: cst.Attribute, index: UseIndex, klass: Scope) -> bool:
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(value, cst.Call):
+        return resolve(value.func, klass) in _HOST_BUILTINS
+    if not isinstance(value, cst.Subscript):
+        return False
+    if isinstance(value.value, cst.Attribute) and value.value.attr.value == "shape":
+        return True  # `x.shape[0]`: a Python int
+    element = value.slice[0].slice if len(value.slice) == 1 else None
+    loaded = reaching_assignment(value.value, index.parent) if isinstance(value.value, cst.Name) else None
+    return (
+        isinstance(element, cst.Index)
+        and isinstance(element.value, cst.SimpleString)
+        and element.value.evaluated_value == key.attr.value
+        and loaded is not None
+        and isinstance(loaded.value, cst.Call)
+        and resolve(loaded.value.func, klass) in LOADERS
+    )
 
 
 def _empty(value: cst.BaseExpression, scope: Scope) -> bool:
