@@ -296,8 +296,8 @@ def test_cache_rechecks_the_dependents_of_a_changed_summary(
     )
     codes = "TDL105,TDL204,TDL205"
     assert _findings(project, codes, cache=cache) == ["main.py:7 TDL204"]
-    # (A file pass 1 parses is checked with that parse, and again if it turns out to have facts.)
-    assert sorted(set(checked)) == ["engine.py", "main.py", "other.py", "setup.py", "utils.py"]
+    # (A file pass 1 parses is checked once, from that parse's tree, once its facts are known.)
+    assert sorted(checked) == ["engine.py", "main.py", "other.py", "setup.py", "utils.py"]
 
     # A body edit that leaves the summary's facts alone: only engine.py is checked again.
     checked.clear()
@@ -305,15 +305,15 @@ def test_cache_rechecks_the_dependents_of_a_changed_summary(
     assert _findings(project, codes, cache=cache) == ["main.py:7 TDL204"]
     assert checked == ["engine.py"]
 
-    # The batches are no longer moved: main.py (which calls it) loses its facts, so its result is
-    # the one without facts, cached by its first check (pass 1 parsed it); other.py is untouched.
+    # The batches are no longer moved: main.py (which calls it) loses its facts, so it is checked
+    # again (pass 1 kept its tree for one check, with its facts); other.py is untouched.
     checked.clear()
     _write(
         project,
         {"engine.py": dedent(ENGINE).replace("images.to(device), targets.to(device)", "images, targets")},
     )
     assert _findings(project, codes, cache=cache) == []
-    assert sorted(checked) == ["engine.py"]
+    assert sorted(checked) == ["engine.py", "main.py"]
 
     # The caller now pins memory: engine.py's facts change (its moves are back, every call pinned).
     checked.clear()

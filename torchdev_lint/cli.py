@@ -36,6 +36,7 @@ from torchdev_lint.report.text import plain_text
 from torchdev_lint.rule import all_rules
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.project_facts import ProjectFacts
     from torchdev_lint.runner import CheckOptions
 
 # A run that the cache answers whole imports neither LibCST nor the rules: the runner,
@@ -228,8 +229,11 @@ def _plan(args: argparse.Namespace, config: FileConfig, fix: bool) -> _Plan:
     )
 
 
-def _options(args: argparse.Namespace, config: FileConfig, plan: _Plan) -> CheckOptions:
-    """The runner's options: this imports the rules (and LibCST)."""
+def _options(
+    args: argparse.Namespace, config: FileConfig, plan: _Plan, project: ProjectFacts | None = None
+) -> CheckOptions:
+    """The runner's options: this imports the rules (and LibCST). `project`: pass 1's facts
+    when already computed (None: the runner computes them)."""
     from torchdev_lint.runner import CheckOptions
 
     return CheckOptions(
@@ -243,32 +247,50 @@ def _options(args: argparse.Namespace, config: FileConfig, plan: _Plan) -> Check
         with_edits=plan.with_edits,
         cache=plan.cache,
         oldest_python=oldest_python(config),
+        project=project,
     )
 
 
-def _from_cache(paths: Sequence[str], plan: _Plan, config: FileConfig) -> list[FileReport] | None:
-    """Every file's report from the cache, or None as soon as one file is not there."""
+def _cached_facts(paths: Sequence[str], plan: _Plan) -> ProjectFacts | None:
+    """Pass 1 from the summaries in the cache alone (no parsing, no LibCST): the facts every
+    cache key of the run holds, handed to the runner on a miss so that pass 1 runs once.
+
+    None as soon as a file pass 1 must read has no summary cached for its text: the runner
+    then runs pass 1 itself, checking first the files it must parse and summarizing them from
+    the same trees. Never a partial answer: a file left unread would read as having no facts,
+    which can equal an older state of the project whose results are cached."""
     if plan.cache is None:
         return None
     from torchdev_lint.analysis.project_facts import project_facts
 
-    # Pass 1 from cached summaries: a key holds the facts a file takes from other files.
-    project = project_facts(paths, _parse, plan.cache.directory)
+    try:
+        return project_facts(paths, _refuse_parse, plan.cache.directory)
+    except _NotSummarized:
+        return None
+
+
+class _NotSummarized(Exception):
+    """A file pass 1 must read has no summary cached for its current text."""
+
+
+def _refuse_parse(path: str, source: bytes) -> NoReturn:
+    raise _NotSummarized(path)
+
+
+def _from_cache(
+    paths: Sequence[str], plan: _Plan, config: FileConfig, project: ProjectFacts
+) -> list[FileReport] | None:
+    """Every file's report from the cache, or None as soon as one file is not there."""
+    assert plan.cache is not None  # `project` came from it
     reports = []
     for path in paths:
         codes = codes_for(path, plan.codes, config.per_file_ignores, config.root)
+        # A key holds the facts the file takes from other files (their digest).
         report = plan.cache.report(path, codes, plan.settings, plan.with_edits, project.digest(path))
         if report is None:
             return None
         reports.append(report)
     return reports
-
-
-def _parse(path: str, source: bytes) -> object:
-    """The engine's parse, imported only when a summary is not in the cache."""
-    from torchdev_lint.engine import parse
-
-    return parse(path, source)
 
 
 def _use_color(stream: TextIO) -> bool:
@@ -332,14 +354,16 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
         _warn(f"no Python files found under {', '.join(args.paths)}")
     if args.add_noqa:
         return _add_noqa(paths, errors, args, config, plan)
-    reports = None if plan.fix or args.diff else _from_cache(paths, plan, config)
+    project = None if plan.fix or args.diff else _cached_facts(paths, plan)
+    reports = _from_cache(paths, plan, config, project) if project is not None else None
     if reports is None:
         from torchdev_lint.parallel import default_jobs
         from torchdev_lint.runner import process_files
 
-        reports = process_files(paths, _options(args, config, plan), jobs=args.jobs or default_jobs())
+        options = _options(args, config, plan, project)
+        reports = process_files(paths, options, jobs=args.jobs or default_jobs())
     if args.report_unused_noqa:
-        _add_unused_noqa(reports, args, config, plan)
+        _add_unused_noqa(reports, args, config, plan, project)
     messages = [str(e) for e in errors] + [r.error for r in reports if r.error]
     for message in messages:
         _error(message)
@@ -411,9 +435,14 @@ def _add_noqa(
 
 
 def _add_unused_noqa(
-    reports: Sequence[FileReport], args: argparse.Namespace, config: FileConfig, plan: _Plan
+    reports: Sequence[FileReport],
+    args: argparse.Namespace,
+    config: FileConfig,
+    plan: _Plan,
+    project: ProjectFacts | None,
 ) -> None:
-    """`--report-unused-noqa`: each report gets its file's unused directives as findings."""
+    """`--report-unused-noqa`: each report gets its file's unused directives as findings
+    (`project`: the run's facts when the cache gave them; None: pass 1 is run here)."""
     from functools import partial
 
     from torchdev_lint.noqa_files import unused_noqa_file
@@ -421,7 +450,7 @@ def _add_unused_noqa(
     from torchdev_lint.runner import with_project
 
     paths = [r.path for r in reports if r.error is None]
-    options = with_project(paths, _options(args, config, plan))
+    options = with_project(paths, _options(args, config, plan, project))
     found = map_files(partial(unused_noqa_file, options=options), paths, args.jobs or default_jobs())
     by_path = {extra.path: extra for extra in found}
     for report in reports:

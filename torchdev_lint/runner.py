@@ -102,13 +102,22 @@ def summarized_check(path: str, options: CheckOptions) -> tuple[FileReport, Summ
         return report, None
 
 
-def _process(path: str, options: CheckOptions, use_cached: bool) -> tuple[FileReport, cst.Module | None]:
-    """`process_file`, with the tree a check parsed (None when fixing or not parsed)."""
+def _process(
+    path: str,
+    options: CheckOptions,
+    use_cached: bool,
+    source: bytes | None = None,
+    tree: cst.Module | None = None,
+) -> tuple[FileReport, cst.Module | None]:
+    """`process_file`, with the tree a check parsed (None when fixing or not parsed). `source`:
+    the file's bytes when pass 1 read them, `tree` LibCST's tree of them when it parsed them
+    (a check then does not parse again)."""
     report = FileReport(path)
     rules = rules_for(path, options)
     module: cst.Module | None = None
     try:
-        source = read_source(path)
+        if source is None:
+            source = read_source(path)
     except SourceError as error:
         report.error = str(error)
         return report, None
@@ -131,7 +140,8 @@ def _process(path: str, options: CheckOptions, use_cached: bool) -> tuple[FileRe
             notebook = Notebook(path, source)
             program = notebook.program_bytes
         if checking:
-            result = check_source(path, program, rules, options.settings, project=facts)
+            given = tree if notebook is None else None
+            result = check_source(path, program, rules, options.settings, project=facts, module=given)
             module = result.module
             if options.with_edits:
                 add_edits(result)
@@ -262,18 +272,71 @@ def process_files(paths: Sequence[str], options: CheckOptions, jobs: int = 1) ->
 def _first_pass(
     paths: Sequence[str], options: CheckOptions, jobs: int
 ) -> tuple[CheckOptions, dict[str, FileReport]]:
-    """Pass 1 for a check, sharing its parses: the files pass 1 would parse first are checked
-    first, without project facts, and summarized from the same tree. Once the facts are known,
-    the reports of those that have none are final; the others are checked again with theirs."""
+    """Pass 1 for a check, sharing its parses with the checks: a checked file pass 1 parses is
+    checked from the same tree, without project facts, and summarized from it. Once the facts
+    are known, the reports of those that have none are final; the others are checked again
+    with theirs. With workers, the files pass 1 parses first are checked so by the workers
+    (those of later rounds are parsed here and checked again there); a serial run checks every
+    file pass 1 parses once (`_SharedParses`)."""
     if options.project is not None or os.environ.get(NO_PROJECT):
         return options, {}
     directory = options.cache.directory if options.cache is not None else None
+    if jobs <= 1:
+        shared = _SharedParses(paths, options)
+        options = replace(options, project=project_facts(paths, shared.parse, directory))
+        return options, shared.reports_with(options)
     first = [path for path in dict.fromkeys(paths) if path.endswith(".py") and _needs_parse(path, directory)]
     found = map_files(partial(summarized_check, options=options), first, jobs)
     summaries = {os.path.abspath(p): s for p, (_, s) in zip(first, found, strict=True) if s is not None}
     project = project_facts(paths, parse, directory, summaries)
     done = {path: report for path, (report, _) in zip(first, found, strict=True) if project.of(path) is None}
     return replace(options, project=project), done
+
+
+# The source bytes whose LibCST trees a serial run keeps from pass 1 until the facts are known
+# (a tree takes some 30 to 60 times its file's size, and pass 1 can parse hundreds of a large
+# project's files). Beyond this, a file is checked at once from its tree, without facts, and
+# checked again (parsed again) only if it turns out to have facts.
+_KEPT_SOURCE_BYTES = 256 * 1024
+
+
+class _SharedParses:
+    """Pass 1's parse in a serial run, shared with the checks: the tree of each checked file it
+    parses is kept for the file's check with its facts, within `_KEPT_SOURCE_BYTES`; beyond,
+    the file is checked at once from the tree, without facts."""
+
+    def __init__(self, paths: Sequence[str], options: CheckOptions) -> None:
+        self._checked = {os.path.abspath(path): path for path in paths}
+        self._options = options
+        self._budget = _KEPT_SOURCE_BYTES
+        self._kept: dict[str, tuple[bytes, cst.Module]] = {}
+        self._reports: dict[str, FileReport] = {}  # checked without facts
+
+    def parse(self, path: str, source: bytes) -> cst.Module:
+        """`project_facts`' parse (absolute paths; raises SourceError)."""
+        module = parse(path, source)
+        checked = self._checked.get(path)
+        if checked is None or checked in self._kept or checked in self._reports:
+            return module
+        if len(source) <= self._budget:
+            self._budget -= len(source)
+            self._kept[checked] = (source, module)
+        else:
+            self._reports[checked] = _process(checked, self._options, False, source, module)[0]
+        return module
+
+    def reports_with(self, options: CheckOptions) -> dict[str, FileReport]:
+        """The reports of these files, now that `options` hold the project facts: each kept
+        tree checked with its facts; a report without facts kept where there are none."""
+        assert options.project is not None
+        done = {}
+        while self._kept:
+            path, (source, tree) = self._kept.popitem()  # each tree freed once checked
+            done[path] = _process(path, options, True, source, tree)[0]
+        for path, report in self._reports.items():
+            if options.project.of(path) is None:
+                done[path] = report
+        return done
 
 
 def _needs_parse(path: str, cache_directory: str | None) -> bool:
