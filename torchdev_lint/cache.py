@@ -2,17 +2,17 @@
 
 An entry holds what the report of one checked file needs (remaining
 diagnostics with their fix info, the source lines text output shows, or the
-error that stopped the check). Its key (`entry_key`, the one place keys are
-made) hashes the file's path and bytes together with everything that changes
-results: the tool's own code (its version and the size and modification time
-of each of its sources, so that editing a rule invalidates the cache even
-without a version bump), LibCST's version (it decides what parses and how code
-is generated), the rules run on the file, the settings, whether fix edits were
+error that stopped the check). Its key (`entry_key`; with `summary_key`, the
+key of a file's pass-1 summary, the only places keys are made) hashes the
+file's path and bytes together with everything that changes results: the
+tool's own code (its version and the size and modification time of each of
+its sources, so that editing a rule invalidates the cache even without a
+version bump), LibCST's version (it decides what parses and how code is
+generated), the rules run on the file, the settings, whether fix edits were
 computed, and a digest of what the file's result depends on in other files
-(empty until cross-file facts exist). Entries are
-single JSON files written atomically; one that cannot be read or decoded is
-treated as a miss and overwritten, never an error. Looking entries up needs
-neither LibCST nor the rules (see catalog.py).
+(their pass-1 facts). Entries are single JSON files written atomically; one
+that cannot be read or decoded is treated as a miss and overwritten, never an
+error. Looking entries up needs neither LibCST nor the rules (see catalog.py).
 """
 
 from __future__ import annotations
@@ -102,6 +102,14 @@ def entry_key(
     header = _header(tool_fingerprint(), libcst_version(), tuple(codes), settings, with_edits)
     return hashlib.sha256(
         b"%s\0%s\0%s\0%s" % (header, dependencies.encode(), path.encode(errors="surrogateescape"), source)
+    ).hexdigest()
+
+
+def summary_key(source: bytes) -> str:
+    """The key of the pass-1 summary of a file holding `source` (analysis/summaries.py): a
+    function of its bytes, the tool's code and LibCST's version (the tree it is made from)."""
+    return hashlib.sha256(
+        b"%s\0%s\0%s" % (tool_fingerprint().encode(), libcst_version().encode(), source)
     ).hexdigest()
 
 

@@ -61,7 +61,8 @@ def map_files(work: Callable[[str], Result], paths: Sequence[str], jobs: int) ->
 
     Serially when that is not worth it or processes are not available. When a
     worker dies (the pool breaks), the chunks whose results were received are
-    kept and only the others are run again, here in this process.
+    kept and only the others are run again, here in this process, with a warning
+    on stderr.
     """
     jobs = min(jobs, len(paths) // MIN_FILES_PER_JOB)
     if jobs <= 1:
@@ -74,6 +75,7 @@ def map_files(work: Callable[[str], Result], paths: Sequence[str], jobs: int) ->
     chunks = _chunks(paths, jobs)
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     by_path: dict[str, Result] = {}
+    broken = False
     try:
         with ProcessPoolExecutor(
             max_workers=jobs, mp_context=context, initializer=_die_with_parent, initargs=(os.getpid(),)
@@ -85,10 +87,20 @@ def map_files(work: Callable[[str], Result], paths: Sequence[str], jobs: int) ->
                 try:
                     by_path.update(zip(chunk, future.result(), strict=True))
                 except BrokenProcessPool:
-                    pass  # a worker died: this chunk is run again below
-    except (OSError, BrokenProcessPool, NotImplementedError, ImportError):
+                    broken = True  # a worker died: this chunk is run again below
+    except BrokenProcessPool:
+        broken = True
+    except (OSError, NotImplementedError, ImportError):
         pass  # no process support here (e.g. a sandbox without semaphores): run serially below
     missing = [path for path in dict.fromkeys(paths) if path not in by_path]
+    if broken:
+        # Said, not silent: the run goes on serially, and a file that kills a process (a crash in
+        # LibCST's native parser, the memory limit) is about to be run in this one.
+        print(
+            f"torchdev-lint: warning: a worker process ended unexpectedly; running the "
+            f"{len(missing)} of {len(by_path) + len(missing)} files whose results were lost in the main process",
+            file=sys.stderr,
+        )
     by_path.update(zip(missing, _run_chunk(work, missing), strict=True))
     return [by_path[path] for path in paths]
 

@@ -545,9 +545,9 @@ def _summary_entry(source: bytes, cache_directory: str | None) -> str | None:
     """Where the summary of a file holding `source` is cached (None: no cache)."""
     if cache_directory is None:
         return None
-    from torchdev_lint.cache import tool_fingerprint
+    from torchdev_lint.cache import summary_key
 
-    key = hashlib.sha256(b"%s\0%s" % (tool_fingerprint().encode(), source)).hexdigest()
+    key = summary_key(source)
     return os.path.join(cache_directory, FOLDER, key[:2], key + ".json")
 
 
