@@ -14,7 +14,7 @@ from collections import Counter
 import libcst as cst
 
 from torchdev_lint.analysis.scopes import Scope, block_statements, resolve
-from torchdev_lint.analysis.walk import visit
+from torchdev_lint.analysis.walk import children, visit
 
 # Creating learnable state in a store of its own, outside the module's parameters.
 _PARAM_STORE_CALLS = frozenset({"pyro.param", "pyro.primitives.param"})
@@ -153,34 +153,42 @@ def _name_mentions(module: cst.Module) -> _NameMentions:
     if _counted and _counted[0][0] is module:
         return _counted[0][1]
     mentions = _NameMentions()
-    visit(module, mentions)
+    mentions.count(module)
     _counted[:] = [(module, mentions)]
     return mentions
 
 
-class _NameMentions(cst.CSTVisitor):
-    """How often each name occurs in a module, and how often it is called inside export functions."""
+class _NameMentions:
+    """How often each name occurs in a module, and how often it is called inside export functions
+    (a function whose name holds `export`, or anything nested in one)."""
 
     def __init__(self) -> None:
-        self.functions: list[str] = []
         self.names: Counter[str] = Counter()
         self.export_calls: Counter[str] = Counter()
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.functions.append(node.name.value.lower())
+    def count(self, module: cst.Module) -> None:
+        # One pass of the walker's child lists, no visitor dispatch: this runs on a whole module.
+        found: list[str] = []  # counted at the end, in one `Counter.update`
+        stack: list[cst.CSTNode] = [module]
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            node = pop()
+            if type(node) is cst.Name:
+                found.append(node.value)
+            elif type(node) is cst.FunctionDef and "export" in node.name.value.lower():
+                self._count_export(node, found)
+            else:
+                extend(children(node))
+        self.names.update(found)
 
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self.functions.pop()
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.functions.append("")  # methods of another class are not export code
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self.functions.pop()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names[node.value] += 1
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Name) and any("export" in function for function in self.functions):
-            self.export_calls[node.func.value] += 1
+    def _count_export(self, function: cst.FunctionDef, found: list[str]) -> None:
+        stack: list[cst.CSTNode] = [function]
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            node = pop()
+            if type(node) is cst.Name:
+                found.append(node.value)
+                continue
+            if type(node) is cst.Call and isinstance(node.func, cst.Name):
+                self.export_calls[node.func.value] += 1
+            extend(children(node))
