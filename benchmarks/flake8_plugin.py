@@ -6,8 +6,12 @@ For each file: the CPU time of `libcst.parse_module` on its text (the floor:
 the plugin cannot check a file without parsing it) and of the plugin as flake8
 drives it (`TorchDevLintPlugin(tree, filename, lines).run()`, consumed whole,
 default selection, flake8's own `ast` tree built beforehand and not counted),
-each over `--repeat` runs in this process after one unmeasured run: the median
-and the least (the run least disturbed by other processes on a shared machine).
+each over `--repeat` rounds in this process after one unmeasured round: the
+median and the least (the run least disturbed by other processes on a shared
+machine). Each run starts from a collected heap with the GC off; a round runs
+the parse and the plugin's two variants in turn, and the ratio column is the
+median of the rounds' own ratios (then least over least), which load that
+changes between rounds moves less than a ratio of medians.
 The plugin is measured twice: without a project cache (each file on its own; an
 empty cache folder, so that no cache in the current folder is read),
 and with one, as after `torchdev-lint check FILE` (the summaries of the file
@@ -33,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import libcst
 
@@ -54,29 +59,33 @@ DEFAULT_FILES = (
 Timing = tuple[float, float]  # CPU seconds: median, least
 
 
-def _cpu(function: Callable[[], object], repeat: int) -> Timing:
-    """(median, least) CPU seconds of `repeat` runs, after one unmeasured run (imports, caches).
-
-    Each run starts from a collected heap and runs with the cyclic GC off: otherwise a collection
-    of the previous run's trees (hundreds of thousands of objects) lands in whichever run
-    happens to cross the threshold, and the figures swing by a factor of two.
-    """
-    function()
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        gc.disable()
-        try:
-            start = time.process_time()
-            function()
-            times.append(time.process_time() - start)
-        finally:
-            gc.enable()
-    return statistics.median(times), min(times)
+def _seconds(function: Callable[[], object]) -> float:
+    """CPU seconds of one run, from a collected heap with the cyclic GC off: otherwise a collection
+    of earlier runs' trees (hundreds of thousands of objects) lands in whichever run crosses the
+    threshold."""
+    gc.collect()
+    gc.disable()
+    try:
+        start = time.process_time()
+        function()
+        return time.process_time() - start
+    finally:
+        gc.enable()
 
 
-def measure(path: Path, repeat: int, profile: bool) -> tuple[int, Timing, Timing, Timing]:
-    """(lines, bare parse, plugin without a cache, plugin with one): CPU seconds (median, least)."""
+class Measured(NamedTuple):
+    lines: int
+    parse: Timing
+    plugin: Timing
+    cached: Timing
+    plugin_ratio: Timing  # median of the runs' own ratios to the parse, least / least
+    cached_ratio: Timing
+
+
+def measure(path: Path, repeat: int, profile: bool) -> Measured:
+    """The bare parse, the plugin without a cache and with one, run in turn `repeat` times (after
+    one unmeasured round): each round's three runs see about the same load, so the median of the
+    rounds' ratios moves less than a ratio of medians on a shared machine."""
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     tree = ast.parse(text)
@@ -85,20 +94,25 @@ def measure(path: Path, repeat: int, profile: bool) -> tuple[int, Timing, Timing
     def plugin() -> object:
         return list(TorchDevLintPlugin(tree, str(path), lines).run())
 
-    bare = _cpu(lambda: libcst.parse_module(text), repeat)
-    with tempfile.TemporaryDirectory() as empty:
-        # An empty cache folder, not None: None would find the cache `check` left in the
-        # current folder (the project root for a file outside any configured project).
-        TorchDevLintPlugin.cache_directory = empty
-        try:
-            alone = _cpu(plugin, repeat)
-        finally:
-            TorchDevLintPlugin.cache_directory = None
-    with tempfile.TemporaryDirectory() as folder:
+    def parse_only() -> object:
+        return libcst.parse_module(text)
+
+    runs: dict[str, list[float]] = {"parse": [], "plugin": [], "cached": []}
+    # An empty cache folder, not None, for the plugin alone: None would find the cache `check`
+    # left in the current folder (the project root for a file outside any configured project).
+    with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as folder:
         project_facts([str(path)], parse, folder)  # the summaries `torchdev-lint check FILE` writes
-        TorchDevLintPlugin.cache_directory = folder
         try:
-            cached = _cpu(plugin, repeat)
+            for round_number in range(repeat + 1):
+                parse_seconds = _seconds(parse_only)
+                TorchDevLintPlugin.cache_directory = empty
+                plugin_seconds = _seconds(plugin)
+                TorchDevLintPlugin.cache_directory = folder
+                cached_seconds = _seconds(plugin)
+                if round_number:
+                    runs["parse"].append(parse_seconds)
+                    runs["plugin"].append(plugin_seconds)
+                    runs["cached"].append(cached_seconds)
             if profile:
                 profiler = cProfile.Profile()
                 profiler.runcall(plugin)
@@ -107,7 +121,17 @@ def measure(path: Path, repeat: int, profile: bool) -> tuple[int, Timing, Timing
                 stats.sort_stats("tottime").print_stats(30)
         finally:
             TorchDevLintPlugin.cache_directory = None
-    return len(lines), bare, alone, cached
+
+    def timing(name: str) -> Timing:
+        return statistics.median(runs[name]), min(runs[name])
+
+    def ratio(name: str) -> Timing:
+        ratios = [seconds / bare for seconds, bare in zip(runs[name], runs["parse"], strict=True)]
+        return statistics.median(ratios), min(runs[name]) / min(runs["parse"])
+
+    return Measured(
+        len(lines), timing("parse"), timing("plugin"), timing("cached"), ratio("plugin"), ratio("cached")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,16 +148,20 @@ def main(argv: list[str] | None = None) -> int:
         f"{'file':<44} {'lines':>6} {'parse':>13} {'plugin':>13} {'ratio':>11} {'cached':>13} {'ratio':>11}"
     )
     for path in files:
-        count, bare, alone, cached = measure(path, args.repeat, args.profile)
+        found = measure(path, args.repeat, args.profile)
         name = str(path).replace(str(SITE) + "/", "").replace(str(CORPUS) + "/", "")[-44:]
-        cells = [f"{bare[0]:.3f}/{bare[1]:.3f}"]
-        for median, least in (alone, cached):
-            cells += [f"{median:.3f}/{least:.3f}", f"{median / bare[0]:.2f}/{least / bare[1]:.2f}"]
+        cells = [
+            f"{found.parse[0]:.3f}/{found.parse[1]:.3f}",
+            f"{found.plugin[0]:.3f}/{found.plugin[1]:.3f}",
+            f"{found.plugin_ratio[0]:.2f}/{found.plugin_ratio[1]:.2f}",
+            f"{found.cached[0]:.3f}/{found.cached[1]:.3f}",
+            f"{found.cached_ratio[0]:.2f}/{found.cached_ratio[1]:.2f}",
+        ]
         print(
-            f"{name:<44} {count:>6} {cells[0]:>13} {cells[1]:>13} {cells[2]:>11} {cells[3]:>13} {cells[4]:>11}"
+            f"{name:<44} {found.lines:>6} {cells[0]:>13} {cells[1]:>13} {cells[2]:>11} {cells[3]:>13} {cells[4]:>11}"
         )
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-    print(f"ratios: median / median and least / least; load average now {load} (1, 5, 15 min)")
+    print(f"ratios: median of the rounds' ratios / least over least; load average now {load} (1, 5, 15 min)")
     return 0
 
 
