@@ -24,7 +24,8 @@ ALL` parses, i.e. those its trigger filter keeps); `cold-j1`, `cold` (`--no-cach
 and default jobs); `fill` (default jobs into an empty cache, on a copy of the corpus),
 `warm-j1`, `warm` (nothing changed) and `one-changed` (one file edited; the number of new
 cache entries says how many files were re-checked); `flake8` (`flake8 --select TDL`);
-`alone-j1` (`cold-j1` with the project analysis off: `TORCHDEV_LINT_NO_PROJECT=1`, today's
+`fill-j1` (`cold-j1` into an empty cache: what a first run with the cache costs, pass 1
+included; a fresh copy of the corpus and cache each time), `alone-j1` (`cold-j1` with the project analysis off: `TORCHDEV_LINT_NO_PROJECT=1`, today's
 check of each file on its own), measured in pairs with `cold-j1` (`--pairs`, alternating, the
 median of each and of the pairs' ratios reported: what pass 1 costs in CPU and peak memory);
 `project-edits` (on a copy of one project, EDIT_PROJECT, with a filled cache: one function body
@@ -76,6 +77,7 @@ MEASUREMENTS = (
     "alone-j1",
     "cold-j1",
     "cold",
+    "fill-j1",
     "fill",
     "warm-j1",
     "warm",
@@ -308,7 +310,7 @@ def run_corpus(
             results["cold-j1"] = measure("cold-j1", [*cli, "--no-cache", "-j1", *files])
         if want("cold"):
             results["cold"] = measure("cold", [*cli, "--no-cache", *default_jobs, *files])
-        if {"fill", "warm-j1", "warm", "one-changed"} & (only or set(MEASUREMENTS)):
+        if {"fill-j1", "fill", "warm-j1", "warm", "one-changed"} & (only or set(MEASUREMENTS)):
             # On a copy, so that one file can be changed.
             copy = work / "copy"
             common = os.path.commonpath(files)
@@ -318,6 +320,9 @@ def run_corpus(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
                 copied[path] = str(target)
+            if want("fill-j1"):
+                fresh = [*cli, "--cache-dir", str(work / "cache-j1"), "-j1", *copied.values()]
+                results["fill-j1"] = measure("fill-j1", fresh, note="empty cache")
             cache = work / "cache"
             cached = [*cli, "--cache-dir", str(cache)]
             results["fill"] = measure("fill", [*cached, *default_jobs, *copied.values()], note="empty cache")
@@ -437,6 +442,7 @@ def ratios(results: dict[str, Result]) -> None:
         ideal = results["cold"].cpu / JOBS / results["cold-j1"].cpu
         print(f"  {'  same, / jobs: wall ratio on an idle machine':<44} {ideal:6.2f}")
     ratio("fill CPU / cold CPU (cost of writing the cache)", "fill", "cold")
+    ratio("fill-j1 CPU / cold-j1 CPU (same, serial)", "fill-j1", "cold-j1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
