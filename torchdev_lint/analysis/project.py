@@ -37,6 +37,8 @@ class ProjectIndex:
         self._roots: dict[str, str | None] = {}
         self._search: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, int] = {}
+        # (importing file, level, dotted) -> where it leads: pass 1 asks thousands of times.
+        self._located: dict[tuple[str, int, str], Located | None] = {}
 
     def root(self, path: str) -> str | None:
         """The project folder of `path`: the nearest folder above it with a project marker."""
@@ -86,6 +88,12 @@ class ProjectIndex:
     def locate(self, path: str, level: int, dotted: str) -> Located | None:
         """The module that `dotted` (relative by `level` dots) names from `path`, or None when
         it is not the project's own (third-party, missing, or above the file system root)."""
+        key = (path, level, dotted)
+        if key not in self._located:
+            self._located[key] = self._locate(path, level, dotted)
+        return self._located[key]
+
+    def _locate(self, path: str, level: int, dotted: str) -> Located | None:
         parts = tuple(part for part in dotted.split(".") if part)
         if level:
             folder = os.path.dirname(os.path.abspath(path))

@@ -211,7 +211,7 @@ class _Pass:
         self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
         self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
-        self._targets: dict[tuple[str, str], Target | None] = {}
+        self._targets: dict[tuple[Any, ...], Target | None] = {}
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
         # checking part of an installed package must not read the rest of it.
         self.scopes = {self.index.scope(path) for path in checked}
@@ -471,7 +471,7 @@ class _Pass:
 
     def _target(self, path: str, reference: list[Any], depth: int = 0) -> Target | None:
         """The project function a reference of `path` names, or None (unknown)."""
-        key = (path, json.dumps(reference))
+        key = (path, *reference)  # a reference is a flat list of strings and ints
         if key not in self._targets:
             self._targets[key] = None  # a cycle of re-exports names nothing
             self._targets[key] = self._resolve(path, reference, depth)
