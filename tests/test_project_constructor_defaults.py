@@ -135,6 +135,13 @@ def test_a_class_used_as_a_value_is_unknown(tmp_path: Path, other: str) -> None:
     assert _check(tmp_path, files) == []
 
 
+def test_an_old_style_super_call_is_not_a_value(tmp_path: Path) -> None:
+    encoder = ENCODER.replace("class TextEncoder:", "class TextEncoder(torch.nn.Module):").replace(
+        "self.device = device", "super(TextEncoder, self).__init__()\n            self.device = device"
+    )
+    assert _check(tmp_path, {"encoder.py": encoder, "main.py": _main("100")}) == FLAGGED
+
+
 def test_type_tests_and_annotations_are_not_values(tmp_path: Path) -> None:
     other = (
         "from encoder import TextEncoder\n\n"

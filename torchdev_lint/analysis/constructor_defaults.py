@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 Reference = list[Any]
 References = Callable[[str, Scope], Reference | None]
 
-# Where a class name is not handed on as a value: `isinstance(x, Encoder)`.
-_TYPE_TESTS = frozenset({"isinstance", "issubclass"})
+# Calls where a class name is not handed on as a value: `isinstance(x, Encoder)`, `super(Encoder, self)`.
+_TYPE_TESTS = frozenset({"isinstance", "issubclass", "super"})
 _IMPORTS = (cst.Import, cst.ImportFrom, cst.ImportAlias)
 
 
@@ -272,7 +272,7 @@ def _class_here(text: str, scope: Scope) -> Reference | None:
 
 
 def _type_test(ancestors: Sequence[cst.CSTNode]) -> bool:
-    """The argument (`ancestors[-2]`) belongs to `isinstance(...)`/`issubclass(...)`."""
+    """The argument (`ancestors[-2]`) belongs to `isinstance(...)`, `issubclass(...)` or `super(...)`."""
     call = ancestors[-3] if len(ancestors) > 2 else None
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in _TYPE_TESTS
 
