@@ -182,8 +182,8 @@ def test_a_class_about_cuda_by_its_name_is_silent(tmp_path: Path) -> None:
     assert _check(tmp_path, {"encoder.py": encoder, "main.py": main}) == []
 
 
-def test_a_class_exported_by_a_package_is_silent(tmp_path: Path) -> None:
-    """A library's public class is constructed by its users, not by the project."""
+def test_a_class_exported_by_a_library_package_is_silent(tmp_path: Path) -> None:
+    """A library's public class (`setup.py`) is constructed by its users, not by the project."""
     files = {
         "textlib/__init__.py": "from .encoder import TextEncoder\n",
         "textlib/encoder.py": ENCODER,
@@ -192,6 +192,18 @@ def test_a_class_exported_by_a_package_is_silent(tmp_path: Path) -> None:
     assert _check(tmp_path, files) == []
     files["textlib/__init__.py"] = "from .cli import main\n"
     assert _check(tmp_path, files) == ["textlib/encoder.py:6 TDL301"]
+
+
+def test_a_research_repository_exporting_its_models_to_its_script_is_reported(tmp_path: Path) -> None:
+    """No packaging metadata: `models/__init__.py` serves `train.py`, not users of a library."""
+    (tmp_path / ".git").mkdir()
+    files = {
+        "models/__init__.py": "from .encoder import TextEncoder\n",
+        "models/encoder.py": ENCODER,
+        "train.py": _main("100").replace("from encoder import", "from models import"),
+    }
+    write_files(tmp_path, files)
+    assert findings(tmp_path, ["TDL301"]) == ["models/encoder.py:6 TDL301"]
 
 
 def test_a_construction_that_runs_only_with_cuda_is_silent(tmp_path: Path) -> None:

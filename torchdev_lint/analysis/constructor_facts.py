@@ -6,9 +6,11 @@ file, the `__init__` parameters whose CUDA default is never overridden. That hol
 the project constructs the class at least once and no construction passes the parameter
 (by position or keyword; `*args`/`**kwargs` pass everything). Unknown (no fact) when the
 class is used as a value anywhere (a subclass, whose `super().__init__(...)` may pass it;
-`partial(Encoder, ...)`; stored, passed or returned), when a package `__init__.py` exports
-it (a library's public class is constructed by its users, not by the project), or when a
-file that names it could not be parsed. LibCST-free, like the rest of the propagation.
+`partial(Encoder, ...)`; stored, passed or returned), when a package `__init__.py` of a
+distributed library exports it (a library's public class is constructed by its users, not by
+the project; a research repository's `models/__init__.py` exporting its classes to `train.py`
+does not count), or when a file that names it could not be parsed. LibCST-free, like the rest
+of the propagation.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,6 +28,9 @@ Summary = dict[str, Any]
 Target = tuple[str, str]
 Resolve = Callable[[str, list[Any]], Target | None]
 
+# A project with one of these at its root is distributed (built and installed by others).
+_DISTRIBUTION_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
+_INSTALLED = ("site-packages", "dist-packages")
 # Text a file defining such a class must hold: an `__init__` and a CUDA default
 # (`device="cuda"`, `device: str = "cuda:0"`, `device=torch.device("cuda")`), on one line.
 _DEFAULT_TEXT = re.compile(
@@ -69,7 +75,7 @@ def never_overridden(
             calls.setdefault(target, []).extend(constructions["calls"].get(text, ()))
             if text in constructions["escapes"]:
                 escaped.add(target)
-        if os.path.basename(path) == "__init__.py":
+        if os.path.basename(path) == "__init__.py" and _distributed(os.path.dirname(path)):
             escaped.update(_exported(path, summary, candidates, resolve))
     found: dict[str, set[tuple[str, str]]] = {}
     for target in candidates - escaped:
@@ -89,6 +95,20 @@ def _exported(path: str, summary: Summary, candidates: set[Target], resolve: Res
     if summary["stars"]:
         found |= {resolve(path, ["star", name]) for _, name in candidates}
     return {target for target in found if target in candidates}
+
+
+@lru_cache(maxsize=1024)
+def _distributed(folder: str) -> bool:
+    """Is the package folder part of a library others install: under `site-packages`, or in a
+    project whose root (the nearest folder with a project marker) has packaging metadata?"""
+    if os.path.basename(folder) in _INSTALLED:
+        return True
+    if any(os.path.exists(os.path.join(folder, marker)) for marker in _DISTRIBUTION_MARKERS):
+        return True
+    parent = os.path.dirname(folder)
+    if parent == folder or os.path.exists(os.path.join(folder, ".git")):
+        return False
+    return _distributed(parent)
 
 
 def _passes(slots: list[Any], position: int | None, parameter: str) -> bool:

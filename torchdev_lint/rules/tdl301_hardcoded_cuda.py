@@ -62,7 +62,7 @@ class HardcodedCuda(Rule):
         Across files (`check`): a CUDA default of an `__init__` parameter (`def __init__(self,
         device="cuda")`) stored as `self.device` and used as a device, when the project constructs the class
         and no construction passes it (the program always runs on CUDA); not for a class used as a value (a
-        subclass, `partial(...)`), decorated, building itself (`cls(...)`) or exported by a package
+        subclass, `partial(...)`), decorated, building itself (`cls(...)`) or exported by a library's
         `__init__.py` (users construct it), nor a construction passing `**kwargs` or run only with CUDA.
 
         Not flagged:
