@@ -68,6 +68,8 @@ def test_a_default_no_construction_overrides_is_reported_at_the_default(tmp_path
         ('device="cuda:0"', "device", "tokens.to(device=self.device)"),
         ('device=torch.device("cuda")', "torch.device(device)", "torch.zeros(3, device=self.device)"),
         ('*, device: str = "cuda"', "device", "tokens.to(self.device)"),
+        # Used as a device in `__init__` itself, not stored.
+        ('device="cuda"', "torch.zeros(vocab, device=device)", "tokens"),
     ],
 )
 def test_the_spellings_of_a_stored_cuda_default(tmp_path: Path, default: str, stored: str, use: str) -> None:
@@ -164,6 +166,7 @@ def test_type_tests_and_annotations_are_not_values(tmp_path: Path) -> None:
         # Chosen by availability in `__init__`, or the device never used as one.
         ("self.vocab = vocab", "self.vocab = vocab if torch.cuda.is_available() else 0"),
         ("tokens.to(self.device)", "tokens"),
+        ("self.device = device", "self.table = torch.zeros(3).to(args.device)"),
         # Rebound before it is stored: no longer the default alone.
         ("self.device = device", "device = torch.device(device)\n        self.device = device"),
     ],

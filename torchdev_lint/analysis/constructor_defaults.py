@@ -10,9 +10,10 @@ machine without a GPU and ignores MPS). This module is the LibCST side:
   (`summaries._Collector`):
   - `cuda_defaults`: `{"TextEncoder": [[1, "device"]]}`, for each module-level class
     without decorators whose `__init__` parameter (position counting `self`, None when
-    keyword-only) defaults to `"cuda"`, `"cuda:N"` or `torch.device("cuda")`, is stored
-    as `self.X` (as is or through `torch.device(...)`) and `self.X` is used as a device in
-    the class (`.to(self.X)`, `device=self.X`). A class that builds itself
+    keyword-only) defaults to `"cuda"`, `"cuda:N"` or `torch.device("cuda")`, and is used
+    as a device: stored as `self.X` (as is or through `torch.device(...)`) with `self.X`
+    used as one in the class (`.to(self.X)`, `device=self.X`), or used as one in `__init__`
+    itself (`nn.Embedding(n, d, device=device)`), not rebound before. A class that builds itself
     (`cls(...)`, `type(self)(...)`) has calls this cannot see: left out.
   - `constructions`: `calls`, per callee text naming a class-like name (`Encoder`,
     `enc.TextEncoder`), the slots each call passes: `[positional count, [keywords]]`, or
@@ -54,6 +55,7 @@ class ConstructorUses:
         self.reference_of = reference_of  # `summaries.reference_of`: what a name refers to
         self._stored: dict[tuple[str, str], list[Any]] = {}  # (class, attribute): [position, parameter]
         self._devices: set[tuple[str, str]] = set()  # (class, attribute) used as a device
+        self._direct: dict[str, list[list[Any]]] = {}  # class: parameters `__init__` uses as a device
         self._self_built: set[str] = set()  # classes calling `cls(...)` or `type(self)(...)`
         self._calls: dict[str, list[cst.Call]] = {}
         self._escapes: set[str] = set()
@@ -87,6 +89,8 @@ class ConstructorUses:
         if not defaults:
             return
         rebound = _assigned_names(init.body)
+        used = _device_names(init.body)
+        self._direct[node.name.value] = [defaults[name] for name in defaults if name in used - rebound]
         for statement in block_statements(init.body):
             for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
                 stored = _stored_parameter(small, scope)
@@ -107,8 +111,9 @@ class ConstructorUses:
             self._calls.setdefault(text, []).append(node)
         if self._stored:
             owner = _module_class(scope)
-            for used in _device_attributes(node) if owner is not None else ():
-                self._devices.add((owner, used))  # type: ignore[arg-type]
+            for text in _device_arguments(node) if owner is not None else ():
+                if text.startswith("self.") and text.count(".") == 1:
+                    self._devices.add((owner, text[5:]))  # type: ignore[arg-type]
 
     def value(self, node: cst.Name | cst.Attribute, ancestors: Sequence[cst.CSTNode], scope: Scope) -> None:
         """A class-like name (the last of `ancestors`) used other than by calling it, reading an
@@ -136,11 +141,12 @@ class ConstructorUses:
 
     def fields(self, requirements: CudaRequirements) -> dict[str, Any]:
         defaults: dict[str, list[list[Any]]] = {}
-        for (owner, attribute), parameter in self._stored.items():
-            if (owner, attribute) in self._devices and owner not in self._self_built:
-                found = defaults.setdefault(owner, [])
-                if parameter not in found:
-                    found.append(parameter)
+        used = [(key[0], parameter) for key, parameter in self._stored.items() if key in self._devices]
+        used += [(owner, parameter) for owner, parameters in self._direct.items() for parameter in parameters]
+        for owner, parameter in used:
+            found = defaults.setdefault(owner, []) if owner not in self._self_built else []
+            if parameter not in found:
+                found.append(parameter)
         calls = {
             text: [_slots(call, requirements) for call in nodes]
             for text, nodes in self._calls.items()
@@ -216,7 +222,19 @@ def _assigned_names(body: cst.BaseSuite) -> set[str]:
         for target in targets:
             found.update(n.value for n in _names_in(target))
 
-    walk(body, enter, lambda node: None)
+    walk(body, enter, _ignore)
+    return found
+
+
+def _device_names(body: cst.BaseSuite) -> set[str]:
+    """What the body uses as a device (`device` of `nn.Linear(2, 2, device=device)`)."""
+    found: set[str] = set()
+
+    def enter(node: cst.CSTNode) -> None:
+        if type(node) is cst.Call:
+            found.update(_device_arguments(node))  # type: ignore[arg-type]
+
+    walk(body, enter, _ignore)
     return found
 
 
@@ -228,16 +246,20 @@ def _names_in(target: cst.BaseExpression) -> list[cst.Name]:
     return []
 
 
-def _device_attributes(call: cst.Call) -> list[str]:
-    """`X` of `.to(self.X)`, `.to(device=self.X)`, `f(device=self.X)`."""
+def _device_arguments(call: cst.Call) -> list[str]:
+    """`x` of `.to(x)`, `.to(device=x)`, `f(device=x)` (a name or an attribute chain)."""
     found = []
     for arg in call.args:
         is_target = arg.keyword is None and arg is call.args[0] and _method(call) == "to"
         if is_target or (arg.keyword is not None and arg.keyword.value == "device"):
             text = dotted_name(arg.value)
-            if text is not None and text.startswith("self.") and text.count(".") == 1:
-                found.append(text[5:])
+            if text is not None:
+                found.append(text)
     return found
+
+
+def _ignore(node: cst.CSTNode) -> None:
+    return None
 
 
 def _method(call: cst.Call) -> str | None:
