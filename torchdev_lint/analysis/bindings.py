@@ -44,8 +44,8 @@ BindingKind = Literal[
     "nonlocal",
 ]
 # Nodes whose body is another scope: entered only when asked for.
-NESTED_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-# The parts of compound statements that hold statements (a statements-only walk enters these only).
+NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+# The parts of compound statements that hold statements, in source order.
 _BLOCKS = ("items", "body", "handlers", "orelse", "finalbody", "cases")
 _PARTS: dict[type, tuple[str, ...]] = {}
 _HOLDS_STATEMENTS = (
@@ -145,37 +145,38 @@ def walk_bindings(
     not what its body binds, and leaves lambdas out.
     """
     stack = list(roots)[::-1]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    stop = frozenset() if nested_scopes else NESTED_SCOPES
     while stack:
-        node = stack.pop()
-        reader = _READERS.get(type(node))
+        node = pop()
+        node_type = type(node)
+        reader = _READERS.get(node_type)
         if reader is not None:
             yield from reader(node)
-        if not nested_scopes and isinstance(node, NESTED_SCOPES):
+        if node_type in stop:
             continue
-        stack.extend(reversed(children(node) if expressions else _statement_parts(node)))
-
-
-def _statement_parts(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The statements and clauses directly inside a statement, block or clause; no expressions."""
-    fields = _PARTS.get(type(node))
-    if fields is None:
-        fields = _PARTS[type(node)] = _part_fields(type(node))
-    parts: list[cst.CSTNode] = []
-    for name in fields:
-        child = getattr(node, name)
-        if isinstance(child, (list, tuple)):
-            parts.extend(child)
-        elif child is not None:
-            parts.append(child)
-    return parts
+        if expressions:
+            extend(reversed(children(node)))
+            continue
+        # Statements only: push the blocks and clauses, last first, so they pop in source order.
+        fields = _PARTS.get(node_type)
+        if fields is None:
+            fields = _PARTS[node_type] = _part_fields(node_type)
+        for name in fields:
+            child = getattr(node, name)
+            if type(child) is tuple or type(child) is list:
+                extend(reversed(child))
+            elif child is not None:
+                push(child)
 
 
 def _part_fields(node_type: type) -> tuple[str, ...]:
+    """The fields holding statements or clauses, last first (a statements-only walk enters these only)."""
     if issubclass(node_type, (cst.SimpleStatementLine, cst.BaseSuite, cst.Module)):
         return ("body",)
     if not issubclass(node_type, _HOLDS_STATEMENTS):
         return ()
-    return tuple(name for name in _BLOCKS if name in node_type.__dataclass_fields__)  # type: ignore[attr-defined]
+    return tuple(name for name in reversed(_BLOCKS) if name in node_type.__dataclass_fields__)  # type: ignore[attr-defined]
 
 
 def unpacked(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
