@@ -1,8 +1,8 @@
 """Scopes and name resolution, built in the engine's own single pass.
 
-Each scope's bindings are collected when the traversal enters it, by a walk
-over its statements only (not its expressions), which is far cheaper than
-LibCST's ScopeProvider/QualifiedNameProvider. Resolution follows Python's
+Each scope's bindings are collected when the traversal enters it, by the
+binding walker (`bindings.walk_bindings`) over its statements only (not its
+expressions), which is far cheaper than LibCST's ScopeProvider/QualifiedNameProvider. Resolution follows Python's
 rules closely enough for linting: a name bound in a function shadows an
 import of the same name, class bodies are skipped by nested functions, and a
 name bound several ways resolves only when every binding agrees.
