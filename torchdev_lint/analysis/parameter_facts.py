@@ -50,7 +50,7 @@ def moving_parameters(
                     target = _callee(path, summary, text, resolve)
                     if target not in moving or (position, name) in moving.get((path, function), ()):
                         continue
-                    if any(_passes(target, moved, text, slot) for moved in moving[target]):  # type: ignore[index]
+                    if any(_passes(target, moved, text, slot) for moved in moving[target]):
                         moving.setdefault((path, function), set()).add((position, name))
                         changed = True
     return moving

@@ -230,7 +230,7 @@ class _Collector:
             reference = None
         self.constructors.call(node, self.scope, text, reference)
         if reference is None and type(node.func) is cst.Attribute:
-            self.method_calls.add(node.func.attr.value)  # type: ignore[attr-defined]
+            self.method_calls.add(node.func.attr.value)
         if reference is None:
             self.parameters.call(node, self.scope, self._ancestors, None)
             return
