@@ -334,3 +334,13 @@ def test_checkpoint_helper_filling_items(tmp_path: Path, call: str, expected: li
     train += f"    {call}\n"
     _write(tmp_path, {"utils.py": FILLING, "train.py": train})
     assert _findings(tmp_path, "TDL105") == expected
+
+
+def test_same_results_with_workers(tmp_path: Path) -> None:
+    files = {"engine.py": ENGINE, "train.py": TRAIN, "base.py": BASE, "trainer.py": _trainer("")}
+    for index in range(4):
+        files[f"main{index}.py"] = _main(PINNED if index % 2 else "")
+    _write(tmp_path, files)
+    serial = findings(tmp_path, ("TDL204", "TDL205", "TDL301"))
+    assert serial == ["main0.py:7 TDL204", "main2.py:7 TDL204", "trainer.py:11 TDL204"]
+    assert findings(tmp_path, ("TDL204", "TDL205", "TDL301"), jobs=2) == serial
