@@ -114,32 +114,31 @@ class _SetupCallers:
     def __init__(self, module: Scope) -> None:
         assert isinstance(module.node, cst.Module)
         self._module = module
-        self._parents: dict[int, cst.CSTNode] = {}
         self._definitions: dict[str, list[cst.FunctionDef]] = {}
-        self._uses: dict[str, list[cst.CSTNode]] = {}
+        # Each use of a private name: the nodes from the module down to it. Kept for these
+        # few nodes only; a parent for every node cost a fifth of a large file's check.
+        self._uses: dict[str, list[tuple[cst.CSTNode, ...]]] = {}
         self._once: dict[int, bool] = {}
         self._stack: list[cst.CSTNode] = []
         walk(module.node, self._enter, self._leave)
 
     def _enter(self, node: cst.CSTNode) -> None:
-        parent = self._stack[-1] if self._stack else None
-        self._stack.append(node)
-        if parent is None:
+        stack = self._stack
+        stack.append(node)
+        if len(stack) == 1:
             return
-        self._parents[id(node)] = parent
-        if isinstance(node, cst.FunctionDef) and _private(node.name.value):
-            key = (
-                "." + node.name.value
-                if isinstance(self._parents.get(id(parent)), cst.ClassDef)
-                else node.name.value
-            )
-            self._definitions.setdefault(key, []).append(node)
-        elif isinstance(node, cst.Name) and _private(node.value):
-            if not _names_definition(node, parent):
-                self._uses.setdefault(node.value, []).append(node)
-        elif isinstance(node, cst.Attribute) and _private(node.attr.value):
+        # Exact types (LibCST has no subclasses of these): isinstance on its ABCs is slow.
+        if type(node) is cst.FunctionDef:
+            name = node.name.value
+            if _private(name):
+                in_class = len(stack) > 2 and type(stack[-3]) is cst.ClassDef
+                self._definitions.setdefault("." + name if in_class else name, []).append(node)
+        elif type(node) is cst.Name:
+            if _private(node.value) and not _names_definition(node, stack[-2]):
+                self._uses.setdefault(node.value, []).append(tuple(stack))
+        elif type(node) is cst.Attribute and _private(node.attr.value):
             # `self._helper`, and (a method called from elsewhere) `Block._helper`, `block._helper`.
-            self._uses.setdefault("." + node.attr.value, []).append(node)
+            self._uses.setdefault("." + node.attr.value, []).append(tuple(stack))
 
     def _leave(self, node: cst.CSTNode) -> None:
         self._stack.pop()
@@ -154,41 +153,37 @@ class _SetupCallers:
             self._once[key] = bool(uses) and all(self._use_at_setup(use) for use in uses)
         return self._once[key]
 
-    def _uses_of(self, function: cst.FunctionDef) -> list[cst.CSTNode]:
+    def _uses_of(self, function: cst.FunctionDef) -> list[tuple[cst.CSTNode, ...]]:
         """Where this file names a private function it defines once; empty when unknown."""
         for key in (function.name.value, "." + function.name.value):
             if self._definitions.get(key) == [function]:
                 return self._uses.get(key, [])
         return []
 
-    def _use_at_setup(self, use: cst.CSTNode) -> bool:
-        parent = self._parents.get(id(use))
+    def _use_at_setup(self, path: tuple[cst.CSTNode, ...]) -> bool:
+        use, parent = path[-1], path[-2]
         if isinstance(parent, cst.DictElement) and parent.value is use:
-            return self._in_setup_registry(parent)
+            return _in_setup_registry(path[:-1])
         if not isinstance(parent, cst.Call) or parent.func is not use:
             return False
-        ancestors: list[cst.CSTNode] = [use]
-        while (node := self._parents.get(id(ancestors[-1]))) is not None:
-            ancestors.append(node)
-        ancestors.reverse()
-        return _in_setup_code(ancestors, self._module)
+        return _in_setup_code(list(path), self._module)
 
-    def _in_setup_registry(self, element: cst.DictElement) -> bool:
-        """`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}` at module level."""
-        table = self._parents.get(id(element))
-        assignment = self._parents.get(id(table))
-        line = self._parents.get(id(assignment))
-        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(
-            self._parents.get(id(line)), cst.Module
-        ):
-            return False
-        if isinstance(assignment, cst.Assign) and len(assignment.targets) == 1:
-            target: cst.BaseExpression = assignment.targets[0].target
-        elif isinstance(assignment, cst.AnnAssign):
-            target = assignment.target
-        else:
-            return False
-        return isinstance(target, cst.Name) and bool(_SETUP_REGISTRY_WORDS & name_words(target.value))
+
+def _in_setup_registry(path: tuple[cst.CSTNode, ...]) -> bool:
+    """`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}` at module level (`path`: the
+    nodes from the module down to the dict element)."""
+    if len(path) < 5 or not isinstance(path[-5], cst.Module):
+        return False
+    line, assignment = path[-4], path[-3]
+    if not isinstance(line, cst.SimpleStatementLine):
+        return False
+    if isinstance(assignment, cst.Assign) and len(assignment.targets) == 1:
+        target: cst.BaseExpression = assignment.targets[0].target
+    elif isinstance(assignment, cst.AnnAssign):
+        target = assignment.target
+    else:
+        return False
+    return isinstance(target, cst.Name) and bool(_SETUP_REGISTRY_WORDS & name_words(target.value))
 
 
 def _names_definition(name: cst.Name, parent: cst.CSTNode) -> bool:
