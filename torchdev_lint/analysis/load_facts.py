@@ -122,26 +122,30 @@ def host_sites(
     return found
 
 
-def wanted_names(summaries: dict[str, dict[str, Any]]) -> set[str]:
-    """The names of the callees the host conditions of the project's saves wait on, followed
-    through the functions of the files read so far (by name: a superset is harmless)."""
-    conditions: dict[str, list[list[Reference]]] = {}
-    for summary in summaries.values():
+def wanted_names(summaries: dict[str, dict[str, Any]], canonical: Canonical) -> set[str]:
+    """The names of the project callees the host conditions of the project's saves wait on,
+    followed through the functions of the files read so far (by name: a superset is harmless;
+    `torch.load` or another library's function is no project callee)."""
+    conditions: dict[str, list[tuple[str, list[Reference]]]] = {}
+    for path, summary in summaries.items():
         for qualname, condition in summary.get("returns", {}).items():
-            conditions.setdefault(qualname.rsplit(".", 1)[-1], []).append(condition)
+            conditions.setdefault(qualname.rsplit(".", 1)[-1], []).append((path, condition))
     work = [
-        reference
-        for summary in summaries.values()
+        (path, reference)
+        for path, summary in summaries.items()
         for _, condition in summary.get("saved_files", {}).get("saves", ())
         if isinstance(condition, list)
         for reference in condition
     ]
     names: set[str] = set()
     while work:
-        name = work.pop()[-1].rsplit(".", 1)[-1]
-        if name not in names:
-            names.add(name)
-            work += [reference for condition in conditions.get(name, ()) for reference in condition]
+        path, reference = work.pop()
+        name = reference[-1].rsplit(".", 1)[-1]
+        target = canonical(path, reference) if reference[0] == "module" else ""
+        if name in names or target is None or target.startswith(":"):
+            continue
+        names.add(name)
+        work += [(found, r) for found, condition in conditions.get(name, ()) for r in condition]
     return names
 
 

@@ -246,7 +246,7 @@ class _Pass:
             # A caller in another file names the function, or the class of a method (or a subclass).
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
-            names |= self._loader_callees() | load_facts.wanted_names(self.summaries)
+            names |= self._loader_callees() | load_facts.wanted_names(self.summaries, self._canonical)
             fresh, self.names = names - self.names, self.names | names
             self._forget()
             pinned = self._pinned(moving)
