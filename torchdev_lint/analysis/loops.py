@@ -18,8 +18,8 @@ from torchdev_lint.analysis.walk import visit
 
 Loop = cst.For | cst.While
 _SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-# id(loop) -> (loop, names); the loop is kept so that a reused id cannot hit.
-_bound_cache: dict[int, tuple[Loop, frozenset[str]]] = {}
+# Per loop (LibCST nodes hash and compare by identity); bounded, as no file context is at hand here.
+_bound_cache: dict[Loop, frozenset[str]] = {}
 
 
 def enclosing_loops(ancestors: Sequence[cst.CSTNode]) -> list[Loop]:
@@ -113,13 +113,11 @@ def _rebound(statements: Iterable[cst.CSTNode]) -> frozenset[str]:
 
 def bound_in_body(loop: Loop) -> frozenset[str]:
     """Dotted names assigned anywhere in the loop body (not counting the loop's own target)."""
-    cached = _bound_cache.get(id(loop))
-    if cached is not None and cached[0] is loop:
-        return cached[1]
-    names = _rebound([loop.body])
-    if len(_bound_cache) > 4096:
-        _bound_cache.clear()
-    _bound_cache[id(loop)] = (loop, names)
+    names = _bound_cache.get(loop)
+    if names is None:
+        if len(_bound_cache) > 4096:
+            _bound_cache.clear()
+        names = _bound_cache[loop] = _rebound([loop.body])
     return names
 
 
@@ -216,7 +214,7 @@ def statements_before(loop: Loop, statement: cst.BaseStatement) -> list[cst.Base
     return result
 
 
-_all_calls_cache: dict[int, tuple[Loop, list[cst.Call]]] = {}
+_all_calls_cache: dict[Loop, list[cst.Call]] = {}
 
 
 class _Calls(cst.CSTVisitor):
@@ -235,14 +233,13 @@ class _Calls(cst.CSTVisitor):
 
 def calls_in(loop: Loop) -> list[cst.Call]:
     """Every call in the loop body, nested scopes excluded."""
-    cached = _all_calls_cache.get(id(loop))
-    if cached is not None and cached[0] is loop:
-        return cached[1]
-    calls: list[cst.Call] = []
-    visit(loop.body, _Calls(calls))
-    if len(_all_calls_cache) > 4096:
-        _all_calls_cache.clear()
-    _all_calls_cache[id(loop)] = (loop, calls)
+    calls = _all_calls_cache.get(loop)
+    if calls is None:
+        if len(_all_calls_cache) > 4096:
+            _all_calls_cache.clear()
+        calls = []
+        visit(loop.body, _Calls(calls))
+        _all_calls_cache[loop] = calls
     return calls
 
 
