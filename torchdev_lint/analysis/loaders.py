@@ -19,6 +19,7 @@ import libcst as cst
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
+from torchdev_lint.analysis.walk import first
 from torchdev_lint.syntax import keyword, keyword_is_true
 
 DATALOADER_CLASSES = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -303,19 +304,13 @@ def built_from(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[c
     ]
 
 
-class _DeviceMoves(cst.CSTVisitor):
-    def __init__(self, scope: Scope) -> None:
-        self.scope = scope
-        self.found = False
-
-    def visit_Call(self, node: cst.Call) -> bool:
-        move = as_move(node, self.scope)
-        self.found |= move is not None and move.to_accelerator
-        return not self.found
-
-
 def moves_to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:
     """Does code (a dataset class, a collate function) move anything to a device that is not the CPU?"""
-    visitor = _DeviceMoves(scope)
-    node.visit(visitor)
-    return visitor.found
+    return first(node, lambda child: _to_accelerator(child, scope)) is not None
+
+
+def _to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    move = as_move(node, scope)
+    return move is not None and move.to_accelerator

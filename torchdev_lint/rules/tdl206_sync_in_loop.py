@@ -10,7 +10,7 @@ import libcst as cst
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.kinds import module_by_syntax_or_name
-from torchdev_lint.analysis.loaders import is_loader
+from torchdev_lint.analysis.loaders import is_loader, moves_to_accelerator
 from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, is_conditional_in, names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.analysis.units import remember
@@ -244,15 +244,8 @@ class SyncInLoop(Rule):
             self.ctx,
             "moves to an accelerator",
             owner.node,
-            lambda: first(owner.node, lambda node: _moves_to_accelerator(node, owner)) is not None,
+            lambda: moves_to_accelerator(owner.node, owner),
         )
-
-
-def _moves_to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:
-    if not isinstance(node, cst.Call):
-        return False
-    move = as_move(node, scope)
-    return move is not None and move.to_accelerator
 
 
 def _trains_or_infers(call: cst.Call, scope: Scope) -> bool:
