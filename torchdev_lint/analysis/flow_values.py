@@ -1,4 +1,4 @@
-"""The abstract values of the device-flow analysis (`analysis.flow`): kinds, devices, joins, states.
+"""The abstract values of the device-flow analysis (`analysis.flow`): kinds, values, joins, states.
 
 A `Value` says what the analysis knows about one expression at one point of a
 function: its kind (tensor, module, device, loader, other) and, for tensors and
