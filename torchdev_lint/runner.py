@@ -278,7 +278,9 @@ def _first_pass(
     with theirs. With workers, the files pass 1 parses first are checked so by the workers
     (those of later rounds are parsed here and checked again there); a serial run checks every
     file pass 1 parses once (`_SharedParses`)."""
-    if options.project is not None or os.environ.get(NO_PROJECT):
+    if os.environ.get(NO_PROJECT):
+        return replace(options, project=None), {}  # even facts the CLI's cache lookup computed
+    if options.project is not None:
         return options, {}
     directory = options.cache.directory if options.cache is not None else None
     if jobs <= 1:
