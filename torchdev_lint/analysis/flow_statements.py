@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import kinds, loaders
+from torchdev_lint.analysis.bindings import own_bindings, unpacked
 from torchdev_lint.analysis.flow_classes import class_facts, initialiser
 from torchdev_lint.analysis.flow_expressions import Expressions
 from torchdev_lint.analysis.flow_record import Record
@@ -35,6 +36,9 @@ from torchdev_lint.analysis.units import Unit, memo, method_class, scope_of
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
+
+# Statements after which a name's value is gone or unknown.
+_FORGETTING = frozenset({cst.Del, cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal})
 
 # `with self.assertRaises(...)` and kin: the block is expected to fail.
 EXPECTS_ERROR = re.compile(r"^assertRaises|^assertRaisesRegex|^expectedFailure")
@@ -150,22 +154,14 @@ class Statements:
             if self.loops:
                 self.loops[-1][0 if kind is cst.Break else 1].append(state.copy())
             state.dead = True
-        elif kind is cst.Del:
-            for name in _target_keys(node.target):  # type: ignore[attr-defined]
-                state.forget(name)
         elif kind is cst.Assert:
             self.expressions.eval(node.test, state)  # type: ignore[attr-defined]
-        elif kind is cst.Import or kind is cst.ImportFrom:
-            names = node.names  # type: ignore[attr-defined]
-            if isinstance(names, Sequence):
-                for alias in names:
-                    bound = alias.asname.name if alias.asname else alias.name
-                    key = dotted_name(bound)
+        elif kind in _FORGETTING:  # `del x`, `import x`, `global x`: what `x` held is gone or unknown
+            for bound in own_bindings(node):
+                for target in unpacked(bound.target):
+                    key = dotted_name(target)
                     if key:
-                        state.forget(key.split(".")[0])
-        elif kind is cst.Global or kind is cst.Nonlocal:
-            for item in node.names:  # type: ignore[attr-defined]
-                state.forget(item.name.value)
+                        state.forget(key)
 
     def _assign(self, node: cst.Assign, state: State) -> None:
         value = node.value
@@ -357,10 +353,3 @@ def sets_default_device(ctx: FileContext) -> bool:
             for small in small_statements(ctx.module.body)
         )
     return found  # type: ignore[return-value]
-
-
-def _target_keys(target: cst.BaseExpression) -> list[str]:
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [key for element in target.elements for key in _target_keys(element.value)]
-    key = dotted_name(target)
-    return [key] if key else []
