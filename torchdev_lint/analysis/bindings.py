@@ -4,7 +4,8 @@ Every question of the form "which names does this code (re)bind?" asks here:
 the scopes' name tables (`scopes.collect_bindings`), what a loop body rebinds
 (`loops.bound_in`), whether another binding comes between an assignment and a
 use (`reaching_bindings`), which attributes a class's methods write
-(`flow_classes`).
+(`flow_classes`), what `del`, `import` and `global` make the device flow
+forget (`flow_statements`).
 
 - `own_bindings(node)`: what one node binds by itself, its children left out;
 - `walk_bindings(roots, ...)`: every binding under `roots`, in source order,
