@@ -122,8 +122,16 @@ def resolve(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | Non
     if found is None:
         return f"builtins.{node.value}" if node.value in BUILTIN_NAMES else None
     owner, bindings = found
-    targets = {_binding_target(binding, owner, depth) for binding in bindings}
-    return targets.pop() if len(targets) == 1 else None
+    # Stop at the first binding that is unknown or disagrees: each binding's value may name the
+    # same name again (`df = df.reindex(...)` ten times), and resolving them all at every level
+    # of aliases costs bindings ** depth.
+    target = None
+    for binding in bindings:
+        found_target = _binding_target(binding, owner, depth)
+        if found_target is None or (target is not None and found_target != target):
+            return None
+        target = found_target
+    return target
 
 
 def module_reference(scope: Scope, module: str) -> cst.Name | None:
