@@ -148,9 +148,9 @@ class ConstructorUses:
             if parameter not in found:
                 found.append(parameter)
         calls = {
-            text: [_slots(call, requirements) for call in nodes]
+            text: [_slots(call, None if _torch_api(reference) else requirements) for call in nodes]
             for text, nodes in self._calls.items()
-            if self._refs.get(text) is not None
+            if (reference := self._refs.get(text)) is not None
         }
         refs = {text: reference for text, reference in self._refs.items() if reference is not None}
         return {
@@ -232,7 +232,7 @@ def _device_names(body: cst.BaseSuite) -> set[str]:
 
     def enter(node: cst.CSTNode) -> None:
         if type(node) is cst.Call:
-            found.update(_device_arguments(node))  # type: ignore[arg-type]
+            found.update(_device_arguments(node))
 
     walk(body, enter, _ignore)
     return found
@@ -299,10 +299,16 @@ def _type_test(ancestors: Sequence[cst.CSTNode]) -> bool:
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in _TYPE_TESTS
 
 
-def _slots(call: cst.Call, requirements: CudaRequirements) -> list[Any]:
+def _torch_api(reference: Reference) -> bool:
+    """`nn.Linear` with `from torch import nn`: torch's classes are the project's only when checking
+    torch itself, so whether such a call runs only with CUDA (the costly part) is not asked."""
+    return reference[0] == "module" and reference[1] == 0 and reference[2].split(".", 1)[0] == "torch"
+
+
+def _slots(call: cst.Call, requirements: CudaRequirements | None) -> list[Any]:
     """`[positional count, [keywords]]`; `["*"]` when the call passes everything it may (`*args`,
-    `**kwargs`) or runs only where CUDA is."""
-    if any(arg.star for arg in call.args) or requirements.requires_cuda(call):
+    `**kwargs`) or runs only where CUDA is (asked where `requirements` are given)."""
+    if any(arg.star for arg in call.args) or (requirements is not None and requirements.requires_cuda(call)):
         return ["*"]
     keywords = sorted(arg.keyword.value for arg in call.args if arg.keyword is not None)
     return [sum(1 for arg in call.args if arg.keyword is None), keywords]

@@ -31,8 +31,11 @@ Resolve = Callable[[str, list[Any]], Target | None]
 # A project with one of these at its root is distributed (built and installed by others).
 _DISTRIBUTION_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 _INSTALLED = ("site-packages", "dist-packages")
-# Text a file defining such a class must hold: an `__init__` and a CUDA default
-# (`device="cuda"`, `device: str = "cuda:0"`, `device=torch.device("cuda")`), on one line.
+# Text a file defining such a class must hold: a CUDA default (`device="cuda"`, `device: str =
+# "cuda:0"`, `device=torch.device("cuda")`) in the parameters of a `def __init__(` (up to its `):`
+# or `) ->`; a default on one line).
+_INIT_TEXT = re.compile(rb"\bdef[ \t]+__init__[ \t]*\(")
+_SIGNATURE_END = re.compile(rb"\)[ \t]*(?::|->)")
 _DEFAULT_TEXT = re.compile(
     rb"""=[ \t]*(?:torch\.device\([ \t]*)?["']cuda(?::\d+)?["'][ \t]*\)?[ \t]*[,)\n#]"""
 )
@@ -40,7 +43,13 @@ _DEFAULT_TEXT = re.compile(
 
 def may_define(source: bytes) -> bool:
     """Can the text define a class with a CUDA default (a cheap test, before parsing)?"""
-    return b"__init__" in source and bool(_DEFAULT_TEXT.search(source))
+    if b"cuda" not in source:
+        return False
+    for init in _INIT_TEXT.finditer(source):
+        end = _SIGNATURE_END.search(source, init.end())
+        if _DEFAULT_TEXT.search(source, init.end(), end.end() if end else len(source)):
+            return True
+    return False
 
 
 def classes(summaries: Mapping[str, Summary]) -> set[Target]:

@@ -128,6 +128,7 @@ class CudaRequirements:
         # Per statement (each is asked once per later statement and per node below it).
         self._statement_gates: dict[tuple[int, bool], bool] = {}
         self._statement_claims: dict[int, bool] = {}
+        self._blocks: dict[int, _Block] = {}
         self._stack: list[cst.CSTNode] = []
         if walk_module:
             walk(module.node, self.index_enter, self.index_leave)
@@ -260,12 +261,17 @@ class CudaRequirements:
         return []
 
     def _gated_before(self, body: Sequence[cst.CSTNode], child: cst.CSTNode) -> bool:
-        for statement in body:
-            if statement is child:
-                return False
-            if self._is_gate(statement):
-                return True
-        return False
+        """A gate among the statements of `body` before `child`. The statements are judged in order,
+        each once: where each block's first gate lies is kept as far as it has been looked for."""
+        state = self._blocks.get(id(body))
+        if state is None:
+            state = self._blocks[id(body)] = _Block({id(statement): i for i, statement in enumerate(body)})
+        index = state.positions.get(id(child), len(body))
+        while state.gate is None and state.judged < index:
+            if self._is_gate(body[state.judged]):
+                state.gate = state.judged
+            state.judged += 1
+        return state.gate is not None and state.gate < index
 
     def _claims(self, statement: cst.SimpleStatementLine) -> bool:
         """The statement always claims the GPU (`torch.cuda.set_device(rank)`)."""
@@ -339,6 +345,15 @@ class CudaRequirements:
             return len(callees) == 1 and self.gates(callees[0])
         written = dotted_name(callee)
         return self._facts is not None and written is not None and self._facts.gates(written)
+
+
+class _Block:
+    """How far a block's statements have been judged for a gate, and the first gate found."""
+
+    def __init__(self, positions: dict[int, int]) -> None:
+        self.positions = positions  # id(statement) -> index
+        self.judged = 0
+        self.gate: int | None = None
 
 
 def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
