@@ -129,6 +129,8 @@ def test_no_construction_at_all_is_silent(tmp_path: Path) -> None:
         "import functools\nfrom encoder import TextEncoder\n\nmake = functools.partial(TextEncoder, 5)\n",
         "from encoder import TextEncoder\n\nENCODERS = {'text': TextEncoder}\n",
         "from encoder import TextEncoder\n\ndef encoder_class():\n    return TextEncoder\n",
+        # A name the analysis does not take for a class.
+        "from encoder import TextEncoder as make_encoder\n\nENCODER = make_encoder(5, 'cpu')\n",
         "import registry\nfrom encoder import TextEncoder\n\nregistry.register(TextEncoder)\n",
     ],
 )

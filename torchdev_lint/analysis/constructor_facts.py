@@ -84,6 +84,12 @@ def never_overridden(
             calls.setdefault(target, []).extend(constructions["calls"].get(text, ()))
             if text in constructions["escapes"]:
                 escaped.add(target)
+        # Calls and values are noted for class-like names only: `from enc import TextEncoder as te`
+        # hides them.
+        lowercase = [reference for name, reference in summary["aliases"].items() if not name[:1].isupper()]
+        escaped.update(
+            target for reference in lowercase if (target := resolve(path, reference)) in candidates
+        )
         if os.path.basename(path) == "__init__.py" and _distributed(os.path.dirname(path)):
             escaped.update(_exported(path, summary, candidates, resolve))
     found: dict[str, set[tuple[str, str]]] = {}
