@@ -592,6 +592,8 @@ class LoadWithoutMapLocation(Rule):
             return
         for call, loader, safe in self.loads.flagged(self.ctx):
             cpu = self.ctx.string("cpu", at=call)  # None in an f-string leaving no quote legal: no fix
-            edit = {call: with_keyword(call, "map_location", cpu)} if cpu is not None else None
-            fix = Fix("safe" if safe else "unsafe", 'Add `map_location="cpu"`', edit) if edit else None
+            edit = with_keyword(call, "map_location", cpu) if cpu is not None else None
+            fix = (
+                Fix("safe" if safe else "unsafe", 'Add `map_location="cpu"`', {call: edit}) if edit else None
+            )
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
