@@ -195,6 +195,8 @@ def test_a_class_exported_by_a_library_package_is_silent(tmp_path: Path) -> None
         "textlib/cli.py": "from .encoder import TextEncoder\n\ndef main():\n    return TextEncoder(100)\n",
     }
     assert _check(tmp_path, files) == []
+    files["textlib/__init__.py"] = "from .cli import *\nfrom .encoder import *\n"
+    assert _check(tmp_path, files) == []
     files["textlib/__init__.py"] = "from .cli import main\n"
     assert _check(tmp_path, files) == ["textlib/encoder.py:6 TDL301"]
 

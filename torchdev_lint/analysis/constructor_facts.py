@@ -31,6 +31,7 @@ Resolve = Callable[[str, list[Any]], Target | None]
 # A project with one of these at its root is distributed (built and installed by others).
 _DISTRIBUTION_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 _INSTALLED = ("site-packages", "dist-packages")
+_MAX_PACKAGE_DEPTH = 4
 # Text a file defining such a class must hold: a CUDA default (`device="cuda"`, `device: str =
 # "cuda:0"`, `device=torch.device("cuda")`) in the parameters of a `def __init__(` (up to its `):`
 # or `) ->`; a default on one line).
@@ -72,12 +73,13 @@ def never_overridden(
     candidates = classes(summaries)
     if not candidates:
         return {}
+    names = _names(summaries, candidates, resolve)
     calls: dict[Target, list[list[Any]]] = {}
     escaped: set[Target] = set()
     for path, summary in summaries.items():
         constructions = summary["constructions"]
         for text, reference in constructions["refs"].items():
-            target = resolve(path, reference)
+            target = resolve(path, reference) if _last(reference) in names else None
             if target not in candidates:
                 continue
             assert target is not None
@@ -86,12 +88,14 @@ def never_overridden(
                 escaped.add(target)
         # Calls and values are noted for class-like names only: `from enc import TextEncoder as te`
         # hides them.
-        lowercase = [reference for name, reference in summary["aliases"].items() if not name[:1].isupper()]
+        aliases = [(name, ref) for name, ref in summary["aliases"].items() if _last(ref) in names]
+        lowercase = [reference for name, reference in aliases if not name[:1].isupper()]
         escaped.update(
             target for reference in lowercase if (target := resolve(path, reference)) in candidates
         )
         if os.path.basename(path) == "__init__.py" and _distributed(os.path.dirname(path)):
-            escaped.update(_exported(path, summary, candidates, resolve))
+            escaped.update(_exported(path, summary, [ref for _, ref in aliases], candidates, resolve))
+    escaped.update(target for target in candidates - escaped if _package_exports(target, resolve))
     found: dict[str, set[tuple[str, str]]] = {}
     for target in candidates - escaped:
         path, name = target
@@ -104,12 +108,52 @@ def never_overridden(
     return {path: frozenset(pairs) for path, pairs in found.items()}
 
 
-def _exported(path: str, summary: Summary, candidates: set[Target], resolve: Resolve) -> set[Target]:
+def _names(summaries: Mapping[str, Summary], candidates: set[Target], resolve: Resolve) -> set[str]:
+    """The names the candidate classes go by: their own and those they are imported under
+    (`from .encoder import TextEncoder as Encoder`). Only references ending in one of these are
+    resolved: resolving one can make pass 1 read its module, and every summary holds many."""
+    names = {name for _, name in candidates}
+    changed = True
+    while changed:
+        changed = False
+        for path, summary in summaries.items():
+            for alias, reference in summary["aliases"].items():
+                if (
+                    alias not in names
+                    and _last(reference) in names
+                    and resolve(path, reference) in candidates
+                ):
+                    names.add(alias)
+                    changed = True
+    return names
+
+
+def _last(reference: list[Any]) -> str:
+    """The name a reference ends with: `TextEncoder` of `["module", 1, "encoder.TextEncoder"]`."""
+    return str(reference[-1]).rsplit(".", 1)[-1]
+
+
+def _exported(
+    path: str, summary: Summary, aliases: list[list[Any]], candidates: set[Target], resolve: Resolve
+) -> set[Target]:
     """The candidate classes a package `__init__.py` re-exports (by name, or by `import *`)."""
-    found = {resolve(path, reference) for reference in summary["aliases"].values()}
-    if summary["stars"]:
-        found |= {resolve(path, ["star", name]) for _, name in candidates}
+    found = {resolve(path, reference) for reference in aliases}
     return {target for target in found if target in candidates}
+
+
+def _package_exports(target: Target, resolve: Resolve) -> bool:
+    """Does a distributed package holding the class's module have it as an attribute (`from
+    .encoder import *` or `import TextEncoder` in its `__init__.py`)? Asking reads that
+    `__init__.py` in the next round of pass 1 (its text need not name the class)."""
+    path, name = target
+    folder = os.path.dirname(path)
+    for level in range(1, _MAX_PACKAGE_DEPTH + 1):
+        if not os.path.exists(os.path.join(folder, "__init__.py")):
+            return False
+        if _distributed(folder) and resolve(path, ["module", level, name]) == target:
+            return True
+        folder = os.path.dirname(folder)
+    return False
 
 
 @lru_cache(maxsize=1024)
