@@ -146,7 +146,8 @@ def test_cached_answer_follows_the_dependency_text(project: Path, capsys: pytest
     main.py's result follows utils.py's text each time. The trap: a file whose summary is not
     cached, read as having no facts, gives main.py the digest of the warning state, whose
     result (TDL301) is cached."""
-    flagged, silent = ["main.py:7:13: TDL301"], []
+    flagged: list[str] = ["main.py:7:13: TDL301"]
+    silent: list[str] = []
     assert _check(project, capsys) == flagged  # WARNS
     write_files(project, {"utils.py": GATE})
     assert _check(project, capsys) == silent
