@@ -83,13 +83,23 @@ class FileContext:
     """What rules see of the file being checked: names, scopes, ancestors, reporting."""
 
     def __init__(
-        self, path: str, module: cst.Module, settings: Settings, project: FileFacts | None = None
+        self,
+        path: str,
+        module: cst.Module,
+        settings: Settings,
+        project: FileFacts | None = None,
+        *,
+        fixes: bool = True,
     ) -> None:
         self.path = path
         self.module = module
         self.settings = settings
         # Facts from other files of the project (analysis/project_facts.py); None: this file alone.
         self.project = project
+        # False: findings only (the flake8 plugin shows no fix). Then `string` gives no literal and
+        # `report` drops fixes, so what only a fix needs (a module's quote style, a free name)
+        # is never computed; findings are the same, since no rule reports depending on its fix.
+        self.fixes = fixes
         self.ancestors: list[cst.CSTNode] = []
         self.scope: Scope = Scope(module, "module", None)
         self.findings: list[Finding] = []
@@ -100,8 +110,11 @@ class FileContext:
     def string(self, value: str, at: cst.CSTNode) -> cst.SimpleString | None:
         """A string literal for a fix replacing `at`: legal there, in the file's quote style.
 
-        None when no quote character is legal there (an f-string nested in both kinds).
+        None when no quote character is legal there (an f-string nested in both kinds), and
+        when no fix is built (`fixes` False).
         """
+        if not self.fixes:
+            return None
         if self._quotes is None:
             self._quotes = QuoteStyle(self.module)
         return self._quotes.literal(value, at)
@@ -117,7 +130,7 @@ class FileContext:
 
     def report(self, rule: Rule, node: cst.CSTNode, message: str, fix: Fix | None) -> None:
         path = self._call_paths.get(id(node)) or tuple(self.ancestors)
-        self.findings.append(Finding(type(rule), node, message, fix, path))
+        self.findings.append(Finding(type(rule), node, message, fix if self.fixes else None, path))
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -316,6 +329,7 @@ def check_source(
     project: FileFacts | None = None,
     python_tree: ast.Module | None = None,
     module: cst.Module | None = None,
+    fixes: bool = True,
 ) -> FileResult:
     """Check one file's bytes; raises SourceError when it cannot be parsed.
 
@@ -324,6 +338,7 @@ def check_source(
     `python_tree` is CPython's `ast` of `source` when the caller has it
     (flake8 does): it is not built again; nor is `module`, LibCST's tree of
     `source` made by `parse` (the flake8 plugin's pass 1 may have parsed it).
+    `fixes=False` reports the same findings without fixes (see `FileContext.fixes`).
     """
     if skip_filter and project is None and not could_match(source, rules):
         return FileResult(path, None, project=project)
@@ -332,7 +347,9 @@ def check_source(
     else:
         module, tree = _parse(path, source, python_tree)
     original = _original(source, module, tree)
-    return check_module(path, module, rules, settings or Settings(), project=project, original=original)
+    return check_module(
+        path, module, rules, settings or Settings(), project=project, original=original, fixes=fixes
+    )
 
 
 def check_module(
@@ -343,9 +360,10 @@ def check_module(
     *,
     project: FileFacts | None = None,
     original: Original | None = None,
+    fixes: bool = True,
 ) -> FileResult:
     """Check a parsed module; with its `original` text and `ast`, positions cost less."""
-    ctx = FileContext(path, module, settings, project)
+    ctx = FileContext(path, module, settings, project, fixes=fixes)
     instances = [rule(ctx) for rule in rules]
     dispatcher = _Dispatcher(ctx, instances)
     result = FileResult(path, module, ctx.findings, project=project)

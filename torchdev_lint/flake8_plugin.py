@@ -121,6 +121,7 @@ class TorchDevLintPlugin:
                 python_tree=tree,
                 project=facts,
                 module=parsed[0] if parsed else None,
+                fixes=False,  # flake8 shows no fix: findings only, the same as `check`'s
             )
         except SourceError:
             return  # flake8 reports syntax errors itself (E999)

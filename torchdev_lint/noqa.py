@@ -31,6 +31,7 @@ from torchdev_lint.rule import Rule
 # flake8's NOQA_INLINE_REGEXP with `#\s*` for `# `: every directive flake8 sees is seen here.
 NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>(?:[A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[,\s]+")
+_NOQA_WORD = re.compile("noqa", re.IGNORECASE)
 PREFIX = "TDL"
 
 
@@ -109,13 +110,15 @@ class Directives:
     """The `# noqa` directives of one text, and which findings they silence.
 
     A finding is silenced by a directive in any line of its statement. The
-    tokenizer runs only when a directive is in the text and the finding's own
-    line does not already silence it.
+    tokenizer runs only when a line of the text silences the finding's code
+    (most directives name other tools' codes) and it is not the finding's own.
     """
 
     def __init__(self, lines: LineIndex) -> None:
         self.lines = lines
         self.present = NOQA.search(lines.text) is not None
+        # code -> the lines whose directives silence it, in order.
+        self._silencing: dict[str, list[int]] = {}
 
     @cached_property
     def layout(self) -> _Layout | None:
@@ -126,12 +129,23 @@ class Directives:
         statement = self.layout.statement(line) if self.layout is not None else None
         return range(statement[0], statement[1] + 1) if statement else range(line, line + 1)
 
+    @cached_property
+    def _directive_lines(self) -> list[int]:
+        """The lines that mention `noqa` (every line a directive can be read from), in order."""
+        found = {self.lines.point(m.start())[0] for m in _NOQA_WORD.finditer(self.lines.text)}
+        return sorted(found)
+
     def suppresses(self, line: int, code: str) -> bool:
         if not self.present:
             return False
-        if is_suppressed(self.lines.line(line), code):
-            return True
-        return any(is_suppressed(self.lines.line(n), code) for n in self.statement_lines(line) if n != line)
+        silencing = self._silencing.get(code)
+        if silencing is None:
+            silencing = [n for n in self._directive_lines if is_suppressed(self.lines.line(n), code)]
+            self._silencing[code] = silencing
+        if not silencing or line in silencing:
+            return bool(silencing)
+        statement = self.statement_lines(line)
+        return any(n in statement for n in silencing)
 
 
 # Adding directives ------------------------------------------------------------

@@ -76,7 +76,10 @@ class DeviceVariable:
     def through(
         self, old: cst.BaseExpression, build: Callable[[cst.Name], cst.BaseExpression]
     ) -> DeviceEdit | None:
-        """Replace `old` by an expression of the module's device variable, defining it if needed."""
+        """Replace `old` by an expression of the module's device variable, defining it if needed;
+        None when no fix is built (findings only: the free name costs a walk of the module)."""
+        if not self.ctx.fixes:
+            return None
         scope = self.ctx.scope
         existing = self._existing_definition()
         if existing is not None:
