@@ -273,9 +273,12 @@ def test_stale_catalog_costs_speed_not_results(
     stale = tuple(info for info in torchdev_lint.config.RULES if info.code != "TDL101")
     monkeypatch.setattr(torchdev_lint.config, "RULES", stale)
     asked: list[object] = []
-    real = torchdev_lint.runner.process_files
-    monkeypatch.setattr(
-        torchdev_lint.runner, "process_files", lambda *a, **k: asked.append(a) or real(*a, **k)
-    )
+    real = torchdev_lint.runner.process_files_with_facts
+
+    def recording(*args: object, **kwargs: object) -> object:
+        asked.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torchdev_lint.runner, "process_files_with_facts", recording)
     assert main(argv) == 1
     assert capsys.readouterr().out == expected and asked  # answered by checking, not from the cache

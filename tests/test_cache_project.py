@@ -78,10 +78,12 @@ def project(tmp_path: Path) -> Path:
 
 def _check(root: Path, capsys: pytest.CaptureFixture[str], *names: str) -> list[str]:
     """`file:line:column: code` of each finding of `check` (-j1, its cache beside the project)
-    on `names` (the whole project if none)."""
+    on `names` (the whole project if none; those starting with `-` are options)."""
     argv = ["check", "--isolated", "--select", "ALL", "--format", "concise", "-q", "-j1"]
     argv += ["--cache-dir", str(root.parent / "cache")]
-    main([*argv, *([str(root / name) for name in names] or [str(root)])])
+    options = [name for name in names if name.startswith("-")]
+    names = tuple(name for name in names if not name.startswith("-"))
+    main([*argv, *options, *([str(root / name) for name in names] or [str(root)])])
     lines = capsys.readouterr().out.splitlines()
     return sorted(" ".join(line.split(" ")[:2]).replace(str(root) + os.sep, "") for line in lines)
 
@@ -139,6 +141,18 @@ def test_warm_miss_reuses_the_cached_pass_1(
     write_files(project, {"model.py": MODEL.replace("(2, 2)", "(2, 3)")})
     assert _check(project, capsys) == ["main.py:7:13: TDL301"]
     assert parses == {"model.py": 1} and passes == ["pass 1"]
+
+
+def test_unused_noqa_report_reuses_the_run_pass_1(
+    project: Path, capsys: pytest.CaptureFixture[str], passes: list[str]
+) -> None:
+    """`--report-unused-noqa` asks the facts of the same files: pass 1 runs once, cold or warm."""
+    write_files(project, {"model.py": MODEL + "\n    y = 1  # noqa: TDL301\n"})
+    for _ in range(2):  # cold, then warm
+        passes.clear()
+        found = _check(project, capsys, "--report-unused-noqa")
+        assert found == ["main.py:7:13: TDL301", "model.py:7:8: NOQA"], found
+        assert passes == ["pass 1"]
 
 
 def test_cached_answer_follows_the_dependency_text(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -358,10 +358,10 @@ def run_check(args: argparse.Namespace, *, fixer_summary: bool = False) -> int:
     reports = _from_cache(paths, plan, config, project) if project is not None else None
     if reports is None:
         from torchdev_lint.parallel import default_jobs
-        from torchdev_lint.runner import process_files
+        from torchdev_lint.runner import process_files_with_facts
 
         options = _options(args, config, plan, project)
-        reports = process_files(paths, options, jobs=args.jobs or default_jobs())
+        reports, project = process_files_with_facts(paths, options, jobs=args.jobs or default_jobs())
     if args.report_unused_noqa:
         _add_unused_noqa(reports, args, config, plan, project)
     messages = [str(e) for e in errors] + [r.error for r in reports if r.error]
@@ -442,7 +442,7 @@ def _add_unused_noqa(
     project: ProjectFacts | None,
 ) -> None:
     """`--report-unused-noqa`: each report gets its file's unused directives as findings
-    (`project`: the run's facts when the cache gave them; None: pass 1 is run here)."""
+    (`project`: the run's facts, None after fixing: pass 1 is then run here again)."""
     from functools import partial
 
     from torchdev_lint.noqa_files import unused_noqa_file

@@ -246,6 +246,22 @@ def process_files(paths: Sequence[str], options: CheckOptions, jobs: int = 1) ->
     With more than one job, cache hits are answered here and only the files
     left to check go to worker processes.
     """
+    return process_files_with_facts(paths, options, jobs)[0]
+
+
+def process_files_with_facts(
+    paths: Sequence[str], options: CheckOptions, jobs: int = 1
+) -> tuple[list[FileReport], ProjectFacts | None]:
+    """`process_files`, and the project facts of a check (None when fixing: the files changed),
+    for what else the run asks of the same files."""
+    reports, used = _process_files(paths, options, jobs)
+    return reports, None if options.fix or options.diff else used.project
+
+
+def _process_files(
+    paths: Sequence[str], options: CheckOptions, jobs: int
+) -> tuple[list[FileReport], CheckOptions]:
+    """The reports, and the options the files were checked with (with the project facts)."""
     if options.fix and not options.diff:
         remove_stale_temp_files(paths)  # left by a fixer that was killed while writing
     # Once here: workers receive the facts with the options.
@@ -257,7 +273,7 @@ def process_files(paths: Sequence[str], options: CheckOptions, jobs: int = 1) ->
     todo = [path for path in dict.fromkeys(paths) if path not in done]
     if jobs <= 1 or len(todo) < 2:
         done.update((path, process_file(path, options)) for path in todo)
-        return [done[path] for path in paths]
+        return [done[path] for path in paths], options
     for path in todo:
         cached = cached_report(path, options)
         if cached is not None:
@@ -266,7 +282,7 @@ def process_files(paths: Sequence[str], options: CheckOptions, jobs: int = 1) ->
     # Workers do not look the cache up again: it was just consulted here.
     check = partial(process_file, options=options, use_cached=False)
     done.update(zip(todo, map_files(check, todo, jobs), strict=True))
-    return [done[path] for path in paths]
+    return [done[path] for path in paths], options
 
 
 def _first_pass(
