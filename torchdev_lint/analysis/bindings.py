@@ -177,7 +177,7 @@ def _part_fields(node_type: type) -> tuple[str, ...]:
         return ("body",)
     if not issubclass(node_type, _HOLDS_STATEMENTS):
         return ()
-    return tuple(name for name in reversed(_BLOCKS) if name in node_type.__dataclass_fields__)  # type: ignore[attr-defined]
+    return tuple(name for name in reversed(_BLOCKS) if name in node_type.__dataclass_fields__)
 
 
 def unpacked(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
