@@ -3,7 +3,8 @@
 Real flake8 runs as a subprocess over the shipped fixtures and over every
 rule's flagged examples; opt-in rules stay off under flake8's default
 selection, and `torchdev-target-torch-version` from flake8's config reaches
-the rules. With the project cache `check` wrote, flake8 sees the facts other
+the rules. In process, the plugin's findings-only check reports exactly what
+`check` does on every rule's flagged examples. With the project cache `check` wrote, flake8 sees the facts other
 files give (a CUDA gate in another module); without it, or for a dependency
 edited since, each file is checked on its own.
 """
@@ -11,6 +12,8 @@ edited since, each file is checked on its own.
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -18,11 +21,14 @@ from textwrap import dedent
 
 import pytest
 
+import torchdev_lint.analysis.device_variable
 import torchdev_lint.config
 import torchdev_lint.flake8_plugin
+from torchdev_lint.analysis.quotes import QuoteStyle
 from torchdev_lint.config import Settings
+from torchdev_lint.engine import check_source
 from torchdev_lint.flake8_plugin import TorchDevLintPlugin
-from torchdev_lint.rule import all_rules
+from torchdev_lint.rule import Invalid, Rule, all_rules
 
 ROOT = Path(__file__).resolve().parents[1]
 FLAKE8 = [sys.executable, "-m", "flake8", "--isolated"]
@@ -65,6 +71,48 @@ def test_examples_match_cli_with_default_selection(tmp_path: Path) -> None:
     opt_in = {rule.code for rule in all_rules() if not rule.default_enabled}
     assert not [line for line in expected if line.split()[1] in opt_in]
     assert not [line for line in flake8 if line.split()[1] in opt_in]
+
+
+def _examples() -> list[tuple[type[Rule], Invalid]]:
+    return [(rule, example) for rule in all_rules() for example in rule.invalid]
+
+
+@pytest.mark.parametrize("rule", [r for r in all_rules() if r.invalid], ids=lambda rule: rule.code)
+def test_plugin_findings_equal_checks_on_every_flagged_example(
+    rule: type[Rule], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin checks for findings only (no fix built, nor what only a fix needs): every
+    finding, its line, column and message, is the one `check` reports with its fixes. In
+    process, so opt-in rules and examples with settings are covered too."""
+    monkeypatch.setattr(TorchDevLintPlugin, "rules", (rule,))
+    monkeypatch.setattr(TorchDevLintPlugin, "cache_directory", str(tmp_path))  # no summaries: alone
+    for example in rule.invalid:
+        settings = Settings.from_mapping(dict(example.settings))
+        monkeypatch.setattr(TorchDevLintPlugin, "settings", settings)
+        source = example.source
+        expected = check_source("example.py", source, [rule], settings)
+        plugin = TorchDevLintPlugin(ast.parse(source), "example.py", source.splitlines(keepends=True))
+        found = [(line, column, message) for line, column, message, _ in plugin.run()]
+        assert found == [(d.line, d.column - 1, f"{d.code} {d.message}") for d in expected.reported]
+        assert [d.line for d in expected.reported] == list(example.lines)
+
+
+def test_findings_only_builds_no_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`fixes=False` reports what a full check reports, without fixes and without the analyses
+    only fixes need: the module's quote style and a free name for a new device variable."""
+    with_fixes = [(rule, e) for rule, e in _examples() if e.fixed is not None and not e.settings]
+    expected = [check_source("example.py", e.source, [rule]) for rule, e in with_fixes]
+
+    def fix_only(*args: object) -> None:
+        raise AssertionError("analysis for a fix in a findings-only check")
+
+    monkeypatch.setattr(QuoteStyle, "_scan", fix_only)
+    monkeypatch.setattr(torchdev_lint.analysis.device_variable, "_names_in_use", fix_only)
+    for (rule, example), full in zip(with_fixes, expected, strict=True):
+        found = check_source("example.py", example.source, [rule], fixes=False)
+        assert all(d.fix is None for d in found.diagnostics) and all(f.fix is None for f in found.findings)
+        assert [dataclasses.replace(d, fix=None) for d in full.diagnostics] == found.diagnostics
+    assert {rule.code for rule, _ in with_fixes} >= {"TDL101", "TDL203", "TDL301", "TDL312", "TDL313"}
 
 
 def test_opt_in_rules_need_explicit_selection(tmp_path: Path) -> None:
