@@ -17,10 +17,11 @@ import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.project_facts import ProjectFacts, Summary, needs_parse, project_facts
+from torchdev_lint.analysis.project_facts import FileFacts, ProjectFacts, Summary, needs_parse, project_facts
 from torchdev_lint.cache import CachedResult, ResultCache, entry_key
 from torchdev_lint.config import Settings, codes_for
 from torchdev_lint.diagnostics import FileReport, SourceError
@@ -108,10 +109,12 @@ def _process(
     use_cached: bool,
     source: bytes | None = None,
     tree: cst.Module | None = None,
+    asked: FileFacts | None = None,
 ) -> tuple[FileReport, cst.Module | None]:
     """`process_file`, with the tree a check parsed (None when fixing or not parsed). `source`:
     the file's bytes when pass 1 read them, `tree` LibCST's tree of them when it parsed them
-    (a check then does not parse again)."""
+    (a check then does not parse again); `asked`: facts to check with before the project's are
+    known (`_AskedFacts`; nothing is cached then)."""
     report = FileReport(path)
     rules = rules_for(path, options)
     module: cst.Module | None = None
@@ -126,6 +129,8 @@ def _process(
     facts = options.project.of(path) if options.project is not None else None
     dependencies = facts.digest if facts is not None else ""
     key = None
+    if asked is not None:
+        facts, cache = asked, None
     if cache is not None and checking:
         key = entry_key(
             path, source, [r.code for r in rules], options.settings, options.with_edits, dependencies
@@ -313,22 +318,24 @@ def _first_pass(
 
 # The source bytes whose LibCST trees a serial run keeps from pass 1 until the facts are known
 # (a tree takes some 30 to 60 times its file's size, and pass 1 can parse hundreds of a large
-# project's files). Beyond this, a file is checked at once from its tree, without facts, and
-# checked again (parsed again) only if it turns out to have facts.
+# project's files). Beyond this, a file is checked at once from its tree with facts that record
+# what the check asks of them (`_AskedFacts`), and checked again (parsed again) only if its
+# facts answer one of those questions otherwise.
 _KEPT_SOURCE_BYTES = 256 * 1024
 
 
 class _SharedParses:
     """Pass 1's parse in a serial run, shared with the checks: the tree of each checked file it
     parses is kept for the file's check with its facts, within `_KEPT_SOURCE_BYTES`; beyond,
-    the file is checked at once from the tree, without facts."""
+    the file is checked at once from the tree, asking empty facts that record the questions."""
 
     def __init__(self, paths: Sequence[str], options: CheckOptions) -> None:
         self._checked = {os.path.abspath(path): path for path in paths}
         self._options = options
         self._budget = _KEPT_SOURCE_BYTES
         self._kept: dict[str, tuple[bytes, cst.Module]] = {}
-        self._reports: dict[str, FileReport] = {}  # checked without facts
+        # checked at once: the source, the report and what the check asked of the facts
+        self._reports: dict[str, tuple[bytes, FileReport, _AskedFacts]] = {}
 
     def parse(self, path: str, source: bytes) -> cst.Module:
         """`project_facts`' parse (absolute paths; raises SourceError)."""
@@ -340,21 +347,89 @@ class _SharedParses:
             self._budget -= len(source)
             self._kept[checked] = (source, module)
         else:
-            self._reports[checked] = _process(checked, self._options, False, source, module)[0]
+            asked = _AskedFacts()
+            report = _process(checked, self._options, False, source, module, asked.facts)[0]
+            self._reports[checked] = (source, report, asked)
         return module
 
     def reports_with(self, options: CheckOptions) -> dict[str, FileReport]:
         """The reports of these files, now that `options` hold the project facts: each kept
-        tree checked with its facts; a report without facts kept where there are none."""
+        tree checked with its facts; a report checked at once kept where the facts answer
+        every question its check asked as no facts do."""
         assert options.project is not None
         done = {}
         while self._kept:
             path, (source, tree) = self._kept.popitem()  # each tree freed once checked
             done[path] = _process(path, options, True, source, tree)[0]
-        for path, report in self._reports.items():
-            if options.project.of(path) is None:
+        for path, (source, report, asked) in self._reports.items():
+            facts = options.project.of(path)
+            if facts is None or (report.error is None and asked.same_answers(facts)):
                 done[path] = report
+                _store(path, source, options, report)
         return done
+
+
+class _AskedFacts:
+    """Empty facts for a check made before the project's are known, recording what it asks:
+    per field, the members looked up, or that the field was read whole (iterated, sized,
+    compared, combined). A check is deterministic and sees the facts only through these
+    fields, so where the real facts answer every question alike (a field read whole empty,
+    no member looked up present), the check with them finds exactly the same."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, set[Any]] = {}
+        self.whole: set[str] = set()
+        self.facts = FileFacts(*(_Recording(self, field) for field in FileFacts._fields))
+
+    def same_answers(self, facts: FileFacts) -> bool:
+        for field, present in facts._asdict().items():
+            if present and (field in self.whole or not present.isdisjoint(self.members.get(field, ()))):
+                return False
+        return True
+
+
+class _Recording(frozenset):
+    """An empty fact field that tells its `_AskedFacts` what is asked of it."""
+
+    _asked: _AskedFacts
+    _field: str
+
+    def __new__(cls, asked: _AskedFacts, field: str) -> _Recording:
+        recording = super().__new__(cls)
+        recording._asked, recording._field = asked, field
+        return recording
+
+    def __contains__(self, member: object) -> bool:
+        self._asked.members.setdefault(self._field, set()).add(member)
+        return False
+
+
+def _read_whole(name: str) -> Any:
+    def method(self: _Recording, *args: Any) -> Any:
+        self._asked.whole.add(self._field)
+        return getattr(frozenset, name)(self, *args)
+
+    return method
+
+
+# Every other way to read a set reads it whole (`in` is the only lookup of one member).
+for _name in (
+    "__iter__ __len__ __bool__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ __hash__ __and__ __rand__ "
+    "__or__ __ror__ __sub__ __rsub__ __xor__ __rxor__ __reduce__ __repr__ copy difference intersection "
+    "isdisjoint issubset issuperset symmetric_difference union"
+).split():
+    if hasattr(frozenset, _name):
+        setattr(_Recording, _name, _read_whole(_name))
+
+
+def _store(path: str, source: bytes, options: CheckOptions, report: FileReport) -> None:
+    """Cache a report made before the facts were known under its key with them."""
+    if options.cache is None:
+        return
+    codes = [r.code for r in rules_for(path, options)]
+    dependencies = options.project.digest(path) if options.project is not None else ""
+    key = entry_key(path, source, codes, options.settings, options.with_edits, dependencies)
+    options.cache.store(key, CachedResult(report.diagnostics, report.source_lines, report.error))
 
 
 def _needs_parse(path: str, cache_directory: str | None) -> bool:
