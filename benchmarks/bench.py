@@ -386,8 +386,9 @@ def run_project_edits(work: Path, cli: list[str], default_jobs: list[str]) -> di
     head, _, rest = original.partition(signature)
     first_line_end = rest.index("\n") + 1
     edits = {
-        # A statement that calls nothing of the project: the summary stays the same.
-        "body-edit": "    rank, world_size = 0, 1\n",
+        # A statement that calls nothing of the project and binds nothing the function returns
+        # (a binding of `rank` would change the `returns` field): the summary stays the same.
+        "body-edit": "    timeout = 30\n",
         # A gate: the function now stops without CUDA, and so does every caller after calling it.
         "summary-edit": '    if not torch.cuda.is_available():\n        raise RuntimeError("needs a GPU")\n',
     }
