@@ -48,13 +48,13 @@ LAUNCH = """
 def test_asked_facts_record_lookups_and_whole_reads() -> None:
     asked = _AskedFacts()
     assert not asked.facts.gates("utils.init_distributed_mode")
-    assert asked.same_answers(FileFacts(gating=frozenset({"helpers.setup"})))
-    assert asked.same_answers(FileFacts(host_returns=frozenset({"utils.load"})))  # never asked
-    assert not asked.same_answers(FileFacts(gating=frozenset({"utils.init_distributed_mode"})))
+    assert asked.questions.same_answers(FileFacts(gating=frozenset({"helpers.setup"})))
+    assert asked.questions.same_answers(FileFacts(host_returns=frozenset({"utils.load"})))  # never asked
+    assert not asked.questions.same_answers(FileFacts(gating=frozenset({"utils.init_distributed_mode"})))
     assert not asked.facts.cuda_defaults  # read whole: any default answers otherwise
-    assert not asked.same_answers(FileFacts(cuda_defaults=frozenset({("Encoder", "device")})))
+    assert not asked.questions.same_answers(FileFacts(cuda_defaults=frozenset({("Encoder", "device")})))
     assert list(asked.facts.checkpointing) == []
-    assert not asked.same_answers(FileFacts(checkpointing=frozenset({("save", 0, "model")})))
+    assert not asked.questions.same_answers(FileFacts(checkpointing=frozenset({("save", 0, "model")})))
 
 
 @pytest.mark.parametrize("kept", [0, 256 * 1024])
@@ -64,15 +64,32 @@ def test_checked_again_only_where_the_facts_answer_otherwise(
     monkeypatch.setattr(torchdev_lint.runner, "_KEPT_SOURCE_BYTES", kept)
     checked = record_checks(monkeypatch, file_name)
     cache = ResultCache.open(str(tmp_path / ".cache"))
-    project = tmp_path / "project"
-    files = {"setup.py": "", "utils.py": GATE, "main.py": MAIN.format(call="init_distributed_mode")}
-    files["other.py"] = MAIN.format(call="other_helper")  # asks of a function that does not gate
-    files["launch.py"] = LAUNCH
-    write_files(project, files)
-    assert findings(project, ("TDL301", "TDL311"), cache=cache) == ["other.py:7 TDL301"]
+    _write_project(tmp_path / "project")
+    assert findings(tmp_path / "project", CODES, cache=cache) == ["other.py:7 TDL301"]
     # Not kept, main.py was checked without its facts first: its gate answers otherwise.
     twice = ["main.py"] if kept == 0 else []
     assert sorted(checked) == sorted(["launch.py", "main.py", "other.py", "setup.py", "utils.py", *twice])
     checked.clear()
-    assert findings(project, ("TDL301", "TDL311"), cache=cache) == ["other.py:7 TDL301"]
+    assert findings(tmp_path / "project", CODES, cache=cache) == ["other.py:7 TDL301"]
     assert checked == []  # every report, reused or not, was cached under its key with the facts
+
+
+def test_workers_keep_the_reports_the_facts_answer_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = ResultCache.open(str(tmp_path / ".cache"))
+    _write_project(tmp_path / "project")
+    assert findings(tmp_path / "project", CODES, cache=cache, jobs=2) == ["other.py:7 TDL301"]
+    checked = record_checks(monkeypatch, file_name)
+    assert findings(tmp_path / "project", CODES, cache=cache) == ["other.py:7 TDL301"]
+    assert checked == []
+
+
+CODES = ("TDL301", "TDL311")
+
+
+def _write_project(root: Path) -> None:
+    files = {"setup.py": "", "utils.py": GATE, "main.py": MAIN.format(call="init_distributed_mode")}
+    files["other.py"] = MAIN.format(call="other_helper")  # asks of a function that does not gate
+    files["launch.py"] = LAUNCH
+    write_files(root, files)

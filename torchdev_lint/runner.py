@@ -17,7 +17,7 @@ import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import libcst as cst
 
@@ -89,18 +89,20 @@ def process_file(path: str, options: CheckOptions, *, use_cached: bool = True) -
     return _process(path, options, use_cached)[0]
 
 
-def summarized_check(path: str, options: CheckOptions) -> tuple[FileReport, Summary | None]:
-    """The check of `path` (without the cache) and its pass-1 summary made from the same tree;
-    None when the check did not parse it (pass 1 then parses it itself)."""
-    report, module = _process(path, options, use_cached=False)
+def summarized_check(path: str, options: CheckOptions) -> tuple[FileReport, Summary | None, _Questions]:
+    """The check of `path` before the project facts are known (without the cache), its pass-1
+    summary made from the same tree (None when the check did not parse it: pass 1 then parses
+    it itself), and what the check asked of the facts."""
+    asked = _AskedFacts()
+    report, module = _process(path, options, False, asked=asked.facts)
     if module is None:
-        return report, None
+        return report, None, asked.questions
     from torchdev_lint.analysis.summaries import summarize
 
     try:
-        return report, summarize(module, os.path.abspath(path))
+        return report, summarize(module, os.path.abspath(path)), asked.questions
     except RecursionError:
-        return report, None
+        return report, None, asked.questions
 
 
 def _process(
@@ -114,7 +116,7 @@ def _process(
     """`process_file`, with the tree a check parsed (None when fixing or not parsed). `source`:
     the file's bytes when pass 1 read them, `tree` LibCST's tree of them when it parsed them
     (a check then does not parse again); `asked`: facts to check with before the project's are
-    known (`_AskedFacts`; nothing is cached then)."""
+    known (`_AskedFacts`; the report is cached as the one without facts)."""
     report = FileReport(path)
     rules = rules_for(path, options)
     module: cst.Module | None = None
@@ -130,7 +132,7 @@ def _process(
     dependencies = facts.digest if facts is not None else ""
     key = None
     if asked is not None:
-        facts, cache = asked, None
+        facts = asked  # the report is the one without facts: cached with no dependencies
     if cache is not None and checking:
         key = entry_key(
             path, source, [r.code for r in rules], options.settings, options.with_edits, dependencies
@@ -310,10 +312,13 @@ def _first_pass(
         return options, shared.reports_with(options)
     first = [path for path in dict.fromkeys(paths) if path.endswith(".py") and _needs_parse(path, directory)]
     found = map_files(partial(summarized_check, options=options), first, jobs)
-    summaries = {os.path.abspath(p): s for p, (_, s) in zip(first, found, strict=True) if s is not None}
-    project = project_facts(paths, parse, directory, summaries)
-    done = {path: report for path, (report, _) in zip(first, found, strict=True) if project.of(path) is None}
-    return replace(options, project=project), done
+    summaries = {os.path.abspath(p): s for p, (_, s, _) in zip(first, found, strict=True) if s is not None}
+    options = replace(options, project=project_facts(paths, parse, directory, summaries))
+    done = {}
+    for path, (report, _, questions) in zip(first, found, strict=True):
+        if _final(path, report, questions, options):
+            done[path] = report
+    return options, done
 
 
 # The source bytes whose LibCST trees a serial run keeps from pass 1 until the facts are known
@@ -335,7 +340,7 @@ class _SharedParses:
         self._budget = _KEPT_SOURCE_BYTES
         self._kept: dict[str, tuple[bytes, cst.Module]] = {}
         # checked at once: the source, the report and what the check asked of the facts
-        self._reports: dict[str, tuple[bytes, FileReport, _AskedFacts]] = {}
+        self._reports: dict[str, tuple[bytes, FileReport, _Questions]] = {}
 
     def parse(self, path: str, source: bytes) -> cst.Module:
         """`project_facts`' parse (absolute paths; raises SourceError)."""
@@ -349,7 +354,7 @@ class _SharedParses:
         else:
             asked = _AskedFacts()
             report = _process(checked, self._options, False, source, module, asked.facts)[0]
-            self._reports[checked] = (source, report, asked)
+            self._reports[checked] = (source, report, asked.questions)
         return module
 
     def reports_with(self, options: CheckOptions) -> dict[str, FileReport]:
@@ -361,40 +366,44 @@ class _SharedParses:
         while self._kept:
             path, (source, tree) = self._kept.popitem()  # each tree freed once checked
             done[path] = _process(path, options, True, source, tree)[0]
-        for path, (source, report, asked) in self._reports.items():
-            facts = options.project.of(path)
-            if facts is None or (report.error is None and asked.same_answers(facts)):
+        for path, (source, report, questions) in self._reports.items():
+            if _final(path, report, questions, options, source):
                 done[path] = report
-                _store(path, source, options, report)
         return done
 
 
-class _AskedFacts:
-    """Empty facts for a check made before the project's are known, recording what it asks:
-    per field, the members looked up, or that the field was read whole (iterated, sized,
-    compared, combined). A check is deterministic and sees the facts only through these
-    fields, so where the real facts answer every question alike (a field read whole empty,
-    no member looked up present), the check with them finds exactly the same."""
+class _Questions(NamedTuple):
+    """What a check asked of its facts (`_AskedFacts`): per field, the members looked up, and
+    the fields read whole (iterated, sized, compared, combined)."""
 
-    def __init__(self) -> None:
-        self.members: dict[str, set[Any]] = {}
-        self.whole: set[str] = set()
-        self.facts = FileFacts(*(_Recording(self, field) for field in FileFacts._fields))
+    members: dict[str, set[Any]]
+    whole: set[str]
 
     def same_answers(self, facts: FileFacts) -> bool:
+        """Do `facts` answer every question as no facts do (a field read whole empty, no member
+        looked up present)? A check is deterministic and sees its facts only through these
+        fields, so the check with them then finds exactly the same."""
         for field, present in facts._asdict().items():
             if present and (field in self.whole or not present.isdisjoint(self.members.get(field, ()))):
                 return False
         return True
 
 
-class _Recording(frozenset):
-    """An empty fact field that tells its `_AskedFacts` what is asked of it."""
+class _AskedFacts:
+    """Empty facts for a check made before the project's are known, recording its questions."""
 
-    _asked: _AskedFacts
+    def __init__(self) -> None:
+        self.questions = _Questions({}, set())
+        self.facts = FileFacts(*(_Recording(self.questions, field) for field in FileFacts._fields))
+
+
+class _Recording(frozenset):
+    """An empty fact field that records what is asked of it."""
+
+    _asked: _Questions
     _field: str
 
-    def __new__(cls, asked: _AskedFacts, field: str) -> _Recording:
+    def __new__(cls, asked: _Questions, field: str) -> _Recording:
         recording = super().__new__(cls)
         recording._asked, recording._field = asked, field
         return recording
@@ -422,14 +431,26 @@ for _name in (
         setattr(_Recording, _name, _read_whole(_name))
 
 
-def _store(path: str, source: bytes, options: CheckOptions, report: FileReport) -> None:
-    """Cache a report made before the facts were known under its key with them."""
-    if options.cache is None:
-        return
-    codes = [r.code for r in rules_for(path, options)]
-    dependencies = options.project.digest(path) if options.project is not None else ""
-    key = entry_key(path, source, codes, options.settings, options.with_edits, dependencies)
-    options.cache.store(key, CachedResult(report.diagnostics, report.source_lines, report.error))
+def _final(
+    path: str, report: FileReport, questions: _Questions, options: CheckOptions, source: bytes | None = None
+) -> bool:
+    """Is the report of a check made before the facts were known final, now that `options` hold
+    them? A final report of a file with facts is cached under its key with them."""
+    assert options.project is not None
+    facts = options.project.of(path)
+    if facts is None:
+        return True  # cached so by its check
+    if report.error is not None or not questions.same_answers(facts):
+        return False
+    if options.cache is not None:
+        try:
+            source = read_source(path) if source is None else source
+        except SourceError:
+            return False
+        codes = [r.code for r in rules_for(path, options)]
+        key = entry_key(path, source, codes, options.settings, options.with_edits, facts.digest)
+        options.cache.store(key, CachedResult(report.diagnostics, report.source_lines))
+    return True
 
 
 def _needs_parse(path: str, cache_directory: str | None) -> bool:
