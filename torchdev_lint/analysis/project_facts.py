@@ -49,8 +49,12 @@ if TYPE_CHECKING:
 # Text a parameter boundary needs in the file that starts it: a loader built (TDL204/TDL205),
 # a checkpoint saved (TDL105). Its callers and callees are found as for gates, by name. (An
 # alias, `DL(...)` or `T.save(...)`, keeps the file out: that only leaves a finding out.)
-_PARAMETER_TEXT = re.compile(
-    rb"\bDataLoader\(|\bDataLoader as\b|\btorch\.save\(|^from torch import[^\n]*\bsave\b", re.MULTILINE
+# Each test runs only where its literal occurs: one alternation over every file's text cost more
+# than the rest of the text tests together (0.1 s on the torch subset).
+_PARAMETER_TEXT = (
+    (b"DataLoader", re.compile(rb"\bDataLoader(?:\(| as\b)")),
+    (b"torch.save(", re.compile(rb"\btorch\.save\(")),
+    (b"from torch import", re.compile(rb"^from torch import[^\n]*\bsave\b", re.MULTILINE)),
 )
 _MAX_ALIASES = 8
 # The summary fields that name a function of the file, and every field a cached summary must have.
@@ -566,7 +570,9 @@ def _wants_summary(source: bytes) -> bool:
     in a class derived from another (a cheap test, before parsing)?"""
     if constructor_facts.may_define(source):
         return True
-    return bool(may_gate(source) or _PARAMETER_TEXT.search(source) or load_facts.may_need(source))
+    if any(literal in source and pattern.search(source) for literal, pattern in _PARAMETER_TEXT):
+        return True
+    return bool(may_gate(source) or load_facts.may_need(source))
 
 
 def _load(entry: str) -> Summary | None:
