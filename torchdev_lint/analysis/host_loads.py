@@ -121,7 +121,7 @@ class PendingLoads:
             receivers = index.state_dict_receivers(call, owner)
             if receivers and all(restores_host_data(r, owner) for r in receivers):
                 continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
-            if own_load_state_dict is None:
+            if own_load_state_dict is None and ctx.fixes:  # only the fix's safety asks (a module walk)
                 own_load_state_dict = first(ctx.module, _defines_load_state_dict) is not None
             safe = receivers is not None and not own_load_state_dict and loader.qualname != "torch.jit.load"
             yield call, loader, safe
