@@ -6,22 +6,18 @@ No timing anywhere: parses, pass-1 computations and worker deaths are counted or
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from multifile import write_files
-from test_parallel import _dies_in_worker_on
 
 import torchdev_lint.analysis.project_facts
 import torchdev_lint.cache
 import torchdev_lint.engine
 import torchdev_lint.runner
 from torchdev_lint.cli import main
-from torchdev_lint.parallel import map_files
 
 GATE = """
     import sys
@@ -204,21 +200,3 @@ def test_workers_and_cache_give_the_serial_results(
             outputs.append(capsys.readouterr().out)
     assert outputs[0].count("TDL301") == 5
     assert len(set(outputs)) == 1, outputs
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="the work function is passed to forked workers")
-def test_broken_pool_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A worker that dies is not silent: the files run again in the main process are counted."""
-    files, markers = tmp_path / "files", tmp_path / "markers"
-    files.mkdir()
-    markers.mkdir()
-    paths = []
-    for index in range(8):
-        (files / f"f{index}.py").write_text("x = 1\n")
-        paths.append(str(files / f"f{index}.py"))
-    results = map_files(functools.partial(_dies_in_worker_on, paths[3], markers), paths, jobs=2)
-    assert [path for path, _ in results] == paths
-    rerun = sum(1 for _, pid in results if pid == os.getpid())
-    warning = capsys.readouterr().err
-    assert "a worker process ended unexpectedly" in warning
-    assert f"running the {rerun} of 8 files whose results were lost in the main process" in warning

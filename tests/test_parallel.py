@@ -111,9 +111,12 @@ def _dies_in_worker_on(victim: str, markers: Path, path: str) -> tuple[str, int]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the work function is passed to forked workers")
-def test_broken_pool_reruns_only_files_without_results(tmp_path: Path) -> None:
+def test_broken_pool_reruns_only_files_without_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A worker that dies loses only its own chunk's results: only the files whose results were not
-    received run again (in this process); the others keep their worker results.
+    received run again (in this process), and stderr says how many; the others keep their worker
+    results.
 
     The dying worker waits until every other file has been run (by the other worker, one file per
     chunk here), so all their results but possibly the last one's were sent before it dies.
@@ -134,3 +137,6 @@ def test_broken_pool_reruns_only_files_without_results(tmp_path: Path) -> None:
     assert len(here) <= 2, here  # the victim, and at most the one file whose result may be in flight
     runs = (markers / "runs").read_text().splitlines()
     assert sorted(runs) == sorted(paths + sorted(here)), runs  # rerun files ran twice, the others once
+    warning = capsys.readouterr().err
+    assert "a worker process ended unexpectedly" in warning
+    assert f"running the {len(here)} of 8 files whose results were lost in the main process" in warning
