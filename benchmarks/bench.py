@@ -22,8 +22,8 @@ Measurements: `python` (`python -c pass`, the floor of any command), `rules` and
 `ast.parse` / `libcst.parse_module` in a child Python, over the files that `check --select
 ALL` parses, i.e. those its trigger filter keeps); `cold-j1`, `cold` (`--no-cache`, `-j1`
 and default jobs); `fill` (default jobs into an empty cache, on a copy of the corpus),
-`warm-j1`, `warm` (nothing changed) and `one-changed` (one file edited; the number of new
-cache entries says how many files were re-checked); `flake8` (`flake8 --select TDL`);
+`warm-j1`, `warm` (nothing changed) and `one-changed` (one file edited; the files the CLI
+checks are counted as it checks them: how many were re-checked); `flake8` (`flake8 --select TDL`);
 `fill-j1` (`cold-j1` into an empty cache: what a first run with the cache costs, pass 1
 included; a fresh copy of the corpus and cache each time), `alone-j1` (`cold-j1` with the project analysis off: `TORCHDEV_LINT_NO_PROJECT=1`, today's
 check of each file on its own), measured in pairs with `cold-j1` (`--pairs`, alternating, the
@@ -95,6 +95,23 @@ subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNUL
 wall = time.perf_counter() - start
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"cpu": usage.ru_utime + usage.ru_stime, "wall": wall, "rss_mb": usage.ru_maxrss / 1024}))
+"""
+
+# The CLI with every file check written to a log (argv[1]) as it happens, forked workers
+# included (Linux forks them): how many files a warm run re-checked, which the cache's entries
+# cannot say (a file checked before its project facts are known is cached under two keys).
+COUNTED = """
+import sys
+import torchdev_lint.runner as runner
+log = sys.argv[1]
+check = runner.check_source
+def counted(path, *rest, **options):
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(path + "\\n")
+    return check(path, *rest, **options)
+runner.check_source = counted
+from torchdev_lint.cli import main
+sys.exit(main(sys.argv[2:]))
 """
 
 PARSER = """
@@ -328,12 +345,11 @@ def run_corpus(
             results["fill"] = measure("fill", [*cached, *default_jobs, *copied.values()], note="empty cache")
             results["warm-j1"] = measure("warm-j1", [*cached, "-j1", *copied.values()], repeat=REPEAT)
             results["warm"] = measure("warm", [*cached, *default_jobs, *copied.values()], repeat=REPEAT)
-            before = result_entries(cache)
             changed = Path(copied[parsed[len(parsed) // 2]])
             changed.write_text(changed.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
-            one = measure("one-changed", [*cached, *default_jobs, *copied.values()])
-            rechecked = result_entries(cache) - before
-            one.note = f"re-checked {rechecked} file(s)"
+            log = work / "checked.log"
+            one = measure("one-changed", counted([*cached, *default_jobs, *copied.values()], log))
+            one.note = f"re-checked {checks(log)} file(s)"
             print(f"  {'':<16} {one.note}")
             results["one-changed"] = one
         if name == "projects" and want("project-edits"):
@@ -355,16 +371,22 @@ def run_corpus(
     return results
 
 
-def result_entries(cache: Path) -> int:
-    """The cache's result entries (one per file checked; pass-1 summaries, under
-    `summaries/`, are not counted)."""
-    return len(list(cache.glob("??/*.json")))
+def counted(command: Sequence[str], log: Path) -> list[str]:
+    """`command` (the CLI) run so that each file it checks is written to `log`."""
+    assert list(command[:3]) == [PY, "-m", "torchdev_lint"], command
+    log.unlink(missing_ok=True)
+    return [PY, "-c", COUNTED, str(log), *command[3:]]
+
+
+def checks(log: Path) -> int:
+    """How many file checks the last `counted` run made."""
+    return len(log.read_text(encoding="utf-8").splitlines()) if log.exists() else 0
 
 
 def run_project_edits(work: Path, cli: list[str], default_jobs: list[str]) -> dict[str, Result]:
     """Warm runs after editing one function of a project (a copy, with a filled cache): its
     body without changing its summary, then so that its summary changes. Each prints the
-    files re-checked (new result entries) next to those whose inputs changed: the edited
+    files re-checked (counted as the CLI checks them) next to those whose inputs changed: the edited
     file, plus the files whose project facts differ (computed here with project_facts)."""
     from torchdev_lint.analysis.project_facts import project_facts
     from torchdev_lint.analysis.summaries import digest, summarize
@@ -405,9 +427,9 @@ def run_project_edits(work: Path, cli: list[str], default_jobs: list[str]) -> di
         )
         summary, facts = state()
         expected = {str(edited)} | {path for path in files if facts[path] != before_facts[path]}
-        entries = result_entries(cache)
-        result = measure(name, command)
-        rechecked = result_entries(cache) - entries
+        log = work / "checked.log"
+        result = measure(name, counted(command, log))
+        rechecked = checks(log)
         names = ", ".join(sorted(os.path.relpath(path, copy) for path in expected))
         result.note = (
             f"summary {'unchanged' if summary == before_summary else 'changed'}; re-checked "
@@ -416,9 +438,8 @@ def run_project_edits(work: Path, cli: list[str], default_jobs: list[str]) -> di
         print(f"  {'':<16} {result.note}")
         results[name] = result
         edited.write_text(original, encoding="utf-8")
-        entries = result_entries(cache)
-        measure(f"{name}-undone", command, note="back to the filled state")
-        print(f"  {'':<16} re-checked {result_entries(cache) - entries} file(s) (expected 0: all cached)")
+        measure(f"{name}-undone", counted(command, log), note="back to the filled state")
+        print(f"  {'':<16} re-checked {checks(log)} file(s) (expected 0: all cached)")
     return results
 
 
