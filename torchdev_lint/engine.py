@@ -9,10 +9,12 @@ have findings, since LibCST's position metadata costs a second pass.
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, NamedTuple, cast
 
 import libcst as cst
@@ -314,9 +316,47 @@ def _syntax_error(source: bytes | str, error: cst.ParserSyntaxError) -> str:
 
 def could_match(source: bytes | str, rules: Sequence[type[Rule]]) -> bool:
     """Cheap text filter: can any selected rule fire in this file at all?"""
+    return any(_triggered(source, rule) for rule in rules)
+
+
+def matching_rules(
+    source: bytes | str, rules: Sequence[type[Rule]], project: FileFacts | None = None
+) -> list[type[Rule]]:
+    """The rules that can fire in this text: one of their `triggers` occurs in it, or the file's
+    project facts hold one of their `fact_triggers`. A rule left out would find nothing: most
+    files name few of the APIs the rules look for (no `DataLoader`, no `pin_memory`)."""
+    return [
+        rule
+        for rule in rules
+        if _triggered(source, rule)
+        or (project is not None and any(getattr(project, fact) for fact in rule.fact_triggers))
+    ]
+
+
+def _triggered(source: bytes | str, rule: type[Rule]) -> bool:
+    """Does one of the rule's triggers occur in the text, however spaced (`x.to (d)`)?"""
     if isinstance(source, str):
-        return any(trigger in source for rule in rules for trigger in rule.triggers)
-    return any(trigger.encode() in source for rule in rules for trigger in rule.triggers)
+        if any(trigger in source for trigger in rule.triggers):
+            return True
+    elif any(trigger.encode() in source for trigger in rule.triggers):
+        return True
+    for trigger in rule.triggers:
+        pattern = _spaced(trigger, bytes if isinstance(source, bytes) else str)
+        if pattern is not None and pattern.search(source) is not None:  # type: ignore[arg-type]
+            return True
+    return False
+
+
+@cache
+def _spaced(trigger: str, kind: type) -> re.Pattern[Any] | None:
+    """The trigger with the spacing Python allows between its tokens (`x. to (d)`, a backslash
+    continuation), for the text that lacks it as written; None for a single name, which has no
+    other spelling. A miss costs a millisecond on a 1.4 MB file."""
+    tokens = re.findall(r"\w+|[^\w\s]", trigger)
+    if len(tokens) < 2:
+        return None
+    pattern = r"[\s\\]*".join(re.escape(token) for token in tokens)
+    return re.compile(pattern.encode() if kind is bytes else pattern)
 
 
 def check_source(
@@ -339,9 +379,13 @@ def check_source(
     (flake8 does): it is not built again; nor is `module`, LibCST's tree of
     `source` made by `parse` (the flake8 plugin's pass 1 may have parsed it).
     `fixes=False` reports the same findings without fixes (see `FileContext.fixes`).
+    `skip_filter` runs only the rules that can fire in the text (`matching_rules`); a file where
+    none can is not parsed, unless it has project facts (a parse error is reported there as before).
     """
-    if skip_filter and project is None and not could_match(source, rules):
-        return FileResult(path, None, project=project)
+    if skip_filter:
+        rules = matching_rules(source, rules, project)
+        if not rules and project is None:
+            return FileResult(path, None, project=project)
     if module is not None:
         tree = python_tree
     else:
@@ -367,6 +411,8 @@ def check_module(
     instances = [rule(ctx) for rule in rules]
     dispatcher = _Dispatcher(ctx, instances)
     result = FileResult(path, module, ctx.findings, project=project)
+    if not instances:
+        return result
     try:
         walk(module, dispatcher.enter, dispatcher.leave)
         if ctx.findings:

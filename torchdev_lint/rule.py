@@ -89,8 +89,13 @@ class Rule:
     fix_availability: ClassVar[FixAvailability] = "never"
     docs: ClassVar[str]
     # Substrings of which at least one must occur in a file for the rule to
-    # possibly fire there: lets the engine skip parsing files no rule can match.
+    # possibly fire there (spaced as Python allows: `.to(` covers `x. to (d)`): the engine
+    # runs only the rules whose triggers occur, and parses no file where none does.
     triggers: ClassVar[tuple[str, ...]] = ("torch",)
+    # Fields of the file's project facts (`analysis.project_facts.FileFacts`) that can make the
+    # rule fire where none of its triggers occurs (a loader parameter every caller pins): where
+    # one of them is not empty, the rule runs whatever the text.
+    fact_triggers: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[Invalid, ...]] = ()
     valid: ClassVar[tuple[Valid, ...]] = ()
 

@@ -39,6 +39,7 @@ class ModuleInCheckpointDict(Rule):
     )
     fix_availability = "sometimes"
     triggers = ("save", "load")
+    fact_triggers = ("checkpointing",)  # a module handed to a project function that saves it
     docs = """
         ## What it does
         Flags `torch.save` of a dict (a literal, a `dict(...)` call, or a name bound to one) that

@@ -21,6 +21,7 @@ class BlockingH2dCopy(Rule):
     )
     fix_availability = "sometimes"
     triggers = ("pin_memory",)
+    fact_triggers = ("pinned_loaders",)  # a loader parameter every project call pins
     docs = """
         ## What it does
         Flags `batch.to(device)` / `batch.cuda()` without `non_blocking=True` when the batch comes
