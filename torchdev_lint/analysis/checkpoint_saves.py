@@ -22,9 +22,9 @@ import libcst as cst
 from torchdev_lint.analysis.checkpoint_loads import UseIndex
 from torchdev_lint.analysis.devices import CPU
 from torchdev_lint.analysis.flow import device_of
+from torchdev_lint.analysis.host_facts import FileHostFacts
 from torchdev_lint.analysis.host_values import SAVED_OBJECT, saved_on_cpu
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
-from torchdev_lint.analysis.returned_values import FileReturns
 from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 from torchdev_lint.syntax import argument
 
@@ -83,7 +83,7 @@ class SavedFiles:
         self._by_function: dict[Scope, set[str]] = defaultdict(set)
         self._on_cpu: set[str] = set()
         self._buffer_users: set[int] = set()
-        self._returns: FileReturns | None = None  # what the file's calls return
+        self._facts: FileHostFacts | None = None  # what the project tells of host data
 
     def note(self, call: cst.Call, saver: str, ctx: FileContext) -> None:
         obj, path = argument(call, 0, SAVED_OBJECT[saver]), argument(call, 1, "f")
@@ -93,10 +93,10 @@ class SavedFiles:
         self._by_function[ctx.scope.owner].add(key)
         if in_memory_buffer(path.value, ctx.scope):
             self._buffer_users.add(id(_serializer(ctx.scope)))
-        if self._returns is None:
-            self._returns = FileReturns(ctx.scope.module, ctx.project)
+        if self._facts is None:
+            self._facts = FileHostFacts(ctx.scope.module, ctx.project)
         if saver == "torch.save" and (
-            saved_on_cpu(obj.value, ctx.scope, self._returns)
+            saved_on_cpu(obj.value, ctx.scope, self._facts)
             or (isinstance(obj.value, cst.Name) and device_of(obj.value, ctx) == CPU)
         ):
             self._on_cpu.add(key)

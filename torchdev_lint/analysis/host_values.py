@@ -9,29 +9,51 @@ containers of those, a name whose every binding (or the binding reaching the use
 dict or list its function fills item by item with those only, and a `self` cache its class
 fills with those only.
 
-A call of a project function is host data when the function returns host data, which is
-known only once the project's summaries are read (`analysis/returned_values.py`). So the
-answer is a `Condition`: the keys of the calls that must return host data too (empty: host
-data by itself), or None: not known to be host data. Unknown never silences anything.
+Some facts are the project's, known only once its summaries are read (`HostFacts`): a call
+of a project function is host data when the function returns host data
+(`analysis/returned_values.py`); `k2.Fsa.from_str` is a k2 constructor when the `k2` that
+`from . import k2` binds is the third-party module its package imports; `torch.load(path)`
+is host data when the project saves that path only from host memory (`load_facts`). So the
+answer is a `Condition`: the keys of the facts that must hold too (empty: host data by
+itself), or None: not known to be host data. Unknown never silences anything.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from enum import Enum
+from typing import Protocol
 
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import LOADERS, UseIndex
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
-from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.torch_api import MOVE_METHODS
-from torchdev_lint.syntax import keyword, positional
+from torchdev_lint.syntax import argument, keyword, positional
 
 Condition = frozenset[str]
 HOST: Condition = frozenset()
-# What a call of a function the tables below do not know returns: the condition under which it
-# is host data (HOST when known to be), or None (not known).
-Calls = Callable[[cst.Call, Scope], Condition | None]
+
+
+class HostFacts(Protocol):
+    """What the spelling alone cannot tell: pass 1 answers with conditions on the rest of the
+    project (`returned_values.PassOneFacts`), a file's check with what its `FileFacts` say
+    (`returned_values.FileHostFacts`). Each answer is a condition, or None (not known)."""
+
+    def returns(self, call: cst.Call, scope: Scope) -> Condition | None:
+        """A call of a function the tables below do not know: when is its result host data?"""
+
+    def libraries(self, head: str, scope: Scope) -> Iterable[tuple[str, Condition]]:
+        """The third-party modules among `LIBRARIES` that the name `head` may stand for though it
+        is imported from a project package (`from . import k2`), each with its condition."""
+
+    def loaded(self, path: cst.BaseExpression, scope: Scope) -> Condition | None:
+        """`torch.load(path)`: when does it read a file the project saves only from host memory?"""
+
+
+# The third-party modules whose functions the tables below know.
+LIBRARIES = ("k2", "numpy", "torch")
 
 # Functions that write a file a loader may read back, and the name of the parameter they save.
 SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
@@ -52,9 +74,18 @@ _HOST_CONSTRUCTORS = frozenset({"torch.from_numpy", "k2.Fsa.from_str", "k2.Fsa.f
 _HOST_FACTORIES = frozenset(
     "zeros ones empty full rand randn randint randperm arange linspace logspace eye".split()
 )
-# Functions whose result is on their first argument's device (k2 FSA algorithms).
+# Functions whose result is on their first argument's device (k2 FSA algorithms, an FSA made
+# from a dict of tensors).
 _SAME_DEVICE = frozenset(
-    {"torch.tensor", "k2.arc_sort", "k2.top_sort", "k2.connect", "k2.remove_epsilon", "k2.determinize"}
+    {
+        "torch.tensor",
+        "k2.Fsa.from_dict",
+        "k2.arc_sort",
+        "k2.top_sort",
+        "k2.connect",
+        "k2.remove_epsilon",
+        "k2.determinize",
+    }
 )
 # Empty containers a function then fills item by item.
 _EMPTY = frozenset({"builtins.dict", "builtins.list"})
@@ -64,18 +95,24 @@ _FILL_METHODS = frozenset({"append", "add"})
 _READERS = frozenset({*SAVED_OBJECT, "builtins.len", "builtins.print", "builtins.sorted"})
 
 
-def saved_on_cpu(obj: cst.BaseExpression, scope: Scope, calls: Calls | None = None) -> bool:
+class _Unlisted(Enum):
+    """A function the tables do not list."""
+
+    UNLISTED = 0
+
+
+def saved_on_cpu(obj: cst.BaseExpression, scope: Scope, facts: HostFacts | None = None) -> bool:
     """Is the object given to `torch.save` evidently in host memory, by its spelling (and by
-    what `calls` knows of the functions it calls)?"""
-    return host_condition(obj, scope, calls) == HOST
+    what `facts` know of the project)?"""
+    return host_condition(obj, scope, facts) == HOST
 
 
 def host_condition(
-    obj: cst.BaseExpression, scope: Scope, calls: Calls | None = None, attributes: bool = True
+    obj: cst.BaseExpression, scope: Scope, facts: HostFacts | None = None, attributes: bool = True
 ) -> Condition | None:
     """The condition under which `obj` is host data (see the module doc); `self` caches only
     with `attributes` (judging one reads its whole class)."""
-    return _Judge(calls).value(obj, scope, attributes)
+    return _Judge(facts).value(obj, scope, attributes)
 
 
 def all_of(conditions: Iterable[Condition | None]) -> Condition | None:
@@ -92,8 +129,8 @@ class _Judge:
     """One question, with the names whose bindings are being followed (one met again, `x = x`,
     is not known to hold host data) and the functions indexed for reaching bindings."""
 
-    def __init__(self, calls: Calls | None) -> None:
-        self.calls = calls
+    def __init__(self, facts: HostFacts | None) -> None:
+        self.facts = facts
         self._following: set[tuple[Scope, str]] = set()
         self._indexes: dict[int, UseIndex] = {}
 
@@ -144,23 +181,53 @@ class _Judge:
 
     def _call(self, call: cst.Call, scope: Scope, attributes: bool) -> Condition | None:
         name = resolve(call.func, scope) or ""
-        if name in _HOST_BUILTINS or name in _HOST_CONSTRUCTORS or name.startswith("numpy."):
-            return HOST
-        if name.startswith("torch.") and name[6:] in _HOST_FACTORIES and keyword(call, "device") is None:
-            return HOST
-        given = positional(call)
-        if name in _SAME_DEVICE and keyword(call, "device") is None:
-            return self.value(given[0].value, scope, attributes) if given else None
+        listed = self._listed(name, call, scope, attributes)
+        if listed is _Unlisted.UNLISTED and self.facts is not None:
+            listed = self._library_call(call, scope, attributes)
+        if listed is not _Unlisted.UNLISTED:
+            return listed
         method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
         if method in _TO_HOST or (method == "to" and _to_cpu(call)):
             return HOST
-        found = self.calls(call, scope) if self.calls is not None else None
+        found = self.facts.returns(call, scope) if self.facts is not None else None
         if found is not None or method is None or method in _MOVES or keyword(call, "device") is not None:
             return found
         if name:
             return None  # a function of a module, not a method of a value
         assert isinstance(call.func, cst.Attribute)
         return self.value(call.func.value, scope, attributes)  # `fsa.invert()`, `t.float()`
+
+    def _listed(
+        self, name: str, call: cst.Call, scope: Scope, attributes: bool
+    ) -> Condition | None | _Unlisted:
+        """What the tables say of a call of `name`."""
+        if name in _HOST_BUILTINS or name in _HOST_CONSTRUCTORS or name.startswith("numpy."):
+            return HOST
+        if keyword(call, "device") is not None:
+            return _Unlisted.UNLISTED
+        if name.startswith("torch.") and name[6:] in _HOST_FACTORIES:
+            return HOST
+        if name in _SAME_DEVICE:
+            given = positional(call)
+            return self.value(given[0].value, scope, attributes) if given else None
+        if name == "torch.load":
+            path = argument(call, 0, "f")
+            mapped = argument(call, 1, "map_location") is not None
+            return self.facts.loaded(path.value, scope) if self.facts and path and not mapped else None
+        return _Unlisted.UNLISTED
+
+    def _library_call(self, call: cst.Call, scope: Scope, attributes: bool) -> Condition | None | _Unlisted:
+        """`k2.arc_sort(...)` where `k2` is imported from a project package that re-exports the
+        third-party module: what the tables say, on the condition that it does."""
+        assert self.facts is not None
+        head, _, rest = (dotted_name(call.func) or "").partition(".")
+        if not rest:
+            return _Unlisted.UNLISTED
+        for library, condition in self.facts.libraries(head, scope):
+            listed = self._listed(f"{library}.{rest}", call, scope, attributes)
+            if listed is not _Unlisted.UNLISTED:
+                return all_of((condition, listed))
+        return _Unlisted.UNLISTED
 
     def _filled(self, name: str, owner: Scope) -> Condition | None:
         """A dict or list bound only empty in its function, then filled item by item."""

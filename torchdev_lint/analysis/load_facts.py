@@ -1,12 +1,19 @@
 """TDL101's project facts from the summaries, without LibCST (a warm run imports none).
 
-- `host_loads` (`analysis/saved_files.py` makes the summary field): for each checked
-  file, the `local_key`s of its `torch.load` paths that every `torch.save` of the
-  project writes from host memory; `needles`: text a file loading one must hold.
-- `host_returning` (`analysis/returned_values.py` makes the summary field `returns`): the
-  project functions that return host data, to a least fixed point; `host_sites`: for each
-  checked file, the callee texts naming one; `wanted_names`: the callee names the host
-  conditions of saves wait on (pass 1 reads the modules defining them).
+- `HostProof`: one least fixed point (from nothing: recursion alone proves nothing) over the
+  host facts of the summaries' conditions (`analysis/host_facts.py` makes their keys): the
+  project functions that return host data (summary field `returns`,
+  `analysis/returned_values.py`) and the paths the project saves only from host memory
+  (summary field `saved_files`, `analysis/saved_files.py`), each depending on the other: a
+  save of what a load of such a path yields is host data too. An import of a name a project
+  package re-exports names a third-party module when the package's `__init__` binds it by
+  `import module` (`Library`, resolved by `project_facts`).
+- `host_loads`: for each checked file, the `local_key`s of its `torch.load` paths that every
+  `torch.save` of the project that may write them (their shapes unify) writes from host
+  memory; `needles`: text a file loading one must hold.
+- `host_sites`: for each checked file, the callee texts naming a function returning host
+  data; `wanted_names`: the callee names the host conditions of saves wait on (pass 1 reads
+  the modules defining them).
 - `dataset_bases` (`analysis/dataset_bases.py` makes the summary field): for each
   checked file, the base texts that name a project class deriving from a torch Dataset;
   `may_need`: text a file needing that fact must hold.
@@ -26,8 +33,20 @@ Target = tuple[str, str]
 Canonical = Callable[[str, Reference], str | None]
 # The project class a base reference of a file names (its module summarized on demand), or None.
 Locate = Callable[[str, Reference], Target | None]
-# Does the function a reference of a file names return host data (`host_returning`)?
+# Does the function a reference of a file names return host data (`HostProof.returning`)?
 ReturnsHost = Callable[[str, Reference], bool]
+# The third-party module the import `(level, dotted)` of a file names, through the re-exports of
+# project packages (`from . import k2`, the package's `__init__` doing `import k2`), or None.
+Library = Callable[[str, int, str], str | None]
+
+# The keys of a condition besides callee references (`["module", ...]`, `["here", ...]`,
+# `["star", ...]`: the callee returns host data): `[EXTERNAL, level, dotted, library]`, the
+# import names the third-party module; `[LOADED, shape]`, the project saves the path only from
+# host memory.
+EXTERNAL = "external"
+LOADED = "loaded"
+_CALLEES = frozenset({"module", "here", "star"})
+_ANY = None  # a path token: what is not known, any text
 
 # A file may need the fact: it calls a torch loader and defines a class with a base.
 _CLASS_WITH_BASE = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\([ \t]*[A-Za-z_]", re.MULTILINE)
@@ -44,28 +63,15 @@ def local_key(shape: Shape) -> str:
 
 
 def host_loads(
-    summaries: dict[str, dict[str, Any]],
-    checked: Iterable[str],
-    canonical: Canonical,
-    returns_host: ReturnsHost,
+    summaries: dict[str, dict[str, Any]], checked: Iterable[str], proof: HostProof
 ) -> dict[str, frozenset[str]]:
     """For each checked file, the `local_key`s of its loads whose path every `torch.save` of the
-    project (at least one) writes from host memory."""
-    host: dict[str, bool] = {}
-    for path, summary in summaries.items():
-        for shape, on_host in summary.get("saved_files", {}).get("saves", ()):
-            key = _project_key(path, shape, canonical)
-            if key is not None:
-                host[key] = host.get(key, True) and _holds(path, on_host, returns_host)
+    project that may write it (at least one) writes from host memory."""
     found = {}
     for path in checked:
         known = summaries.get(path)
         loads = known.get("saved_files", {}).get("loads", ()) if known is not None else ()
-        keys = frozenset(
-            local_key(shape)
-            for shape in loads
-            if host.get(_project_key(path, shape, canonical) or "") is True
-        )
+        keys = frozenset(local_key(shape) for shape in loads if proof.saved_on_host(path, shape))
         if keys:
             found[path] = keys
     return found
@@ -87,21 +93,82 @@ def needles(summaries: dict[str, dict[str, Any]]) -> set[bytes]:
     return found
 
 
-def host_returning(summaries: dict[str, dict[str, Any]], locate: Locate) -> set[Target]:
-    """The project functions known to return host data: every `return` is, given the callees
-    known so far (a least fixed point: from none, so recursion alone proves nothing)."""
-    pending = [
-        (path, qualname, condition)
-        for path, summary in summaries.items()
-        for qualname, condition in summary.get("returns", {}).items()
-    ]
-    host: set[Target] = set()
-    while True:
-        proved = [(p, q) for p, q, condition in pending if all(locate(p, r) in host for r in condition)]
-        if not proved:
-            return host
-        host.update(proved)
-        pending = [entry for entry in pending if (entry[0], entry[1]) not in host]
+class HostProof:
+    """The host facts the project's summaries prove, to a least fixed point (see the module doc)."""
+
+    def __init__(
+        self, summaries: dict[str, dict[str, Any]], locate: Locate, canonical: Canonical, library: Library
+    ) -> None:
+        self._locate, self._canonical, self._library = locate, canonical, library
+        self._saves = [
+            (path, tokens, on_host)
+            for path, summary in summaries.items()
+            for shape, on_host in summary.get("saved_files", {}).get("saves", ())
+            if (tokens := _path_tokens(path, shape, canonical)) is not None
+        ]
+        self._writers: dict[tuple[Any, ...], list[int]] = {}  # load tokens: the saves that may write it
+        self.returning: set[Target] = set()
+        self._loaded: set[tuple[Any, ...]] = set()  # load tokens proven host-saved
+        pending = [
+            (path, qualname, condition)
+            for path, summary in summaries.items()
+            for qualname, condition in summary.get("returns", {}).items()
+        ]
+        conditions = [(path, c) for path, _, c in pending] + [
+            (path, on_host) for path, _, on_host in self._saves if isinstance(on_host, list)
+        ]
+        loads = {
+            tokens
+            for path, condition in conditions
+            for key in condition
+            if key[0] == LOADED and (tokens := _path_tokens(path, key[1], canonical)) is not None
+        }
+        while True:
+            proved = [(p, q) for p, q, condition in pending if all(self._holds(p, key) for key in condition)]
+            saved = [tokens for tokens in loads - self._loaded if self._saved_on_host(tokens)]
+            if not proved and not saved:
+                return
+            self.returning.update(proved)
+            self._loaded.update(saved)
+            pending = [entry for entry in pending if (entry[0], entry[1]) not in self.returning]
+
+    def returns_host(self, path: str, reference: Reference) -> bool:
+        return self._locate(path, reference) in self.returning
+
+    def saved_on_host(self, path: str, shape: Shape) -> bool:
+        """Does every save that may write this load's path (at least one) write host data?"""
+        tokens = _path_tokens(path, shape, self._canonical)
+        return tokens is not None and self._saved_on_host(tokens)
+
+    def _saved_on_host(self, tokens: tuple[Any, ...]) -> bool:
+        writers = self._writers.get(tokens)
+        if writers is None:
+            writers = self._writers[tokens] = [
+                index for index, save in enumerate(self._saves) if _may_be_same_file(tokens, save[1])
+            ]
+        return bool(writers) and all(self._save_holds(index) for index in writers)
+
+    def _save_holds(self, index: int) -> bool:
+        """A save's host fact: True, False, or the keys that must hold."""
+        path, _, on_host = self._saves[index]
+        return on_host if isinstance(on_host, bool) else all(self._holds(path, key) for key in on_host)
+
+    def _holds(self, path: str, key: list[Any]) -> bool:
+        if key[0] in _CALLEES:
+            return self._locate(path, key) in self.returning
+        if key[0] == EXTERNAL:
+            return self._library(path, key[1], key[2]) == key[3]
+        if key[0] == LOADED:
+            return _path_tokens(path, key[1], self._canonical) in self._loaded
+        return False
+
+
+def libraries_asked(summary: dict[str, Any]) -> dict[tuple[int, str], str]:
+    """The imports `(level, dotted)` a file's host conditions need to name a third-party module,
+    with that module."""
+    conditions = [c for _, c in summary.get("saved_files", {}).get("saves", ()) if isinstance(c, list)]
+    conditions += summary.get("returns", {}).values()
+    return {(key[1], key[2]): key[3] for condition in conditions for key in condition if key[0] == EXTERNAL}
 
 
 def host_sites(
@@ -136,6 +203,7 @@ def wanted_names(summaries: dict[str, dict[str, Any]], canonical: Canonical) -> 
         for _, condition in summary.get("saved_files", {}).get("saves", ())
         if isinstance(condition, list)
         for reference in condition
+        if reference[0] in _CALLEES
     ]
     names: set[str] = set()
     while work:
@@ -145,29 +213,57 @@ def wanted_names(summaries: dict[str, dict[str, Any]], canonical: Canonical) -> 
         if name in names or target is None or target.startswith(":"):
             continue
         names.add(name)
-        work += [(found, r) for found, condition in conditions.get(name, ()) for r in condition]
+        work += [
+            (found, r) for found, condition in conditions.get(name, ()) for r in condition if r[0] in _CALLEES
+        ]
     return names
 
 
-def _holds(path: str, on_host: bool | list[Reference], returns_host: ReturnsHost) -> bool:
-    """A save's host fact: True, False, or the references that must return host data."""
-    if isinstance(on_host, bool):
-        return on_host
-    return all(returns_host(path, reference) for reference in on_host)
-
-
-def _project_key(path: str, shape: Shape, canonical: Canonical) -> str | None:
-    """The shape with each reference replaced by what it names project-wide."""
-    parts: list[Any] = []
+def _path_tokens(path: str, shape: Shape, canonical: Canonical) -> tuple[Any, ...] | None:
+    """The shape as a sequence to unify: its text char by char, `_ANY` for what is not known,
+    a key or a reference (by what it names project-wide) as one token; None when a reference
+    names nothing known."""
+    tokens: list[Any] = []
     for part in shape:
-        if isinstance(part, list) and part[0] == "ref":
+        if isinstance(part, str):
+            tokens += part
+        elif part is None:
+            tokens.append(_ANY)
+        elif part[0] == "ref":
             target = canonical(path, part[2]) if part[2] is not None else None
             if target is None:
                 return None
-            parts.append(["ref", target])
+            tokens.append(("ref", target))
         else:
-            parts.append(part)
-    return json.dumps(parts)
+            tokens.append(tuple(part))
+    return tuple(tokens)
+
+
+def _may_be_same_file(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Can the two path shapes name the same file: is there a text both match (`_ANY` matching
+    any text, `None` saved to `d / "L.pt"` and `self.lang_dir / "L.pt"`)?"""
+    for step in (1, -1):  # the literal ends first: they differ for most pairs
+        for x, y in zip(a[::step], b[::step], strict=False):
+            if x is _ANY or y is _ANY:
+                break
+            if x != y:
+                return False
+    # below[j]: do a[i + 1:] and b[j:] unify; row[j]: a[i:] and b[j:]
+    below = [False] * len(b) + [True]
+    for j in range(len(b) - 1, -1, -1):
+        below[j] = b[j] is _ANY and below[j + 1]
+    for i in range(len(a) - 1, -1, -1):
+        row = [False] * (len(b) + 1)
+        row[len(b)] = a[i] is _ANY and below[len(b)]
+        for j in range(len(b) - 1, -1, -1):
+            if a[i] is _ANY:
+                row[j] = below[j] or row[j + 1]
+            elif b[j] is _ANY:
+                row[j] = row[j + 1] or below[j]
+            else:
+                row[j] = a[i] == b[j] and below[j + 1]
+        below = row
+    return below[0]
 
 
 def dataset_bases(

@@ -105,6 +105,9 @@ class FileFacts(NamedTuple):
     host_returns: frozenset[str] = frozenset()
     # (class, parameter) of this file: a CUDA default no construction overrides (constructor_facts).
     cuda_defaults: frozenset[tuple[str, str]] = frozenset()
+    # (name, module): a name the file imports from a project package that binds it by `import
+    # module` of a third-party module (`from . import k2`; `analysis/host_facts.py`).
+    external_modules: frozenset[tuple[str, str]] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
@@ -404,22 +407,51 @@ class _Pass:
     def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
         """TDL101's facts: loads of paths saved from host memory, bases that are Datasets,
         callees returning host data."""
-        returning = load_facts.host_returning(self.summaries, self._target)
-
-        def returns_host(path: str, reference: list[Any]) -> bool:
-            return self._target(path, reference) in returning
-
-        host = load_facts.host_loads(self.summaries, self.checked, self._canonical, returns_host)
+        proof = load_facts.HostProof(self.summaries, self._target, self._canonical, self._library)
+        host = load_facts.host_loads(self.summaries, self.checked, proof)
         datasets = load_facts.dataset_bases(self.summaries, self.checked, self._class)
-        sites = load_facts.host_sites(self.summaries, self.checked, returns_host)
+        sites = load_facts.host_sites(self.summaries, self.checked, proof.returns_host)
         return {
             path: found._replace(
                 host_saved=host.get(path, frozenset()),
                 dataset_bases=datasets.get(path, frozenset()),
                 host_returns=sites.get(path, frozenset()),
+                external_modules=self._external_modules(path),
             )
             for path, found in facts.items()
         }
+
+    def _external_modules(self, path: str) -> frozenset[tuple[str, str]]:
+        """The names `path` imports at module level from a project package that re-exports a
+        third-party module under them, among those its host conditions ask about (others
+        would cost a parse of their package for nothing)."""
+        summary = self.summaries[path]
+        asked = load_facts.libraries_asked(summary)
+        return frozenset(
+            (name, library)
+            for name, reference in summary["aliases"].items()
+            if reference[0] == "module"
+            and (library := asked.get((reference[1], reference[2]))) is not None
+            and self._library(path, reference[1], reference[2]) == library
+        )
+
+    def _library(self, path: str, level: int, dotted: str, depth: int = 0) -> str | None:
+        """The third-party module an import of `path` names (`import k2`: `k2`), also through a
+        project package binding it at module level by `import k2` (`from . import k2`), whose
+        module is summarized when it has not been; None for anything else."""
+        located = self.index.locate(path, level, dotted)
+        if located is None:
+            return dotted if level == 0 else None
+        if located.file is None or len(located.attributes) != 1 or depth > _MAX_ALIASES:
+            return None
+        if located.file not in self.summaries:
+            source = self.unparsed.pop(located.file, None) or self._read(located.file)
+            if source is not None:
+                self._summarize(located.file, source)
+        alias = self.summaries.get(located.file, {}).get("aliases", {}).get(located.attributes[0])
+        if alias is None or alias[0] != "module":
+            return None
+        return self._library(located.file, alias[1], alias[2], depth + 1)
 
     def _loading(self, needles: set[bytes]) -> list[str]:
         """Checked files not parsed yet whose text may load a path saved from host memory."""

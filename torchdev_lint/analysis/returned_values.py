@@ -10,11 +10,12 @@ alone proves nothing; a callee outside the project, or in a file not read, is no
 
 - `ReturnedValues`: the summary field `returns` (pass 1, `summaries._Collector`):
   `{"f": [reference, ...]}` for each module-level function and method whose return value
-  is host data under that condition (an empty list: by itself); absent: not known.
-- `project_calls`: pass 1's view of a call: a project function's call waits on its callee.
+  is host data under that condition (an empty list: by itself); absent: not known. The
+  condition's keys are those of `host_facts.PassOneFacts` (a callee reference, or another fact
+  of the project).
+- `function_condition`, `returns_of`: a function's condition, in pass 1 and in a file's check
+  (`host_facts.FileHostFacts` judges the file's own functions on demand).
 - `summary_fact`: a condition as the summaries keep it (`saved_files` too).
-- `FileReturns`: a file's check's view of a call: the file's own functions judged on
-  demand, imported ones by what its `FileFacts` say.
 
 The propagation over the project's summaries is LibCST-free, in `load_facts`.
 """
@@ -22,20 +23,16 @@ The propagation over the project's summaries is LibCST-free, in `load_facts`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.host_values import HOST, Calls, Condition, all_of, host_condition
-from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, open_scope
+from torchdev_lint.analysis.host_values import HOST, Condition, HostFacts, all_of, host_condition
+from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.analysis.walk import children
 
-if TYPE_CHECKING:
-    from torchdev_lint.analysis.project_facts import FileFacts
-
 Reference = list[Any]
-References = Callable[[str, Scope], Reference | None]
 # Nodes whose `return`/`yield` belong to another function.
 _NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 # Decorators that leave what the function returns as it is.
@@ -53,23 +50,11 @@ _TRANSPARENT = frozenset(
 )
 
 
-def project_calls(references: References) -> Calls:
-    """A call of a project function (any callee written as a name `references` knows) is host
-    data when that function returns host data: a condition on its reference."""
-
-    def calls(call: cst.Call, scope: Scope) -> Condition | None:
-        text = dotted_name(call.func)
-        reference = references(text, scope) if text is not None else None
-        return frozenset({json.dumps(reference)}) if reference is not None else None
-
-    return calls
-
-
 class ReturnedValues:
     """The `return` statements of a file's functions, noted as the traversal passes."""
 
-    def __init__(self, references: References) -> None:
-        self._calls = project_calls(references)
+    def __init__(self, facts: HostFacts) -> None:
+        self._facts = facts
         self._found: dict[str, list[tuple[cst.Return, Scope]]] = {}
 
     def note(self, node: cst.Return, scope: Scope) -> None:
@@ -85,14 +70,14 @@ class ReturnedValues:
         found = {}
         for qualname, function in functions:
             returns = self._found.get(qualname, [])
-            condition = function_condition(function, returns, qualname in generators, self._calls)
+            condition = function_condition(function, returns, qualname in generators, self._facts)
             if condition is not None:
                 found[qualname] = [json.loads(key) for key in sorted(condition)]
         return found
 
 
 def function_condition(
-    function: cst.FunctionDef, returns: list[tuple[cst.Return, Scope]], generator: bool, calls: Calls
+    function: cst.FunctionDef, returns: list[tuple[cst.Return, Scope]], generator: bool, facts: HostFacts
 ) -> Condition | None:
     """The condition under which what `function` returns is host data: every `return` is.
     None when it returns no value, or a generator or coroutine, or has a decorator that may
@@ -102,7 +87,7 @@ def function_condition(
     if not all(_transparent(decorator) for decorator in function.decorators):
         return None
     return all_of(
-        host_condition(node.value, scope, calls, attributes=False) if node.value is not None else HOST
+        host_condition(node.value, scope, facts, attributes=False) if node.value is not None else HOST
         for node, scope in returns
     )
 
@@ -135,61 +120,7 @@ def summary_fact(condition: Condition | None) -> bool | list[Reference]:
     return [json.loads(key) for key in sorted(condition)]
 
 
-class FileReturns:
-    """A file's check: a call returns host data when its callee is a function of the file
-    whose every `return` is host data (judged on demand, through the file's other functions),
-    or an imported function the project facts (`FileFacts.host_returns`) say returns host data."""
-
-    def __init__(self, module: Scope, facts: FileFacts | None) -> None:
-        self._module = module
-        self._imported = facts.host_returns if facts is not None else frozenset()
-        self._judged: dict[int, Condition | None] = {}
-
-    def __call__(self, call: cst.Call, scope: Scope) -> Condition | None:
-        text = dotted_name(call.func)
-        if text is None:
-            return None
-        head, _, rest = text.partition(".")
-        found = self._function(head, rest, scope)
-        if found is not None:
-            return self._returns(*found)
-        bound = scope.lookup(head)
-        imported = bound is not None and bound[0].kind == "module" and bound[1][0].import_target is not None
-        return HOST if imported and text in self._imported else None
-
-    def _function(self, head: str, rest: str, scope: Scope) -> tuple[cst.FunctionDef, Scope] | None:
-        """The module-level function (`f`) or method (`self.f`, `cls.f`, `C.f`) a callee names."""
-        if head in ("self", "cls"):
-            klass = scope.enclosing_class
-            node = klass.node if klass is not None and klass.parent is self._module else None
-        else:
-            bound = scope.lookup(head)
-            if bound is None or bound[0] is not self._module or len(bound[1]) != 1:
-                return None
-            node = bound[1][0].node
-        if isinstance(node, cst.FunctionDef) and not rest:
-            return node, self._module
-        if not isinstance(node, cst.ClassDef) or not rest or "." in rest:
-            return None
-        methods = [
-            m for m in block_statements(node.body) if isinstance(m, cst.FunctionDef) and m.name.value == rest
-        ]
-        klass_scope = open_scope(node, self._module)
-        return (methods[0], klass_scope) if len(methods) == 1 and klass_scope is not None else None
-
-    def _returns(self, function: cst.FunctionDef, parent: Scope) -> Condition | None:
-        if id(function) not in self._judged:
-            self._judged[id(function)] = None  # a recursion proves nothing
-            scope = open_scope(function, parent)
-            returns, generator = _returns_of(function)
-            if scope is not None:
-                self._judged[id(function)] = function_condition(
-                    function, [(node, scope) for node in returns], generator, self
-                )
-        return self._judged[id(function)]
-
-
-def _returns_of(function: cst.FunctionDef) -> tuple[list[cst.Return], bool]:
+def returns_of(function: cst.FunctionDef) -> tuple[list[cst.Return], bool]:
     """The function's own `return` statements, and whether it is a generator."""
     returns, generator, stack = [], False, list(children(function.body))
     while stack:

@@ -31,8 +31,8 @@ from typing import Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.host_values import host_condition
-from torchdev_lint.analysis.returned_values import project_calls, summary_fact
+from torchdev_lint.analysis.host_values import HostFacts, host_condition
+from torchdev_lint.analysis.returned_values import summary_fact
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.syntax import argument, positional
 
@@ -59,9 +59,9 @@ class SavedPaths:
     """The `torch.save` paths (with whether the object is host data) and `torch.load` paths of
     one file, noted call by call during the summaries' traversal."""
 
-    def __init__(self, references: References) -> None:
+    def __init__(self, references: References, facts: HostFacts) -> None:
         self._references = references
-        self._calls = project_calls(references)
+        self._facts = facts  # pass 1's: `host_facts.PassOneFacts`
         self.saves: list[list[Any]] = []
         self.loads: list[Shape] = []
 
@@ -71,7 +71,7 @@ class SavedPaths:
             obj, path = argument(call, 0, "obj"), argument(call, 1, "f")
             if obj is not None and path is not None:
                 shape = path_shape(path.value, scope, self._references)
-                entry = [shape, summary_fact(host_condition(obj.value, scope, self._calls))]
+                entry = [shape, summary_fact(host_condition(obj.value, scope, self._facts))]
                 if distinctive(shape) and entry not in self.saves:
                     self.saves.append(entry)
         elif name == "torch.load":

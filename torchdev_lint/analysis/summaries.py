@@ -43,6 +43,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.constructor_defaults import ConstructorUses
 from torchdev_lint.analysis.dataset_bases import DatasetClasses
+from torchdev_lint.analysis.host_facts import PassOneFacts
 from torchdev_lint.analysis.parameter_uses import ParameterUses
 from torchdev_lint.analysis.requirements import CudaRequirements
 from torchdev_lint.analysis.returned_values import ReturnedValues
@@ -159,9 +160,10 @@ class _Collector:
         self.returns: set[tuple[str, int]] = set()
         self.generators: set[str] = set()
         self.parameters = ParameterUses(reference_of)  # what functions do with parameters (TDL105/204/205)
-        self.saved_files = SavedPaths(reference_of)  # torch.save/torch.load paths (TDL101)
+        host_facts = PassOneFacts(reference_of)  # conditions on the project (TDL101)
+        self.saved_files = SavedPaths(reference_of, host_facts)  # torch.save/torch.load paths (TDL101)
         self.dataset_classes = DatasetClasses(reference_of)  # bases of classes (TDL101)
-        self.returned = ReturnedValues(reference_of)  # functions returning host data (TDL101)
+        self.returned = ReturnedValues(host_facts)  # functions returning host data (TDL101)
         self.constructors = ConstructorUses(reference_of, scope)  # CUDA defaults, constructions (TDL301)
         self.classes: dict[str, list[Any]] = {}  # module-level classes: bases, names (inheritance)
         self.method_calls: set[str] = set()  # `x.name(...)` not resolved: some object's method
