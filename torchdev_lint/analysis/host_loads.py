@@ -5,9 +5,10 @@ tensor onto a device this machine lacks, judged from the load site and what the 
   written, test code, a function that deletes its `device` parameter, a generator-state or
   metadata file, a URL fixed in the code, XLA, a CUDA-only program's `torch.jit.load`, a
   scheduler, scaler or dataset class).
-- `PendingLoads`: the loads left, judged once the whole file has been traversed (an in-memory
-  round trip or a file saved from host memory by the same file, data shipped with the code,
-  a value whose every use restores host data) and whether every use is a `load_state_dict`.
+- `PendingLoads`: the file's saves and loads as the traversal meets them; the loads without a
+  sign at the call judged once the whole file has been traversed (an in-memory round trip or
+  a file saved from host memory by the same file, data shipped with the code, a value whose
+  every use restores host data) with whether every use is a `load_state_dict`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from torchdev_lint.analysis.checkpoint_loads import (
 from torchdev_lint.analysis.checkpoint_saves import SavedFiles, path_key
 from torchdev_lint.analysis.dataset_bases import derives_from_project_dataset
 from torchdev_lint.analysis.datasets import is_dataset_class
+from torchdev_lint.analysis.host_values import SAVED_OBJECT
 from torchdev_lint.analysis.load_facts import local_key
 from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.saved_files import path_shape
@@ -96,12 +98,19 @@ class PendingLoads:
     is known (a load may come before the save of its file; the fix's safety depends on every
     later use of the loaded value)."""
 
-    def __init__(self, saved: SavedFiles) -> None:
-        self.saved = saved
+    def __init__(self) -> None:
+        self.saved = SavedFiles()
         self._loads: list[tuple[cst.Call, Loader, Scope]] = []
 
-    def add(self, call: cst.Call, loader: Loader, scope: Scope) -> None:
-        self._loads.append((call, loader, scope))
+    def note(self, call: cst.Call, ctx: FileContext) -> None:
+        """A call the traversal meets: a save of the file, or a load to judge at the end."""
+        name = ctx.qualname(call.func)
+        if name in SAVED_OBJECT:
+            self.saved.note(call, name, ctx)
+            return
+        loader = unmapped_loader(call, name)
+        if loader is not None and not restores_no_device_at_call(call, loader, self.saved, ctx):
+            self._loads.append((call, loader, ctx.scope))
 
     def flagged(self, ctx: FileContext) -> Iterator[tuple[cst.Call, Loader, bool]]:
         """The loads that may restore tensors onto a missing device, each with whether

@@ -6,8 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import checkpoint_saves
-from torchdev_lint.analysis.host_loads import PendingLoads, restores_no_device_at_call, unmapped_loader
+from torchdev_lint.analysis.host_loads import PendingLoads
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import with_keyword
@@ -37,8 +36,9 @@ class LoadWithoutMapLocation(Rule):
           project functions return from those, dicts the function fills item by item with those, a `self`
           dict its class fills with those only) or that other project files write only from host memory (the
           same string, f-string shape such as `f"{prefix}.f0_stat.pt"`, constant through imports, or
-          distinctive config key); an `io.BytesIO` round trip by the class (or function) that serializes into
-          such buffers; a `self.path` that the object's `__del__` removes;
+          distinctive config key; with the project's facts, also through `from . import k2` where the package
+          does `import k2`, and from what loads of such files yield); an `io.BytesIO` round trip by the class
+          (or function) that serializes into such buffers; a `self.path` that the object's `__del__` removes;
         - host data by construction: generator states and metadata (`rng_file`, `path / _METADATA_FILENAME`, a
           file saved from `g.get_state()`), values whose every use is a generator setter or
           `torch.from_numpy`/`np.asarray`, scheduler or scaler state (`lr_scheduler.load_state_dict`,
@@ -196,12 +196,13 @@ class LoadWithoutMapLocation(Rule):
         # evaluation function named `test` is no unit test; a cache read before it is written may
         # come from another run (`embed` returns CUDA tensors); a scheduler's state next to a
         # model's is still a load of tensors; a download from a URL the caller chooses may hold
-        # anything.
+        # anything; without the project's facts, `from . import k2` may be any module.
         Invalid(
             """
             import io
             import os
             import torch
+            from . import k2
 
             def serialize_weights(state):
                 buffer = io.BytesIO()
@@ -239,12 +240,16 @@ class LoadWithoutMapLocation(Rule):
             def fetch(model, url, cached):
                 torch.hub.download_url_to_file(url, cached)
                 model.load_state_dict(torch.load(cached))
+
+            def lexicon(lang_dir):
+                return k2.Fsa.from_dict(torch.load(lang_dir / "L.pt"))
             """,
-            lines=(11, 18, 21, 28, 34, 40),
+            lines=(12, 19, 22, 29, 35, 41, 44),
             fixed="""
             import io
             import os
             import torch
+            from . import k2
 
             def serialize_weights(state):
                 buffer = io.BytesIO()
@@ -282,6 +287,9 @@ class LoadWithoutMapLocation(Rule):
             def fetch(model, url, cached):
                 torch.hub.download_url_to_file(url, cached)
                 model.load_state_dict(torch.load(cached, map_location="cpu"))
+
+            def lexicon(lang_dir):
+                return k2.Fsa.from_dict(torch.load(lang_dir / "L.pt", map_location="cpu"))
             """,
         ),
     )
@@ -573,19 +581,12 @@ class LoadWithoutMapLocation(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self.saved = checkpoint_saves.SavedFiles()
         # Judged once the whole file is known: a load may come before the save of its file,
         # and the fix's safety depends on every later use of the loaded value.
-        self.loads = PendingLoads(self.saved)
+        self.loads = PendingLoads()
 
     def visit_Call(self, node: cst.Call) -> None:
-        name = self.ctx.qualname(node.func)
-        if name in checkpoint_saves.SAVED_OBJECT:
-            self.saved.note(node, name, self.ctx)
-            return
-        loader = unmapped_loader(node, name)
-        if loader is not None and not restores_no_device_at_call(node, loader, self.saved, self.ctx):
-            self.loads.add(node, loader, self.ctx.scope)
+        self.loads.note(node, self.ctx)
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
@@ -593,7 +594,6 @@ class LoadWithoutMapLocation(Rule):
         for call, loader, safe in self.loads.flagged(self.ctx):
             cpu = self.ctx.string("cpu", at=call)  # None in an f-string leaving no quote legal: no fix
             edit = with_keyword(call, "map_location", cpu) if cpu is not None else None
-            fix = (
-                Fix("safe" if safe else "unsafe", 'Add `map_location="cpu"`', {call: edit}) if edit else None
-            )
+            title = 'Add `map_location="cpu"`'
+            fix = Fix("safe" if safe else "unsafe", title, {call: edit}) if edit else None
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)
