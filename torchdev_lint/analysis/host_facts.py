@@ -86,13 +86,13 @@ class FileHostFacts:
         found = self._function(head, rest, scope)
         if found is not None:
             return self._returns(*found)
-        if self._facts is None or not self._imported(head, scope):
+        if self._facts is None or self._import(head, scope) is None:
             return None
         return HOST if text in self._facts.host_returns else None
 
     def libraries(self, head: str, scope: Scope) -> Iterable[tuple[str, Condition]]:
-        if self._facts is None or not self._imported(head, scope):
-            return ()
+        if self._facts is None or not isinstance(self._import(head, scope), cst.ImportFrom):
+            return ()  # `import k2` itself: the name resolves to the module already
         modules = self._facts.external_modules  # looked up member by member (the runner records them)
         return [(library, HOST) for library in LIBRARIES if (head, library) in modules]
 
@@ -100,10 +100,12 @@ class FileHostFacts:
         known = self._facts is not None and local_key(path_shape(path, scope)) in self._facts.host_saved
         return HOST if known else None
 
-    def _imported(self, head: str, scope: Scope) -> bool:
-        """Is `head` bound, where it is used, by one import at module level?"""
+    def _import(self, head: str, scope: Scope) -> cst.CSTNode | None:
+        """The import statement binding `head` where it is used, when it is one at module level."""
         bound = scope.lookup(head)
-        return bound is not None and bound[0].kind == "module" and bound[1][0].import_target is not None
+        if bound is None or bound[0].kind != "module" or bound[1][0].import_target is None:
+            return None
+        return bound[1][0].node
 
     def _function(self, head: str, rest: str, scope: Scope) -> tuple[cst.FunctionDef, Scope] | None:
         """The module-level function (`f`) or method (`self.f`, `cls.f`, `C.f`) a callee names."""
