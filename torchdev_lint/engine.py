@@ -29,7 +29,7 @@ from torchdev_lint.analysis.scopes import (
     dotted_name,
     resolve,
 )
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.walk import children
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, FixInfo, SourceError
 from torchdev_lint.noqa import Directives
@@ -137,13 +137,8 @@ class FileContext:
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 
-    # Scope bookkeeping, driven by the dispatcher before rules see a node.
-    def enter(self, node: cst.CSTNode) -> None:
-        self.ancestors.append(node)
-        opens = _OPENS.get(type(node))  # one lookup: most nodes open nothing
-        if opens is not None:
-            opens(self, node)
-
+    # Scope bookkeeping, driven by the dispatcher before rules see a node (see `_OPENS`); the
+    # dispatcher also keeps `ancestors` and restores the scope a node opened when it is left.
     def _open_function(self, node: cst.FunctionDef | cst.Lambda) -> None:
         self.scope = Scope(node, "function" if type(node) is cst.FunctionDef else "lambda", self.scope)
         collect_function_bindings(self.scope, node)
@@ -158,11 +153,6 @@ class FileContext:
 
     def _open_module(self, node: cst.Module) -> None:
         collect_bindings(self.scope, node.body)
-
-    def leave(self, node: cst.CSTNode) -> None:
-        self.ancestors.pop()
-        if node is self.scope.node and self.scope.parent is not None:
-            self.scope = self.scope.parent
 
     def _record_call(self, node: cst.Call) -> None:
         self._call_paths[id(node)] = tuple(self.ancestors)
@@ -202,38 +192,61 @@ class _Dispatcher:
 
     def __init__(self, ctx: FileContext, rules: Sequence[Rule]) -> None:
         self.ctx = ctx
-        self.visits: dict[type, list[Handler]] = defaultdict(list)
-        self.leaves: dict[type, list[Handler]] = defaultdict(list)
+        visits: dict[type, list[Handler]] = defaultdict(list)
+        leaves: dict[type, list[Handler]] = defaultdict(list)
         self.scope_leaves = [
             rule.leave_scope for rule in rules if type(rule).leave_scope is not Rule.leave_scope
         ]
         for rule in rules:
             for attr in dir(type(rule)):
                 prefix, _, node_name = attr.partition("_")
-                table = {"visit": self.visits, "leave": self.leaves}.get(prefix)
+                table = {"visit": visits, "leave": leaves}.get(prefix)
                 if table is not None and node_name and hasattr(cst, node_name):
                     table[getattr(cst, node_name)].append(getattr(rule, attr))
+        self.visits = dict(visits)
+        self.leaves = dict(leaves)
 
-    def enter(self, node: cst.CSTNode) -> None:
-        self.ctx.enter(node)
-        handlers = self.visits.get(type(node))
-        if handlers is not None:
-            for handler in handlers:
-                handler(node)
-
-    def leave(self, node: cst.CSTNode) -> None:
-        handlers = self.leaves.get(type(node))
-        if handlers is not None:
-            for handler in handlers:
-                handler(node)
+    def run(self, root: cst.Module) -> None:
+        """`analysis.walk.walk` over `root` with the dispatch written into its loop: per node, a
+        table lookup on entry and one on exit instead of four calls (into the dispatcher and
+        into the context, each way), which cost a fifth of a check with the default rules."""
         ctx = self.ctx
-        scope = ctx.scope
-        if node is scope.node and scope.kind in _JUDGED_SCOPES:
-            for scope_handler in self.scope_leaves:
-                scope_handler(scope)
-        ctx.leave(node)
+        ancestors = ctx.ancestors
+        visits, leaves, scope_leaves = self.visits.get, self.leaves.get, self.scope_leaves
+        opening = _OPENS.get
+        stack: list[Any] = [root]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        while stack:
+            node = pop()
+            if node is _LEAVE:
+                node = pop()
+                handlers = leaves(type(node))
+                if handlers is not None:
+                    for handler in handlers:
+                        handler(node)
+                scope = ctx.scope
+                if node is scope.node:
+                    if scope.kind in _JUDGED_SCOPES:
+                        for scope_handler in scope_leaves:
+                            scope_handler(scope)
+                    if scope.parent is not None:
+                        ctx.scope = scope.parent
+                ancestors.pop()
+                continue
+            ancestors.append(node)
+            opens = opening(type(node))  # most nodes open nothing
+            if opens is not None:
+                opens(ctx, node)
+            handlers = visits(type(node))
+            if handlers is not None:
+                for handler in handlers:
+                    handler(node)
+            push(node)
+            push(_LEAVE)
+            extend(reversed(children(node)))
 
 
+_LEAVE = object()  # on the stack under the children of a node entered: leave it then
 _JUDGED_SCOPES = frozenset({"module", "class", "function"})
 
 
@@ -342,7 +355,7 @@ def _triggered(source: bytes | str, rule: type[Rule]) -> bool:
         return True
     for trigger in rule.triggers:
         pattern = _spaced(trigger, bytes if isinstance(source, bytes) else str)
-        if pattern is not None and pattern.search(source) is not None:  # type: ignore[arg-type]
+        if pattern is not None and pattern.search(source) is not None:
             return True
     return False
 
@@ -414,7 +427,7 @@ def check_module(
     if not instances:
         return result
     try:
-        walk(module, dispatcher.enter, dispatcher.leave)
+        dispatcher.run(module)
         if ctx.findings:
             _locate(result, original)  # positions: LibCST code generation recurses
     except RecursionError:

@@ -53,6 +53,12 @@ class Scope:
         # `self.model`): method calls `key.attr(...)` and direct calls `key(...)`.
         self.method_calls: dict[str, list[tuple[str, cst.Call]]] = defaultdict(list)
         self.calls: dict[str, list[cst.Call]] = defaultdict(list)
+        # What `resolve` found here, by name and by node (id -> the node, kept alive so that its
+        # id is not reused, and its name): rules ask the same names and the same call's callee
+        # many times. Sound since a scope's bindings are all collected when it opens, before any
+        # use in it or in a scope nested in it is resolved; `bind` forgets them all the same.
+        self._names: dict[str, str | None] = {}
+        self._nodes: dict[int, tuple[cst.BaseExpression, str | None]] = {}
 
     @property
     def owner(self) -> Scope:
@@ -79,6 +85,9 @@ class Scope:
 
     def bind(self, name: str, binding: Binding) -> None:
         self.bindings[name].append(binding)
+        if self._nodes or self._names:
+            self._nodes.clear()
+            self._names.clear()
 
     def lookup(self, name: str) -> tuple[Scope, list[Binding]] | None:
         """The bindings that a use of `name` in this scope sees, with their scope."""
@@ -96,11 +105,15 @@ class Scope:
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """`a.b.c` for a chain of attributes on a name, else None."""
+    # Exact types, not isinstance: LibCST's node classes are ABCs, whose isinstance misses are
+    # slow, and no node class derives from Attribute or Name.
+    if type(node) is cst.Name:
+        return node.value
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
     parts.append(node.value)
     return ".".join(reversed(parts))
@@ -113,14 +126,34 @@ def resolve(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> str | Non
     shadowing an import gives None; a plain alias `DL = torch.utils.data.DataLoader`
     is followed.
     """
-    if isinstance(node, cst.Attribute):
-        base = resolve(node.value, scope, depth)
+    if depth:
+        return _resolve(node, scope, depth)
+    known = scope._nodes.get(id(node))
+    if known is not None and known[0] is node:
+        return known[1]
+    found = _resolve(node, scope, 0)
+    scope._nodes[id(node)] = (node, found)
+    return found
+
+
+def _resolve(node: cst.BaseExpression, scope: Scope, depth: int) -> str | None:
+    if type(node) is cst.Attribute:
+        base = _resolve(node.value, scope, depth)
         return None if base is None else f"{base}.{node.attr.value}"
-    if not isinstance(node, cst.Name):
+    if type(node) is not cst.Name:
         return None
-    found = scope.lookup(node.value)
+    if depth:
+        return _resolve_name(node.value, scope, depth)
+    names = scope._names
+    if node.value not in names:
+        names[node.value] = _resolve_name(node.value, scope, 0)
+    return names[node.value]
+
+
+def _resolve_name(name: str, scope: Scope, depth: int) -> str | None:
+    found = scope.lookup(name)
     if found is None:
-        return f"builtins.{node.value}" if node.value in BUILTIN_NAMES else None
+        return f"builtins.{name}" if name in BUILTIN_NAMES else None
     owner, bindings = found
     # Stop at the first binding that is unknown or disagrees: each binding's value may name the
     # same name again (`df = df.reindex(...)` ten times), and resolving them all at every level

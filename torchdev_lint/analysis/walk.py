@@ -15,6 +15,8 @@ import inspect
 import re
 import typing
 from collections.abc import Callable
+from operator import attrgetter
+from typing import Any
 
 import libcst as cst
 
@@ -43,7 +45,9 @@ TRIVIA: tuple[type[cst.CSTNode], ...] = (
     cst.Asynchronous,
 )
 _SELF_FIELD = re.compile(r"self\.(\w+)")
-_FIELDS: dict[type, tuple[str, ...]] = {}
+# Node type -> a function giving its child fields' values at once (`attrgetter` of them all:
+# one call instead of a `getattr` per field).
+_GETTERS: dict[type, Callable[[cst.CSTNode], tuple[Any, ...]]] = {}
 
 
 def _child_fields(node_type: type) -> tuple[str, ...]:
@@ -63,7 +67,6 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
         and n not in ("leading_lines", "lpar", "rpar")
         and _may_hold_node(types[n])
     )
-    _FIELDS[node_type] = fields
     return fields
 
 
@@ -95,16 +98,34 @@ def _category(value_type: type) -> int:
     return category
 
 
+def _getter(node_type: type) -> Callable[[cst.CSTNode], tuple[Any, ...]]:
+    """The function giving a node type's child fields' values, as a tuple."""
+    fields = _child_fields(node_type)
+    getter: Callable[[cst.CSTNode], tuple[Any, ...]]
+    if len(fields) > 1:
+        getter = attrgetter(*fields)
+    elif fields:
+        field = attrgetter(fields[0])
+
+        def getter(node: cst.CSTNode) -> tuple[Any, ...]:
+            return (field(node),)
+    else:
+        getter = _no_fields
+    _GETTERS[node_type] = getter
+    return getter
+
+
+def _no_fields(node: cst.CSTNode) -> tuple[Any, ...]:
+    return ()
+
+
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """Non-trivia children of `node`, in source order."""
     found: list[cst.CSTNode] = []
-    node_type = type(node)
-    # `None` marks a miss: a field-less node (`...`, `*`) caches (), and _NOT_NODE is 0.
-    fields = _FIELDS.get(node_type)
-    if fields is None:
-        fields = _child_fields(node_type)
-    for name in fields:
-        value = getattr(node, name)
+    getter = _GETTERS.get(type(node))
+    if getter is None:
+        getter = _getter(type(node))
+    for value in getter(node):
         category = _CATEGORY.get(type(value))
         if category is None:
             category = _category(type(value))
