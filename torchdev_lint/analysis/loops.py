@@ -14,10 +14,13 @@ import libcst as cst
 
 from torchdev_lint.analysis.bindings import unpacked, walk_bindings
 from torchdev_lint.analysis.scopes import dotted_name
-from torchdev_lint.analysis.walk import visit
+from torchdev_lint.analysis.walk import children, visit
 
 Loop = cst.For | cst.While
-_SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+# Exact node types (LibCST's are final): `type(node) in` a set costs far less than `isinstance`
+# with LibCST's abstract base classes, and `enclosing_loops` runs for most calls of a file.
+_SCOPE_TYPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_LOOP_TYPES = frozenset({cst.For, cst.While})
 # Per loop (LibCST nodes hash and compare by identity); bounded, as no file context is at hand here.
 _bound_cache: dict[Loop, frozenset[str]] = {}
 
@@ -31,9 +34,14 @@ def enclosing_loops(ancestors: Sequence[cst.CSTNode]) -> list[Loop]:
     loops: list[Loop] = []
     for index in range(len(ancestors) - 2, -1, -1):
         node = ancestors[index]
-        if isinstance(node, _SCOPE_NODES):
+        kind = type(node)
+        if kind in _SCOPE_TYPES:
             break
-        if isinstance(node, (cst.For, cst.While)) and ancestors[index + 1] is node.body:
+        if (
+            kind in _LOOP_TYPES
+            and isinstance(node, (cst.For, cst.While))
+            and ancestors[index + 1] is node.body
+        ):
             loops.append(node)
     return loops
 
@@ -134,25 +142,22 @@ def loop_bound_names(loop: Loop) -> frozenset[str]:
 def names_in(node: cst.CSTNode) -> set[str]:
     """Dotted names read by an expression: `a`, `a.b`, with every prefix (`a` for `a.b`)."""
     found: set[str] = set()
-    visit(node, _Reader(found))
+    stack = [node]  # one pass of the walker's child lists, no visitor dispatch
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        current = pop()
+        if type(current) is cst.Name:
+            found.add(current.value)
+        elif type(current) is cst.Attribute:
+            name = dotted_name(current)
+            if name is None:
+                stack.append(current.value)  # `f().x`: the `x` is no name read
+                continue
+            parts = name.split(".")
+            found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        else:
+            extend(children(current))
     return found
-
-
-class _Reader(cst.CSTVisitor):
-    def __init__(self, found: set[str]) -> None:
-        self.found = found
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        name = dotted_name(node)
-        if name is None:
-            visit(node.value, self)  # `f().x`: the `x` is no name read
-            return False
-        parts = name.split(".")
-        self.found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.found.add(node.value)
 
 
 def depends_on(node: cst.CSTNode, names: frozenset[str] | set[str]) -> bool:
@@ -217,29 +222,22 @@ def statements_before(loop: Loop, statement: cst.BaseStatement) -> list[cst.Base
 _all_calls_cache: dict[Loop, list[cst.Call]] = {}
 
 
-class _Calls(cst.CSTVisitor):
-    def __init__(self, calls: list[cst.Call]) -> None:
-        self.calls = calls
-
-    def visit_Call(self, node: cst.Call) -> None:
-        self.calls.append(node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
 def calls_in(loop: Loop) -> list[cst.Call]:
-    """Every call in the loop body, nested scopes excluded."""
+    """Every call in the loop body in source order, nested scopes excluded."""
     calls = _all_calls_cache.get(loop)
     if calls is None:
         if len(_all_calls_cache) > 4096:
             _all_calls_cache.clear()
-        calls = []
-        visit(loop.body, _Calls(calls))
-        _all_calls_cache[loop] = calls
+        calls = _all_calls_cache[loop] = []
+        stack: list[cst.CSTNode] = [loop.body]  # one pass of the walker's child lists, in source order
+        pop, extend = stack.pop, stack.extend
+        while stack:
+            node = pop()
+            if type(node) is cst.Call:
+                calls.append(node)
+            elif type(node) is cst.FunctionDef or type(node) is cst.Lambda:
+                continue
+            extend(reversed(children(node)))
     return calls
 
 

@@ -12,7 +12,6 @@ from torchdev_lint.analysis.devices import Move, as_move
 from torchdev_lint.analysis.item_moves import (
     chain_root,
     comprehension_move,
-    item_collection,
     item_loop,
     matches_layer,
     moved_aliases,
@@ -505,17 +504,18 @@ class PerItemTransferInLoop(Rule):
 
     # (b) for item in items: model(item.to(d))
     def _check_model_call(self, node: cst.Call, scope: Scope) -> None:
-        loop = item_loop(self.ctx.ancestors, scope)
-        if loop is None or not item_collection(loop.iter, scope) or shapes_differ(loop.iter, scope):
+        # Cheap questions first: an argument that may be a move (a call, or a name bound to one).
+        passed = [a.value for a in node.args if type(a.value) is cst.Call or type(a.value) is cst.Name]
+        loop = item_loop(self.ctx.ancestors, scope) if passed else None
+        if loop is None or shapes_differ(loop.iter, scope):  # item_loop: over an item collection
             return
         item = loop.target.value  # type: ignore[attr-defined]
-        aliases = moved_aliases(loop, item, scope)
+        aliases = moved_aliases(loop, item, scope) if any(type(v) is cst.Name for v in passed) else {}
         varying = loop_bound_names(loop)
         for arg in node.args:
             value = arg.value
             move = as_move(value, scope) if isinstance(value, cst.Call) else None
-            if move is None and isinstance(value, cst.Name):
-                move = aliases.get(value.value)
+            move = aliases.get(value.value) if move is None and isinstance(value, cst.Name) else move
             if move is None or not per_item_move(move, item, varying) or matches_layer(move, scope):
                 continue
             # Other inputs that change per iteration (`x = model(x, t.to(d))`): a sequential loop.

@@ -213,10 +213,12 @@ class ModuleTransferInLoop(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.ctx.scope
         move = as_move(node, scope)
-        if move is None or not flow.module_by_any_evidence(move.receiver, self.ctx):
+        if move is None:
             return
+        # Whether the receiver is a module is asked last: it may take the function's flow analysis,
+        # and most moves are not repeated by a loop.
         found = invariant_move(move, self.ctx.ancestors, scope, tensor=False)
-        if found is None:
+        if found is None or not flow.module_by_any_evidence(move.receiver, self.ctx):
             return
         hoisted = found.hoisted()
         safe = found.always_runs and not found.handed_on

@@ -280,16 +280,17 @@ class InvariantTransferInLoop(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.ctx.scope
         move = as_move(node, scope)
-        if move is None or flow.module_by_any_evidence(move.receiver, self.ctx):
-            return
         # A bare `g.cuda()` statement only makes sense on a module (a tensor's copy would be
         # discarded, which is TDL306's): leave it to TDL202, which needs module evidence.
-        if isinstance(self.ctx.parent(), cst.Expr):
+        if move is None or isinstance(self.ctx.parent(), cst.Expr):
             return
         found = invariant_move(move, self.ctx.ancestors, scope, tensor=True)
         if found is None or found.reassigns_receiver:
             return  # `x = x.to(d)` moves once; later iterations find it there already
-        self.report(node, fix=self._fix(found, scope))
+        # Asked last: it may take the function's flow analysis, and most moves are not in a loop.
+        if flow.module_by_any_evidence(move.receiver, self.ctx):
+            return
+        self.report(node, fix=self._fix(found, scope) if self.ctx.fixes else None)
 
     def _fix(self, found: InvariantMove, scope: Scope) -> Fix | None:
         """Hoist the move statement, or bind the moved tensor to a new name before the loop."""

@@ -368,6 +368,8 @@ class LossAccumulatedWithGraph(Rule):
 
     def _loop_facts(self, loop: Loop) -> _LoopFacts:
         backward = [c for c in calls_in(loop) if _method(c) == "backward"]
+        if not backward:
+            return _LoopFacts(frozenset(), False)  # no training loop: its losses are never asked
         losses = {dotted_name(c.func.value) for c in backward if isinstance(c.func, cst.Attribute)}
         numbers: set[str] = set()
         for target, value in _collect(loop.body, self.ctx).assignments:
