@@ -10,11 +10,16 @@ a method binds itself.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchdev_lint.analysis.scopes import Scope, block_statements, resolve
+from torchdev_lint.analysis.units import definition_owners, imported_roots, remember
 from torchdev_lint.analysis.walk import children, visit
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
 
 # Creating learnable state in a store of its own, outside the module's parameters.
 _PARAM_STORE_CALLS = frozenset({"pyro.param", "pyro.primitives.param"})
@@ -116,12 +121,11 @@ def initialises_module(statement: cst.BaseStatement) -> bool:
     return False
 
 
-def keeps_state_in_param_store(node: cst.ClassDef, scope: Scope) -> bool:
+def keeps_state_in_param_store(node: cst.ClassDef, scope: Scope, ctx: FileContext) -> bool:
     """A method creates its learnable state with `pyro.param(...)`: Pyro's param store holds it,
     `model.to()` never moves it, so the module runs wherever the default device puts every tensor."""
-    module = scope.module.node
-    if isinstance(module, cst.Module) and not _name_mentions(module).names["pyro"]:
-        return False  # only an import that names `pyro` resolves a call to Pyro (no walk of the class)
+    if "pyro" not in imported_roots(ctx):
+        return False  # only an import of Pyro binds a name that resolves to it (no walk of the class)
     finder = _ParamStoreCalls(scope)
     visit(node.body, finder)
     return finder.found
@@ -137,58 +141,54 @@ class _ParamStoreCalls(cst.CSTVisitor):
         return not self.found
 
 
-def built_only_for_export(class_name: str, module: cst.Module) -> bool:
+def built_only_for_export(class_name: str, ctx: FileContext) -> bool:
     """Every mention of the class in its file is a call inside a function named for export
     (`export_coreml`): a wrapper built to be traced once on the host, never moved to a device."""
-    mentions = _name_mentions(module)
-    export_calls = mentions.export_calls[class_name]
-    return export_calls > 0 and mentions.names[class_name] == export_calls + 1  # and its `class` line
+    calls = remember(ctx, "calls in export functions", ctx.module, lambda: _export_calls(ctx))
+    export_calls = calls[class_name]
+    if not export_calls:
+        return False  # most files: no export function calls the class, so no count of every name
+    names = remember(ctx, "name counts", ctx.module, lambda: _name_counts(ctx.module))
+    return names[class_name] == export_calls + 1  # and its `class` line
 
 
-# The last module counted: every module class of a file asks about the same tree.
-_counted: list[tuple[cst.Module, _NameMentions]] = []
-
-
-def _name_mentions(module: cst.Module) -> _NameMentions:
-    if _counted and _counted[0][0] is module:
-        return _counted[0][1]
-    mentions = _NameMentions()
-    mentions.count(module)
-    _counted[:] = [(module, mentions)]
-    return mentions
-
-
-class _NameMentions:
-    """How often each name occurs in a module, and how often it is called inside export functions
-    (a function whose name holds `export`, or anything nested in one)."""
-
-    def __init__(self) -> None:
-        self.names: Counter[str] = Counter()
-        self.export_calls: Counter[str] = Counter()
-
-    def count(self, module: cst.Module) -> None:
-        # One pass of the walker's child lists, no visitor dispatch: this runs on a whole module.
-        found: list[str] = []  # counted at the end, in one `Counter.update`
-        stack: list[cst.CSTNode] = [module]
+def _export_calls(ctx: FileContext) -> Counter[str]:
+    """How often each name is called inside export functions (a function whose name holds
+    `export`, or anything nested in one), from the file's definitions, not a walk of the file."""
+    definitions = definition_owners(ctx)
+    calls: Counter[str] = Counter()
+    for definition in definitions:
+        if not (isinstance(definition, cst.FunctionDef) and _exports(definition)):
+            continue
+        owner = definitions.get(definition)
+        while owner is not None and not (isinstance(owner, cst.FunctionDef) and _exports(owner)):
+            owner = definitions.get(owner)
+        if owner is not None:
+            continue  # nested in an export function, whose own walk counts it
+        stack: list[cst.CSTNode] = [definition]
         pop, extend = stack.pop, stack.extend
         while stack:
             node = pop()
-            if type(node) is cst.Name:
-                found.append(node.value)
-            elif type(node) is cst.FunctionDef and "export" in node.name.value.lower():
-                self._count_export(node, found)
-            else:
-                extend(children(node))
-        self.names.update(found)
-
-    def _count_export(self, function: cst.FunctionDef, found: list[str]) -> None:
-        stack: list[cst.CSTNode] = [function]
-        pop, extend = stack.pop, stack.extend
-        while stack:
-            node = pop()
-            if type(node) is cst.Name:
-                found.append(node.value)
-                continue
             if type(node) is cst.Call and isinstance(node.func, cst.Name):
-                self.export_calls[node.func.value] += 1
+                calls[node.func.value] += 1
             extend(children(node))
+    return calls
+
+
+def _exports(function: cst.FunctionDef) -> bool:
+    return "export" in function.name.value.lower()
+
+
+def _name_counts(module: cst.Module) -> Counter[str]:
+    """How often each name occurs in the module: one pass of the walker's child lists, no visitor
+    dispatch (this runs on a whole module)."""
+    found: list[str] = []  # counted at the end, in one `Counter.update`
+    stack: list[cst.CSTNode] = [module]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        node = pop()
+        if type(node) is cst.Name:
+            found.append(node.value)
+        else:
+            extend(children(node))
+    return Counter(found)

@@ -12,7 +12,7 @@ A built scope has the bindings but not the uses the traversal records
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar
 
 import libcst as cst
 
@@ -70,7 +70,7 @@ def scope_of(node: cst.CSTNode, ctx: FileContext) -> Scope | None:
     cache = memo(ctx)
     key = ("scope", node)
     if key not in cache:
-        parent = _parents(ctx).get(node)
+        parent = definition_owners(ctx).get(node)
         parent_scope = scope_of(parent, ctx) if parent is not None else None
         cache[key] = open_scope(node, parent_scope) if parent_scope is not None else None
     return cache[key]  # type: ignore[return-value]
@@ -96,30 +96,72 @@ def method_class(function: cst.FunctionDef, scope: Scope) -> cst.ClassDef | None
     return class_node
 
 
-def _parents(ctx: FileContext) -> dict[cst.CSTNode, cst.CSTNode]:
+def definition_owners(ctx: FileContext) -> dict[cst.CSTNode, cst.CSTNode]:
     """Each class and function statement of the file, mapped to the module, class or function holding it."""
-    cache = memo(ctx)
-    found = cast("dict[cst.CSTNode, cst.CSTNode] | None", cache.get("parents"))
-    if found is None:
-        found = {}
-        stack: list[tuple[cst.CSTNode, cst.CSTNode]] = [(s, ctx.module) for s in ctx.module.body]
+    return _statements(ctx).parents
+
+
+def imported_roots(ctx: FileContext) -> frozenset[str]:
+    """The first name of every module an absolute import of the file names, at any depth
+    (`torch` for `import torch.nn as nn` and `from torch.nn import Linear`): only an import
+    binds a name that resolves to a module's API (`scopes.resolve`)."""
+    return _statements(ctx).imported
+
+
+class _Statements:
+    """What one pass over the file's statements (no expressions) finds: where each class and
+    function sits, and the modules its imports name."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        imported: set[str] = set()
+        stack: list[tuple[cst.CSTNode, cst.CSTNode]] = [(s, module) for s in module.body]
+        # Exact types: LibCST's node classes are final, and isinstance on their ABCs is slow.
         while stack:
             statement, owner = stack.pop()
-            if isinstance(statement, cst.SimpleStatementLine):
+            if type(statement) is cst.SimpleStatementLine:
+                for small in statement.body:
+                    if type(small) is cst.Import or type(small) is cst.ImportFrom:
+                        imported.update(_roots(small))
                 continue
-            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                found[statement] = owner
+            if type(statement) is cst.FunctionDef or type(statement) is cst.ClassDef:
+                self.parents[statement] = owner
                 stack.extend((s, statement) for s in block_statements(statement.body))
                 continue
             for attr in _NESTED_BLOCKS:
                 child = getattr(statement, attr, None)
                 if child is None:
                     continue
-                if isinstance(child, cst.BaseSuite):
+                if type(child) is cst.IndentedBlock or type(child) is cst.SimpleStatementSuite:
                     stack.extend((s, owner) for s in block_statements(child))
-                elif isinstance(child, (list, tuple)):
+                elif type(child) is list or type(child) is tuple:
                     stack.extend((c, owner) for c in child)  # except handlers, match cases
                 elif isinstance(child, cst.CSTNode):
                     stack.append((child, owner))  # an `else`, `elif` or `finally` clause
-        cache["parents"] = found
+        self.imported = frozenset(imported)
+
+
+def _roots(statement: cst.Import | cst.ImportFrom) -> list[str]:
+    if isinstance(statement, cst.ImportFrom):
+        module = statement.module
+        if statement.relative or module is None:
+            return []
+        names = [module]
+    else:
+        names = [alias.name for alias in statement.names]
+    roots = []
+    for name in names:
+        root: cst.BaseExpression = name
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name):
+            roots.append(root.value)
+    return roots
+
+
+def _statements(ctx: FileContext) -> _Statements:
+    cache = memo(ctx)
+    found = cache.get("statements")
+    if not isinstance(found, _Statements):
+        found = cache["statements"] = _Statements(ctx.module)
     return found

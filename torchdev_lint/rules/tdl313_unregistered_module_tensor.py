@@ -521,8 +521,8 @@ class UnregisteredModuleTensor(Rule):
         methods = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
         if (
             any(m.name.value in _MOVE_OVERRIDES for m in methods)
-            or built_only_for_export(node.name.value, self.ctx.module)
-            or keeps_state_in_param_store(node, scope.parent or scope)
+            or built_only_for_export(node.name.value, self.ctx)
+            or keeps_state_in_param_store(node, scope.parent or scope, self.ctx)
         ):
             return
         init = next((m for m in methods if m.name.value == "__init__"), None)
