@@ -88,7 +88,12 @@ def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
     for branch, body in pairwise(ancestors[innermost:]):
         if isinstance(branch, cst.If) and body is branch.body and _first_use(branch.test, scope):
             return True
-    return bool(functions) and _setup_callers(scope).called_only_at_setup(functions[-1])
+    # Only a private function can be called from setup code alone (asked before the file's index is built).
+    return (
+        bool(functions)
+        and _private(functions[-1].name.value)
+        and _setup_callers(scope).called_only_at_setup(functions[-1])
+    )
 
 
 def _setup_callers(scope: Scope) -> _SetupCallers:
