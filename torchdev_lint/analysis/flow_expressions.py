@@ -37,26 +37,27 @@ class Expressions:
         # One statement's expressions all see one state: the record keeps it to place conflicts.
         self.record.state = state
         handler = _DISPATCH.get(type(node))
-        if handler is not None:
-            value = handler(self, node, state)
-        elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
-            for element in node.elements:
-                self.eval(element.value, state)
-            value = OTHER
-        elif isinstance(node, cst.Dict):
-            for entry in node.elements:
-                if isinstance(entry, cst.DictElement):
-                    self.eval(entry.key, state)
-                self.eval(entry.value, state)
-            value = OTHER
-        elif isinstance(node, cst.BooleanOperation):
-            self.eval(node.left, state)
-            self.eval(node.right, state)
-            value = None
-        else:
-            value = None  # lambdas and comprehensions run elsewhere: not followed
+        # Lambdas and comprehensions run elsewhere: not followed.
+        value = handler(self, node, state) if handler is not None else None
         self.record.values[node] = value
         return value
+
+    def _elements(self, node: cst.Tuple | cst.List | cst.Set, state: State) -> Value | None:
+        for element in node.elements:
+            self.eval(element.value, state)
+        return OTHER
+
+    def _dict(self, node: cst.Dict, state: State) -> Value | None:
+        for entry in node.elements:
+            if isinstance(entry, cst.DictElement):
+                self.eval(entry.key, state)
+            self.eval(entry.value, state)
+        return OTHER
+
+    def _boolean(self, node: cst.BooleanOperation, state: State) -> Value | None:
+        self.eval(node.left, state)
+        self.eval(node.right, state)
+        return None
 
     def _name(self, node: cst.Name, state: State) -> Value | None:
         return self.record.lookup(node.value, node, state)
@@ -237,7 +238,8 @@ def _other(expressions: Expressions, node: cst.BaseExpression, state: State) -> 
 
 
 # The evaluator of each expression type, as plain functions: bound methods kept on
-# the instance would tie every `Expressions` into a reference cycle.
+# the instance would tie every `Expressions` into a reference cycle. By exact type
+# (LibCST's node classes are final): isinstance on their ABCs is slow.
 _DISPATCH: dict[type[cst.CSTNode], Callable[[Expressions, Any, State], Value | None]] = {
     cst.Name: Expressions._name,
     cst.Attribute: Expressions._attribute,
@@ -255,4 +257,9 @@ _DISPATCH: dict[type[cst.CSTNode], Callable[[Expressions, Any, State], Value | N
     cst.FormattedString: Expressions._fstring,
     cst.NamedExpr: Expressions._walrus,
     cst.Await: Expressions._await,
+    cst.Tuple: Expressions._elements,
+    cst.List: Expressions._elements,
+    cst.Set: Expressions._elements,
+    cst.Dict: Expressions._dict,
+    cst.BooleanOperation: Expressions._boolean,
 }

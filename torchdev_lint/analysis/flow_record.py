@@ -78,6 +78,8 @@ class Record:
         self.expect_error = 0  # inside `with pytest.raises(...)` and kin: conflicts are expected
         # The state the expression being evaluated sees (set by the evaluator), for `_still`.
         self.state = State()
+        # What a key not in the state holds (`lookup`): it depends on the key alone within a run.
+        self._outside: dict[str, Value | None] = {}
 
     def result(self) -> Flow:
         return Flow(
@@ -91,6 +93,14 @@ class Record:
         value = state.vars.get(key)
         if value is not None:
             return value
+        if key in self._outside:
+            return self._outside[key]
+        value = self._outside[key] = self._outside_value(key, node)
+        return value
+
+    def _outside_value(self, key: str, node: cst.BaseExpression) -> Value | None:
+        """What `key` (`node`'s dotted name) holds when the state knows nothing of it: the same
+        for every occurrence in a run, since the scope and the evidence do not change."""
         if isinstance(node, cst.Name):
             outer = outer_device(node, self.scope)
             if outer is not None:
