@@ -10,13 +10,19 @@ with a layer's device and dtype, which are not host-to-device transfers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from torchdev_lint.analysis.devices import Move, as_move
 from torchdev_lint.analysis.loaders import is_batch_source, iterates_mapping
 from torchdev_lint.analysis.loops import depends_on, innermost_loop
 from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.units import memo
 from torchdev_lint.syntax import keyword
+
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
 
 
 def chain_root(node: cst.BaseExpression) -> str | None:
@@ -86,14 +92,21 @@ def item_collection(iterable: cst.BaseExpression, scope: Scope) -> bool:
     return not is_batch_source(iterable, scope) and not iterates_mapping(iterable)
 
 
-def item_loop(ancestors: list[cst.CSTNode], scope: Scope) -> cst.For | None:
-    """The innermost loop, when it is a `for <name> in <collection>` loop."""
-    loop = innermost_loop(ancestors)
+def item_loop(ctx: FileContext) -> cst.For | None:
+    """The innermost loop around the node being visited, when it is a `for <name> in <collection>` loop."""
+    loop = innermost_loop(ctx.ancestors)
     if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Name):
         return None
-    if loop.asynchronous is not None or not item_collection(loop.iter, scope):
+    if loop.asynchronous is not None:
         return None
-    return loop
+    # Asked for each call in the loop: once per loop and scope (a comprehension's may differ), which
+    # is sound since a scope's bindings are all collected when it opens.
+    key = ("item collection", loop, ctx.scope)
+    cache = memo(ctx)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = item_collection(loop.iter, ctx.scope)
+    return loop if found else None
 
 
 def moved_aliases(loop: cst.For, item: str, scope: Scope) -> dict[str, Move]:

@@ -487,7 +487,7 @@ class PerItemTransferInLoop(Rule):
             return
         if not isinstance(func.value, cst.Name) or len(node.args) != 1:
             return
-        loop = item_loop(self.ctx.ancestors, scope)
+        loop = item_loop(self.ctx)
         if loop is None:
             return
         value = node.args[0].value
@@ -506,16 +506,16 @@ class PerItemTransferInLoop(Rule):
     def _check_model_call(self, node: cst.Call, scope: Scope) -> None:
         # Cheap questions first: an argument that may be a move (a call, or a name bound to one).
         passed = [a.value for a in node.args if type(a.value) is cst.Call or type(a.value) is cst.Name]
-        loop = item_loop(self.ctx.ancestors, scope) if passed else None
+        loop = item_loop(self.ctx) if passed else None
         if loop is None or shapes_differ(loop.iter, scope):  # item_loop: over an item collection
             return
         item = loop.target.value  # type: ignore[attr-defined]
         aliases = moved_aliases(loop, item, scope) if any(type(v) is cst.Name for v in passed) else {}
-        varying = loop_bound_names(loop)
         for arg in node.args:
             value = arg.value
             move = as_move(value, scope) if isinstance(value, cst.Call) else None
             move = aliases.get(value.value) if move is None and isinstance(value, cst.Name) else move
+            varying = loop_bound_names(loop) if move is not None else frozenset()  # walks the loop body
             if move is None or not per_item_move(move, item, varying) or matches_layer(move, scope):
                 continue
             # Other inputs that change per iteration (`x = model(x, t.to(d))`): a sequential loop.
