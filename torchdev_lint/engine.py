@@ -220,30 +220,34 @@ class _Dispatcher:
             node = pop()
             if node is _LEAVE:
                 node = pop()
-                handlers = leaves(type(node))
+            else:
+                ancestors.append(node)
+                opens = opening(type(node))  # most nodes open nothing
+                if opens is not None:
+                    opens(ctx, node)
+                handlers = visits(type(node))
                 if handlers is not None:
                     for handler in handlers:
                         handler(node)
-                scope = ctx.scope
-                if node is scope.node:
-                    if scope.kind in _JUDGED_SCOPES:
-                        for scope_handler in scope_leaves:
-                            scope_handler(scope)
-                    if scope.parent is not None:
-                        ctx.scope = scope.parent
-                ancestors.pop()
-                continue
-            ancestors.append(node)
-            opens = opening(type(node))  # most nodes open nothing
-            if opens is not None:
-                opens(ctx, node)
-            handlers = visits(type(node))
+                below = children(node)
+                if below:
+                    push(node)
+                    push(_LEAVE)
+                    extend(reversed(below))
+                    continue
+                # A leaf (a name, a literal: half the nodes) is left at once, not stacked.
+            handlers = leaves(type(node))
             if handlers is not None:
                 for handler in handlers:
                     handler(node)
-            push(node)
-            push(_LEAVE)
-            extend(reversed(children(node)))
+            scope = ctx.scope
+            if node is scope.node:
+                if scope.kind in _JUDGED_SCOPES:
+                    for scope_handler in scope_leaves:
+                        scope_handler(scope)
+                if scope.parent is not None:
+                    ctx.scope = scope.parent
+            ancestors.pop()
 
 
 _LEAVE = object()  # on the stack under the children of a node entered: leave it then
