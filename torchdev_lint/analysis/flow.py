@@ -34,7 +34,9 @@ enclosing scopes, so it may be asked for at any time, from anywhere):
   `is_tensor(expr, ctx)`, `is_module(expr, ctx)`: shortcuts that analyse the
   current unit and look `expr` up in it (`kinds` holds the syntactic answers);
 - `module_by_any_evidence(expr, ctx)`: syntactic evidence or a model-like
-  name first, else the flow's kind.
+  name first, else the flow's kind;
+- `may_mix_devices(scope, names_accelerator, ctx)`: whether a function's
+  analysis can find a conflict at all, asked before running it.
 
 To stay cheap the analysis walks statements and expressions directly, without
 LibCST visitors, and rules only ask for it in functions that hold a candidate
@@ -50,12 +52,13 @@ import libcst as cst
 
 from torchdev_lint.analysis import kinds
 from torchdev_lint.analysis.devices import Device
-from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts
+from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts, initialiser
+from torchdev_lint.analysis.flow_devices import device_expression
 from torchdev_lint.analysis.flow_record import AsyncRead, Conflict, Flow, Record
 from torchdev_lint.analysis.flow_statements import Statements
 from torchdev_lint.analysis.flow_values import Kind, Value
 from torchdev_lint.analysis.scopes import Scope
-from torchdev_lint.analysis.units import Unit, current_unit, memo, scope_of
+from torchdev_lint.analysis.units import Unit, current_unit, memo, remember, scope_of
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -79,6 +82,7 @@ __all__ = [
     "is_tensor",
     "module_by_any_evidence",
     "kind_of",
+    "may_mix_devices",
     "value_of",
 ]
 
@@ -142,12 +146,53 @@ class SitesByUnit(Generic[Site]):
 
     def take(self, scope: Scope) -> tuple[Flow, list[Site]] | None:
         """The analysis and the sites of the unit whose scope is being left, if it has any."""
-        if scope.kind not in ("function", "module"):
-            return None
-        sites = self._sites.pop(scope.node, None)
+        sites = self.drop(scope)
         if not sites:
             return None
         return analyse(scope.node, self.ctx), sites  # type: ignore[arg-type]
+
+    def drop(self, scope: Scope) -> list[Site]:
+        """The sites of the unit whose scope is being left, without its analysis."""
+        if scope.kind not in ("function", "module"):
+            return []
+        return self._sites.pop(scope.node, None) or []
+
+
+def may_mix_devices(scope: Scope, names_accelerator: bool, ctx: FileContext) -> bool:
+    """Can the flow of the function whose scope is `scope` find operands on devices that cannot mix?
+
+    Only with a device known besides the CPU and `meta` (`devices.conflicting`), which comes
+    from the function's own code (`names_accelerator`: a literal that may name one, `.cuda()`,
+    `.to(0)`), from a name an enclosing scope binds once to a device (`flow_devices.outer_device`),
+    or from `self.<attr>` its class's initialiser places (`flow_statements.initialised`). Asked
+    before the analysis: most functions that pass `device=` along name no device themselves.
+    """
+    if names_accelerator:
+        return True
+    unit = scope.node
+    if isinstance(unit, cst.FunctionDef) and initialiser(unit, ctx) is not None:
+        return True
+    enclosing = scope.parent
+    while enclosing is not None:
+        if _binds_device(enclosing, ctx):
+            return True
+        enclosing = enclosing.parent
+    return False
+
+
+def _binds_device(scope: Scope, ctx: FileContext) -> bool:
+    """Does the scope bind a name once to a device expression? (Memoised: the module scope is every
+    function's.)"""
+
+    def search() -> bool:
+        return any(
+            len(bindings) == 1
+            and bindings[0].value is not None
+            and device_expression(bindings[0].value, scope) is not None
+            for bindings in scope.bindings.values()
+        )
+
+    return remember(ctx, "binds a device", scope.node, search)
 
 
 def _analyse(unit: Unit, ctx: FileContext) -> Flow:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.devices import ACCELERATORS
 from torchdev_lint.analysis.flow_classes import initialiser
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, method_call
@@ -415,14 +416,21 @@ class DeviceMismatch(Rule):
         super().__init__(ctx)
         self._sites: flow.SitesByUnit[cst.Call] = flow.SitesByUnit(ctx)
         self._initialised: dict[cst.FunctionDef, bool] = {}
+        # Units whose code may name an accelerator (see `flow.may_mix_devices`).
+        self._naming_accelerators: set[flow.Unit | None] = set()
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        raw = node.value  # `"cuda:1"`; an escape (`"\x63uda"`) might spell one too
+        if "\\" in raw or any(name in raw for name in ACCELERATORS):
+            self._naming_accelerators.add(flow.current_unit(self.ctx))
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if (
-            (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"))
-            or keyword(node, "device") is not None
-            or self._uses_initialised_attributes()
-        ):
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
+            if func.attr.value == "cuda" or any(isinstance(arg.value, cst.Integer) for arg in node.args):
+                self._naming_accelerators.add(flow.current_unit(self.ctx))  # `.cuda()`, `.to(0)`
+            self._sites.add(node)
+        elif keyword(node, "device") is not None or self._uses_initialised_attributes():
             self._sites.add(node)
 
     def _uses_initialised_attributes(self) -> bool:
@@ -436,6 +444,11 @@ class DeviceMismatch(Rule):
         return found
 
     def leave_scope(self, scope: Scope) -> None:
+        if scope.kind == "function" and not flow.may_mix_devices(
+            scope, scope.node in self._naming_accelerators, self.ctx
+        ):
+            self._sites.drop(scope)  # no device known there besides the CPU: nothing can conflict
+            return
         taken = self._sites.take(scope)
         if taken is not None:
             for conflict in taken[0].conflicts:
