@@ -180,21 +180,14 @@ def test_cache_sees_the_package_stop_importing_k2(tmp_path: Path, monkeypatch: p
     [
         ([None, "/G.pt"], [None, "/G.pt"], True),
         ([("key", "graph_dir"), "/G.pt"], [None, "/G.pt"], True),  # an unknown folder may be any
-        (["out/", None, "/G.pt"], [None, "/G.pt"], True),
+        ([("ref", "consts.py:DIR"), "/G.pt"], [None, "/G.pt"], True),
         ([None, "/G.pt"], [None, "/G_disambig.pt"], False),
-        ([None, "/G.pt"], [None, "_G.pt"], False),
         ([("key", "graph_dir"), "/G.pt"], [("key", "out_dir"), "/G.pt"], False),
-        (["a", None, "c"], [None, "b", None], True),  # "abc"
-        (["a", None, "c"], [None, "b"], False),
-        (["a", None, "c"], [None, "c"], True),
+        # text alone could make these equal ("x/f0_1.f0_stat.pt"): other files by their shapes
+        ([None, "/f0_", None, "_", None, ".pt"], [None, ".f0_stat.pt"], False),
+        (["out/", None, "/G.pt"], [None, "/G.pt"], False),
     ],
 )
 def test_path_shapes_that_may_name_the_same_file(load: list[object], save: list[object], same: bool) -> None:
-    def tokens(shape: list[object]) -> tuple[object, ...]:
-        found: list[object] = []
-        for part in shape:
-            found += list(part) if isinstance(part, str) else [part]
-        return tuple(found)
-
-    assert _may_be_same_file(tokens(load), tokens(save)) is same
-    assert _may_be_same_file(tokens(save), tokens(load)) is same
+    assert _may_be_same_file(tuple(load), tuple(save)) is same
+    assert _may_be_same_file(tuple(save), tuple(load)) is same

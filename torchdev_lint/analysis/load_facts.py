@@ -9,8 +9,8 @@
   package re-exports names a third-party module when the package's `__init__` binds it by
   `import module` (`Library`, resolved by `project_facts`).
 - `host_loads`: for each checked file, the `local_key`s of its `torch.load` paths that every
-  `torch.save` of the project that may write them (their shapes unify) writes from host
-  memory; `needles`: text a file loading one must hold.
+  `torch.save` of the project that may write them (the same shape, an unknown part standing
+  for any one part) writes from host memory; `needles`: text a file loading one must hold.
 - `host_sites`: for each checked file, the callee texts naming a function returning host
   data; `wanted_names`: the callee names the host conditions of saves wait on (pass 1 reads
   the modules defining them).
@@ -220,15 +220,12 @@ def wanted_names(summaries: dict[str, dict[str, Any]], canonical: Canonical) -> 
 
 
 def _path_tokens(path: str, shape: Shape, canonical: Canonical) -> tuple[Any, ...] | None:
-    """The shape as a sequence to unify: its text char by char, `_ANY` for what is not known,
-    a key or a reference (by what it names project-wide) as one token; None when a reference
-    names nothing known."""
+    """The shape to compare: its literal texts, `_ANY` for what is not known, a key or a reference
+    (by what it names project-wide) as a tuple; None when a reference names nothing known."""
     tokens: list[Any] = []
     for part in shape:
-        if isinstance(part, str):
-            tokens += part
-        elif part is None:
-            tokens.append(_ANY)
+        if isinstance(part, str) or part is None:
+            tokens.append(part)
         elif part[0] == "ref":
             target = canonical(path, part[2]) if part[2] is not None else None
             if target is None:
@@ -240,30 +237,10 @@ def _path_tokens(path: str, shape: Shape, canonical: Canonical) -> tuple[Any, ..
 
 
 def _may_be_same_file(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Can the two path shapes name the same file: is there a text both match (`_ANY` matching
-    any text, `None` saved to `d / "L.pt"` and `self.lang_dir / "L.pt"`)?"""
-    for step in (1, -1):  # the literal ends first: they differ for most pairs
-        for x, y in zip(a[::step], b[::step], strict=False):
-            if x is _ANY or y is _ANY:
-                break
-            if x != y:
-                return False
-    # below[j]: do a[i + 1:] and b[j:] unify; row[j]: a[i:] and b[j:]
-    below = [False] * len(b) + [True]
-    for j in range(len(b) - 1, -1, -1):
-        below[j] = b[j] is _ANY and below[j + 1]
-    for i in range(len(a) - 1, -1, -1):
-        row = [False] * (len(b) + 1)
-        row[len(b)] = a[i] is _ANY and below[len(b)]
-        for j in range(len(b) - 1, -1, -1):
-            if a[i] is _ANY:
-                row[j] = below[j] or row[j + 1]
-            elif b[j] is _ANY:
-                row[j] = row[j + 1] or below[j]
-            else:
-                row[j] = a[i] == b[j] and below[j + 1]
-        below = row
-    return below[0]
+    """Can two path shapes name the same file: the same parts, where a part not known may stand
+    for any one part (`d / "L.pt"` and `self.lang_dir / "L.pt"`; not `f"{d}.f0_stat.pt"` and
+    `f"{d}/f0_{rank}_{n}.pt"`, which text alone could make equal)?"""
+    return len(a) == len(b) and all(x == y or x is _ANY or y is _ANY for x, y in zip(a, b, strict=True))
 
 
 def dataset_bases(
