@@ -34,8 +34,8 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from torchdev_lint import __version__
-from torchdev_lint.analysis.project_facts import FOLDER as SUMMARIES
 from torchdev_lint.analysis.project_facts import FileFacts, project_facts
+from torchdev_lint.analysis.summary_cache import FOLDER as SUMMARIES
 from torchdev_lint.cache import FOLDER
 from torchdev_lint.config import ConfigError, Settings, find_config, parse_version, select_rules
 from torchdev_lint.diagnostics import SourceError

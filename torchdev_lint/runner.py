@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 
 import libcst as cst
 
-from torchdev_lint.analysis.project_facts import FileFacts, ProjectFacts, Summary, needs_parse, project_facts
+from torchdev_lint.analysis.project_facts import FileFacts, ProjectFacts, Summary, project_facts
+from torchdev_lint.analysis.summary_cache import needs_parse
 from torchdev_lint.cache import CachedResult, ResultCache, entry_key
 from torchdev_lint.config import Settings, codes_for
 from torchdev_lint.diagnostics import FileReport, SourceError

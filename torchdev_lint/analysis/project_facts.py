@@ -9,7 +9,7 @@ Pass 1 parses only the files that can matter: those whose text could hold a gate
 of their own, build a loader or save a checkpoint, then, round by round, those
 naming a function already known to gate or to use a parameter so (a caller, or a
 package `__init__` re-exporting it) and the modules loaders are passed to.
-Summaries are cached on disk by content (`analysis/summaries.py`), so a warm run
+Summaries are cached on disk by content (`analysis/summary_cache.py`), so a warm run
 parses nothing, and this module imports LibCST only on a miss.
 
 A file's check receives `FileFacts`: the callees it names that gate or use their
@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchdev_lint.analysis import constructor_facts, load_facts
+from torchdev_lint.analysis import constructor_facts, load_facts, summary_cache
 from torchdev_lint.analysis.inheritance import Inheritance
 from torchdev_lint.analysis.parameter_facts import (
     Handed,
@@ -38,51 +38,19 @@ from torchdev_lint.analysis.parameter_facts import (
     moving_parameters,
     pinned_parameters,
 )
-from torchdev_lint.analysis.pass_one_text import imports, may_gate
+from torchdev_lint.analysis.pass_one_text import imports, wants_summary
 from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.diagnostics import SourceError
-from torchdev_lint.files import read_all, read_source
+from torchdev_lint.files import read_source
 
 if TYPE_CHECKING:
     from torchdev_lint.analysis.parameters import Parameter
 
-# Text a parameter boundary needs in the file that starts it: a loader built (TDL204/TDL205),
-# a checkpoint saved (TDL105). Its callers and callees are found as for gates, by name. (An
-# alias, `DL(...)` or `T.save(...)`, keeps the file out: that only leaves a finding out.)
-# Each test runs only where its literal occurs: one alternation over every file's text cost more
-# than the rest of the text tests together (0.1 s on the torch subset).
-_PARAMETER_TEXT = (
-    (b"DataLoader", re.compile(rb"\bDataLoader(?:\(| as\b)")),
-    (b"torch.save(", re.compile(rb"\btorch\.save\(")),
-    (b"from torch import", re.compile(rb"^from torch import[^\n]*\bsave\b", re.MULTILINE)),
-)
 _MAX_ALIASES = 8
-# The summary fields that name a function of the file, and every field a cached summary must have.
+# The summary fields that name a function of the file.
 _DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults", "forwards", "returns")
-_FIELDS = frozenset(
-    {
-        "functions",
-        "sites",
-        "aliases",
-        "stars",
-        "counts",
-        "checkpoints",
-        "batches",
-        "loader_args",
-        "forwards",
-        "passed_on",
-        "classes",
-        "method_calls",
-        "saved_files",
-        "dataset_classes",
-        "returns",
-        "cuda_defaults",
-        "constructions",
-    }
-)
-FOLDER = "summaries"
 
-Summary = dict[str, Any]
+Summary = summary_cache.Summary
 Target = tuple[str, str]
 Parse = Callable[[str, bytes], Any]
 
@@ -233,7 +201,7 @@ class _Pass:
             source = self._read(current)
             if source is None:
                 continue
-            if _wants_summary(source):
+            if wants_summary(source):
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
@@ -557,8 +525,8 @@ class _Pass:
     # Summaries, parsed or cached -------------------------------------------
 
     def _summarize(self, path: str, source: bytes) -> None:
-        entry = self._entry(source)
-        summary = _load(entry) if entry is not None else None
+        entry = summary_cache.entry(source, self.cache_directory)
+        summary = summary_cache.load(entry) if entry is not None else None
         if summary is None:
             from torchdev_lint.analysis.summaries import summarize  # LibCST: only on a miss
 
@@ -568,52 +536,5 @@ class _Pass:
                 self.unreadable.append(source)
                 return
             if entry is not None:
-                from torchdev_lint.cache import store_json
-
-                store_json(entry, summary)
+                summary_cache.store(entry, summary)
         self.summaries[path] = summary
-
-    def _entry(self, source: bytes) -> str | None:
-        return _summary_entry(source, self.cache_directory)
-
-
-def _summary_entry(source: bytes, cache_directory: str | None) -> str | None:
-    """Where the summary of a file holding `source` is cached (None: no cache)."""
-    if cache_directory is None:
-        return None
-    from torchdev_lint.cache import summary_key
-
-    key = summary_key(source)
-    return os.path.join(cache_directory, FOLDER, key[:2], key + ".json")
-
-
-def needs_parse(source: bytes, cache_directory: str | None) -> bool:
-    """Will pass 1 parse this checked file before any other is summarized: its text may hold a
-    fact of its own, and no summary of it is cached? (The runner then checks it first and
-    hands its summary to `project_facts`: one parse for both.)"""
-    if not _wants_summary(source):
-        return False
-    entry = _summary_entry(source, cache_directory)
-    return entry is None or not os.path.exists(entry)
-
-
-def _wants_summary(source: bytes) -> bool:
-    """Can the text hold a fact of its own: a gate, a loader built, a checkpoint saved, a load
-    in a class derived from another (a cheap test, before parsing)?"""
-    if constructor_facts.may_define(source):
-        return True
-    if any(literal in source and pattern.search(source) for literal, pattern in _PARAMETER_TEXT):
-        return True
-    return bool(may_gate(source) or load_facts.may_need(source))
-
-
-def _load(entry: str) -> Summary | None:
-    try:
-        fd = os.open(entry, os.O_RDONLY)
-        try:
-            data = json.loads(read_all(fd))
-        finally:
-            os.close(fd)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and _FIELDS <= data.keys() else None
