@@ -4,13 +4,14 @@ A hard-coded `"cuda"` is harmless in a function that checks
 `torch.cuda.is_available()` or receives its device from the caller, and a move
 under `if use_cuda:` was chosen by a flag. Rules ask here instead of scanning
 for those patterns themselves. Whether a test, when true, says that CUDA is
-there (`says_present`) or missing (`says_missing`) is answered here too.
+there (`says_present`) or missing (`says_missing`) is answered here too, and
+whether code runs only where a value passed an `isinstance` test (`instance_guarded`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -395,16 +396,49 @@ def followed_tensor(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> cst.
     """The tensor whose placement `node` follows, within the current function: `mask` for
     `if mask.is_cuda: filler = filler.cuda()` or `w.cuda() if x.device.type == "cuda" else w`
     (also under `if mask.is_cuda and ...:`). Such a move should name `mask.device`."""
+    for test, taken in branch_tests(node, ancestors):
+        tensor = _tested_tensor(test, taken)
+        if tensor is not None:
+            return tensor
+    return None
+
+
+def branch_tests(
+    node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]
+) -> Iterator[tuple[cst.BaseExpression, bool]]:
+    """The tests of the `if`s and conditional expressions around `node`, innermost first, within
+    the current function, each with whether `node` is in its body (True) or its `else` (False)."""
     child = node
     for ancestor in reversed(ancestors):
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            return None
+            return
         if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
-            tensor = _tested_tensor(ancestor.test, child is ancestor.body)
-            if tensor is not None:
-                return tensor
+            yield ancestor.test, child is ancestor.body
         child = ancestor
-    return None
+
+
+def instance_guarded(
+    node: cst.CSTNode, ancestors: Sequence[cst.CSTNode], scope: Scope, classes: frozenset[str]
+) -> bool:
+    """Does `node` run only where an enclosing test found a value to be one of `classes` (resolved
+    names): the body of `if isinstance(model, nn.DataParallel):`, the `else` of `if not isinstance(...)`."""
+    return any(_instance_test(test, taken, scope, classes) for test, taken in branch_tests(node, ancestors))
+
+
+def _instance_test(test: cst.BaseExpression, taken: bool, scope: Scope, classes: frozenset[str]) -> bool:
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _instance_test(test.expression, not taken, scope, classes)
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And if taken else cst.Or):
+        return _instance_test(test.left, taken, scope, classes) or _instance_test(
+            test.right, taken, scope, classes
+        )
+    if not taken or not isinstance(test, cst.Call) or resolve(test.func, scope) != "builtins.isinstance":
+        return False
+    if len(test.args) != 2 or any(arg.keyword is not None or arg.star for arg in test.args):
+        return False
+    tested = test.args[1].value
+    options = [element.value for element in tested.elements] if isinstance(tested, cst.Tuple) else [tested]
+    return any(resolve(option, scope) in classes for option in options)
 
 
 def names_gpu(move: cst.CSTNode) -> bool:

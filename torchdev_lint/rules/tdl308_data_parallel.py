@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis.guards import instance_guarded
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -46,7 +47,13 @@ class DataParallel(Rule):
         DataParallel is a deliberate choice next to the recommended path: in a file that also
         wraps models in `DistributedDataParallel` or FSDP (or a project helper named `DDP`), where
         DataParallel is the single-process fallback, and inside a class that implements a
-        DataParallel backend or strategy (its name says `DataParallel`/`DP`).
+        DataParallel backend or strategy (its name says `DataParallel`/`DP`). Not flagged either
+        where the code runs only once the model is already a DataParallel: in the body of
+        `if isinstance(model, nn.DataParallel):` (statement or conditional expression; also a
+        tuple of classes holding it, or the `else` of `if not isinstance(...)`), re-wrapping its
+        parts (`nn.DataParallel(model.module.wide)`) follows the first wrap, which is reported
+        where the choice is made. The `else` of such a test and the body of
+        `if not isinstance(...)` are still flagged.
 
         ## Why it matters
         `DataParallel` runs one Python process that scatters each batch over the GPUs, replicates
@@ -91,6 +98,24 @@ class DataParallel(Rule):
             c = DataParallel(net)
             """,
             lines=(5, 6, 7),
+        ),
+        Invalid(
+            # Only the body of an `isinstance(..., DataParallel)` test follows an earlier wrap.
+            """
+            import torch
+            from torch import nn
+
+            def fine_tune(self):
+                if isinstance(self.model, torch.nn.DataParallel):
+                    self.model = self.model.module
+                else:
+                    wide = nn.DataParallel(self.model.wide)
+                if not isinstance(self.model, nn.DataParallel):
+                    self.model = nn.DataParallel(self.model)
+                if isinstance(self.model, nn.Module):
+                    head = nn.DataParallel(self.model.head)
+            """,
+            lines=(8, 10, 12),
         ),
     )
     valid = (
@@ -145,6 +170,36 @@ class DataParallel(Rule):
                     return DataParallel(module=module, device_ids=self.parallel_devices)
             """
         ),
+        Valid(
+            # Re-wrapping the parts of a model already wrapped: the first wrap is the choice.
+            """
+            import torch
+
+            def finetune_components(self):
+                if isinstance(self.model, torch.nn.DataParallel):
+                    wide = (
+                        torch.nn.DataParallel(self.model.module.wide)
+                        if self.model.module.wide
+                        else None
+                    )
+                    self.model.module.deephead = torch.nn.DataParallel(self.model.module.deephead)
+            """
+        ),
+        Valid(
+            """
+            from torch.nn import DataParallel
+            from wrappers import ModelWrapper
+
+            def rewrap(model):
+                if isinstance(model, (DataParallel, ModelWrapper)) and model.module.head is not None:
+                    model.module.head = DataParallel(model.module.head)
+                if not isinstance(model, DataParallel):
+                    return model
+                else:
+                    model.module.tail = DataParallel(model.module.tail)
+                return model
+            """
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -156,6 +211,8 @@ class DataParallel(Rule):
             return
         if self._offers_distributed() or self._in_data_parallel_class():
             return
+        if instance_guarded(node, self.ctx.ancestors, self.ctx.scope, DATA_PARALLEL):
+            return  # the model is a DataParallel already: this wrap follows the first one
         self.report(node)
 
     def _offers_distributed(self) -> bool:
