@@ -7,20 +7,10 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis.constructor_defaults import never_overridden_defaults
-from torchdev_lint.analysis.device_contexts import (
-    configures,
-    device_object_harmless,
-    discarded_tensor_move,
-    harmless_here,
-    names_device,
-    torch_cuda_signature,
-)
-from torchdev_lint.analysis.device_edits import StatementUses, choice_edit, device_call_edit, literal_edit
-from torchdev_lint.analysis.device_variable import DeviceEdit, DeviceVariable
-from torchdev_lint.analysis.guards import cuda_choices, followed_tensor, names_gpu
-from torchdev_lint.analysis.scopes import Scope, dotted_name
+from torchdev_lint.analysis.device_contexts import harmless_here
+from torchdev_lint.analysis.hardcoded_uses import HardcodedUses
+from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import keyword, positional
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -518,35 +508,15 @@ class HardcodedCuda(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        # One finding per statement: the uses of each statement, reported when the module ends.
-        self._statements: dict[cst.BaseStatement, StatementUses] = {}
-        self.device_variable = DeviceVariable(ctx)
+        self.uses = HardcodedUses(ctx)  # one finding per statement, reported when the module ends
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.settings.device_policy == "cuda-only":
-            return
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
-            if isinstance(func.value, cst.Name) and self.ctx.qualname(func.value) == "torch":
-                return
-            if torch_cuda_signature(node) and not discarded_tensor_move(func, self.ctx):
-                self._check(node, node, self.device_variable.moved_with_to(node), device_parameter=False)
-            return
-        scope = self.ctx.scope
-        if isinstance(func, cst.Attribute) and func.attr.value == "to":
-            args = positional(node)
-            if args and not discarded_tensor_move(func, self.ctx):
-                for literal in cuda_choices(args[0].value, scope):
-                    self._check(literal, node, literal_edit(self.device_variable, literal))
-        elif self.ctx.qualname(func) == "torch.device":
-            args = positional(node)
-            if args and not device_object_harmless(node, self.ctx.ancestors):
-                for literal in cuda_choices(args[0].value, scope):
-                    self._check(literal, node, device_call_edit(self.device_variable, node, literal))
-        given = keyword(node, "device")
-        if given is not None and not configures(node):
-            for literal in cuda_choices(given.value, scope):
-                self._check(literal, node, literal_edit(self.device_variable, literal))
+        if self.ctx.settings.device_policy != "cuda-only":
+            self.uses.call(node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self.ctx.settings.device_policy != "cuda-only":
+            self.uses.assign(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         for owner, param, default in never_overridden_defaults(node, self.ctx.scope, self.ctx.project):
@@ -555,46 +525,11 @@ class HardcodedCuda(Rule):
             ):
                 self.report(default, _DEFAULT.format(parameter=param.name.value, owner=owner))
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if self.ctx.settings.device_policy == "cuda-only":
-            return
-        literals = cuda_choices(node.value, self.ctx.scope)
-        for target in node.targets if literals else ():
-            name = dotted_name(target.target)
-            if name is not None and names_device(name):
-                for literal in literals:
-                    self._check(literal, node, choice_edit(self.device_variable, literal, node.value))
-                return
-
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
-        for uses in self._statements.values():
+        for uses in self.uses.take():
             message = None if uses.followed is None else _FOLLOW.format(tensor=uses.followed)
             replacements = uses.replacements()
             fix = None if replacements is None else Fix("unsafe", _FIX_TITLE, replacements)
             self.report(uses.nodes[0], message, fix=fix)
-        self._statements.clear()
-
-    # Detection -------------------------------------------------------------
-
-    def _check(
-        self,
-        node: cst.BaseExpression,
-        site: cst.CSTNode,
-        edit: DeviceEdit | None,
-        *,
-        device_parameter: bool = True,
-    ) -> None:
-        """Record a hard-coded use at `node` (inside `site`, the call or assignment) unless it is harmless;
-        under a test of a tensor's device (`if mask.is_cuda:`) it should follow that tensor instead."""
-        if harmless_here(node, site, self.ctx, device_parameter=device_parameter):
-            return
-        tensor = followed_tensor(site, self.ctx.ancestors)
-        if tensor is not None and names_gpu(node):
-            return  # `y.cuda(bias.get_device())` under `if bias.is_cuda:` names the GPU it follows
-        statement = next(a for a in reversed(self.ctx.ancestors) if isinstance(a, cst.BaseStatement))
-        uses = self._statements.setdefault(statement, StatementUses())
-        uses.add(node, edit)
-        if tensor is not None:
-            uses.followed = self.ctx.code_for(tensor)
