@@ -157,18 +157,14 @@ class ResultCache(NamedTuple):
 
     def load(self, key: str) -> CachedResult | None:
         """The stored result, or None when absent or unreadable."""
+        data = load_json(self._entry(key))
         try:
-            fd = os.open(self._entry(key), os.O_RDONLY)
-            try:
-                data = json.loads(read_all(fd))
-            finally:
-                os.close(fd)
             return CachedResult(
                 diagnostics=[_diagnostic(d) for d in data["diagnostics"]],
                 source_lines={int(n): str(s) for n, s in data["source_lines"].items()},
                 error=data["error"],
             )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def store(self, key: str, result: CachedResult) -> None:
@@ -179,6 +175,18 @@ class ResultCache(NamedTuple):
             "error": result.error,
         }
         store_json(self._entry(key), data)
+
+
+def load_json(entry: str) -> Any:
+    """A cache entry's data, or None when it is absent or unreadable (a miss, never an error)."""
+    try:
+        fd = os.open(entry, os.O_RDONLY)
+        try:
+            return json.loads(read_all(fd))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return None
 
 
 def store_json(entry: str, data: object) -> None:

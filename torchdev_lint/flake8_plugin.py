@@ -18,7 +18,9 @@ runs over this file with those summaries and parses no other file. A file
 whose summary is not cached for its current text (never checked, or edited
 since) stays unknown, so its facts are missing, never wrong; without a cache
 folder, or when flake8's text is not the file's (an unsaved buffer on stdin),
-the file is checked on its own.
+the file is checked on its own. The facts found are kept in the cache folder with
+what pass 1 read (`analysis/facts_memo.py`): the next run over an unchanged file
+and unchanged imports gets them without the pass.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from torchdev_lint import __version__
-from torchdev_lint.analysis.project_facts import FileFacts, project_facts
+from torchdev_lint.analysis.facts_memo import file_facts
+from torchdev_lint.analysis.project_facts import FileFacts
 from torchdev_lint.analysis.summary_cache import FOLDER as SUMMARIES
 from torchdev_lint.cache import FOLDER
 from torchdev_lint.config import ConfigError, Settings, find_config, parse_version, select_rules
@@ -153,7 +156,7 @@ class TorchDevLintPlugin:
             parsed.append(parse(self.filename, source, tree))
             return parsed[-1]
 
-        return project_facts([self.filename], parse_this_file_only, folder).of(self.filename)
+        return file_facts(self.filename, parse_this_file_only, folder)
 
 
 def _project_cache(filename: str) -> str | None:

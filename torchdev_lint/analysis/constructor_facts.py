@@ -18,19 +18,17 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.project import ProjectIndex
     from torchdev_lint.analysis.project_facts import FileFacts
 
 Summary = dict[str, Any]
 Target = tuple[str, str]
 Resolve = Callable[[str, list[Any]], Target | None]
 
-# A project with one of these at its root is distributed (built and installed by others).
-_DISTRIBUTION_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
-_INSTALLED = ("site-packages", "dist-packages")
+# How many package levels above a class's module may re-export it.
 _MAX_PACKAGE_DEPTH = 4
 # Text a file defining such a class must hold: a CUDA default (`device="cuda"`, `device: str =
 # "cuda:0"`, `device=torch.device("cuda")`) in the parameters of a `def __init__(` (up to its `):`
@@ -59,15 +57,19 @@ def classes(summaries: Mapping[str, Summary]) -> set[Target]:
 
 
 def with_defaults(
-    facts: dict[str, FileFacts], summaries: Mapping[str, Summary], resolve: Resolve, unreadable: list[bytes]
+    facts: dict[str, FileFacts],
+    summaries: Mapping[str, Summary],
+    resolve: Resolve,
+    unreadable: list[bytes],
+    index: ProjectIndex,
 ) -> dict[str, FileFacts]:
     """`facts` with `cuda_defaults` set: (class, parameter) of each file whose default no call overrides."""
-    found = never_overridden(summaries, resolve, unreadable)
+    found = never_overridden(summaries, resolve, unreadable, index)
     return {path: known._replace(cuda_defaults=found.get(path, frozenset())) for path, known in facts.items()}
 
 
 def never_overridden(
-    summaries: Mapping[str, Summary], resolve: Resolve, unreadable: list[bytes]
+    summaries: Mapping[str, Summary], resolve: Resolve, unreadable: list[bytes], index: ProjectIndex
 ) -> dict[str, frozenset[tuple[str, str]]]:
     """For each file: (class, parameter) of its CUDA defaults that no construction overrides."""
     candidates = classes(summaries)
@@ -93,9 +95,9 @@ def never_overridden(
         escaped.update(
             target for reference in lowercase if (target := resolve(path, reference)) in candidates
         )
-        if os.path.basename(path) == "__init__.py" and _distributed(os.path.dirname(path)):
+        if os.path.basename(path) == "__init__.py" and index.distributed(os.path.dirname(path)):
             escaped.update(_exported(path, summary, [ref for _, ref in aliases], candidates, resolve))
-    escaped.update(target for target in candidates - escaped if _package_exports(target, resolve))
+    escaped.update(target for target in candidates - escaped if _package_exports(target, resolve, index))
     found: dict[str, set[tuple[str, str]]] = {}
     for target in candidates - escaped:
         path, name = target
@@ -141,33 +143,19 @@ def _exported(
     return {target for target in found if target in candidates}
 
 
-def _package_exports(target: Target, resolve: Resolve) -> bool:
+def _package_exports(target: Target, resolve: Resolve, index: ProjectIndex) -> bool:
     """Does a distributed package holding the class's module have it as an attribute (`from
     .encoder import *` or `import TextEncoder` in its `__init__.py`)? Asking reads that
     `__init__.py` in the next round of pass 1 (its text need not name the class)."""
     path, name = target
     folder = os.path.dirname(path)
     for level in range(1, _MAX_PACKAGE_DEPTH + 1):
-        if not os.path.exists(os.path.join(folder, "__init__.py")):
+        if not index.is_package(folder):
             return False
-        if _distributed(folder) and resolve(path, ["module", level, name]) == target:
+        if index.distributed(folder) and resolve(path, ["module", level, name]) == target:
             return True
         folder = os.path.dirname(folder)
     return False
-
-
-@lru_cache(maxsize=1024)
-def _distributed(folder: str) -> bool:
-    """Is the package folder part of a library others install: under `site-packages`, or in a
-    project whose root (the nearest folder with a project marker) has packaging metadata?"""
-    if os.path.basename(folder) in _INSTALLED:
-        return True
-    if any(os.path.exists(os.path.join(folder, marker)) for marker in _DISTRIBUTION_MARKERS):
-        return True
-    parent = os.path.dirname(folder)
-    if parent == folder or os.path.exists(os.path.join(folder, ".git")):
-        return False
-    return _distributed(parent)
 
 
 def _passes(slots: list[Any], position: int | None, parameter: str) -> bool:

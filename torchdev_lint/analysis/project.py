@@ -7,7 +7,9 @@ where Python would look when the file runs: beside the file (a script run as
 package holding the file, at the project root, and in its `src/` folder.
 Regular packages, namespace folders and modules are all found; anything
 found nowhere (torch, numpy, the standard library) is third-party and stays
-opaque. The index asks only the file system (answers cached), never parses.
+opaque. The index asks only the file system (answers cached, and kept in `probes`:
+pass 1's answer depends on nothing else of the file system, see `analysis/facts_memo.py`),
+never parses.
 An installed package (below a `site-packages` or `dist-packages` folder) is in no
 project, whatever lies above it (a virtual environment inside a repository).
 """
@@ -15,9 +17,12 @@ project, whatever lies above it (a virtual environment inside a repository).
 from __future__ import annotations
 
 import os
+import stat
 from typing import NamedTuple
 
 ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+# Packaging metadata: a project with one is a library others install (and import from).
+_DISTRIBUTION_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg")
 _INSTALLED = ("site-packages", "dist-packages")
 _INIT = "__init__.py"
 
@@ -37,6 +42,7 @@ class ProjectIndex:
         self._roots: dict[str, str | None] = {}
         self._search: dict[str, tuple[str, ...]] = {}
         self._kinds: dict[str, int] = {}
+        self._distributed: dict[str, bool] = {}
         # (importing file, level, dotted) -> where it leads: pass 1 asks thousands of times.
         self._located: dict[tuple[str, int, str], Located | None] = {}
 
@@ -128,6 +134,33 @@ class ProjectIndex:
                 return Located(self._package_file(folder), parts[index:])
         return Located(self._package_file(folder), ())
 
+    def is_package(self, folder: str) -> bool:
+        """Is `folder` a regular package (it holds an `__init__.py`)?"""
+        return self._package_file(folder) is not None
+
+    def distributed(self, folder: str) -> bool:
+        """Is the package folder part of a library others install: under `site-packages`, or in a
+        project whose root (the nearest folder with a project marker) has packaging metadata?"""
+        found = self._distributed.get(folder)
+        if found is None:
+            if os.path.basename(folder) in _INSTALLED:
+                found = True
+            elif any(self._kind(os.path.join(folder, marker)) for marker in _DISTRIBUTION_MARKERS):
+                found = True
+            else:
+                parent = os.path.dirname(folder)
+                if parent == folder or self._kind(os.path.join(folder, ".git")):
+                    found = False
+                else:
+                    found = self.distributed(parent)
+            self._distributed[folder] = found
+        return found
+
+    @property
+    def probes(self) -> dict[str, int]:
+        """Every path asked about so far and what was there (`path_kind`); not to be changed."""
+        return self._kinds
+
     def _package_file(self, folder: str) -> str | None:
         init = os.path.join(folder, _INIT)
         return init if self._kind(init) == _FILE else None
@@ -135,9 +168,17 @@ class ProjectIndex:
     def _kind(self, path: str) -> int:
         kind = self._kinds.get(path)
         if kind is None:
-            kind = _FOLDER if os.path.isdir(path) else _FILE if os.path.exists(path) else _MISSING
-            self._kinds[path] = kind
+            kind = self._kinds[path] = path_kind(path)
         return kind
 
 
 _MISSING, _FILE, _FOLDER = 0, 1, 2
+
+
+def path_kind(path: str) -> int:
+    """What the file system holds at `path`: a folder, a file, or nothing (links followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return _MISSING
+    return _FOLDER if stat.S_ISDIR(mode) else _FILE

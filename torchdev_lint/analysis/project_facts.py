@@ -167,12 +167,32 @@ class ProjectPass:
         return self._analysis.facts_with(os.path.abspath(path), summary)
 
 
+def recorded_facts(path: str, parse: Parse, cache_directory: str) -> tuple[FileFacts | None, PassInputs]:
+    """`project_facts([path], ...).of(path)`, with everything the pass read to find them."""
+    absolute = os.path.abspath(path)
+    analysis = _Pass(parse, cache_directory, {absolute}, {})
+    analysis.inputs = PassInputs({}, {}, analysis.index.probes)
+    analysis.add(absolute)
+    return analysis.run().get(absolute), analysis.inputs
+
+
+class PassInputs(NamedTuple):
+    """What a pass read: the bytes of each file (None: it could not be read), whether each file
+    pass 1 summarized got a summary (False: unreadable), and what the project index found at each
+    path it asked about (`ProjectIndex.probes`). The answer depends on nothing else."""
+
+    sources: dict[str, bytes | None]
+    summarized: dict[str, bool]
+    probes: dict[str, int]
+
+
 class _Pass:
     """Summaries of the files read so far, and the fixed point over them."""
 
     def __init__(
         self, parse: Parse, cache_directory: str | None, checked: set[str], known: Mapping[str, Summary]
     ) -> None:
+        self.inputs: PassInputs | None = None  # kept only when asked for (`recorded_facts`)
         self.checked = checked
         self.known = known
         self.index = ProjectIndex()
@@ -231,7 +251,9 @@ class _Pass:
                 if path in self.checked
             }
             facts = self._with_load_facts(facts)
-            facts = constructor_facts.with_defaults(facts, self.summaries, self._target, self.unreadable)
+            facts = constructor_facts.with_defaults(
+                facts, self.summaries, self._target, self.unreadable, self.index
+            )
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
             if fresh:
@@ -262,7 +284,7 @@ class _Pass:
             found = self._facts(path, gating, moving, self._pinned(moving).get(path, frozenset()))
             found = self._with_load_facts({path: found})[path]
             found = constructor_facts.with_defaults(
-                {path: found}, self.summaries, self._target, self.unreadable
+                {path: found}, self.summaries, self._target, self.unreadable, self.index
             )[path]
         finally:
             if saved is None:
@@ -281,9 +303,12 @@ class _Pass:
         if path not in self.checked and not self._in_scope(path):
             return None
         try:
-            return read_source(path)
+            source: bytes | None = read_source(path)
         except SourceError:
-            return None
+            source = None
+        if self.inputs is not None:
+            self.inputs.sources[path] = source
+        return source
 
     def _in_scope(self, path: str) -> bool:
         folder = os.path.dirname(path)
@@ -534,7 +559,11 @@ class _Pass:
                 summary = self.known.get(path) or summarize(self.parse(path, source), path)
             except (SourceError, RecursionError):
                 self.unreadable.append(source)
+                if self.inputs is not None:
+                    self.inputs.summarized[path] = False
                 return
             if entry is not None:
                 summary_cache.store(entry, summary)
         self.summaries[path] = summary
+        if self.inputs is not None:
+            self.inputs.summarized[path] = True

@@ -6,12 +6,10 @@ the summarizer: a warm run reads JSON only.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 from torchdev_lint.analysis.pass_one_text import wants_summary
-from torchdev_lint.files import read_all
 
 FOLDER = "summaries"
 # Every field a cached summary must have (an entry written by an older tool lacks some).
@@ -46,20 +44,19 @@ def entry(source: bytes, cache_directory: str | None) -> str | None:
         return None
     from torchdev_lint.cache import summary_key
 
-    key = summary_key(source)
+    return entry_for_key(summary_key(source), cache_directory)
+
+
+def entry_for_key(key: str, cache_directory: str) -> str:
+    """Where the summary of key `key` (`cache.summary_key`) is cached."""
     return os.path.join(cache_directory, FOLDER, key[:2], key + ".json")
 
 
 def load(path: str) -> Summary | None:
     """The summary cached at `path`, or None when it is missing, unreadable or incomplete."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            data = json.loads(read_all(fd))
-        finally:
-            os.close(fd)
-    except (OSError, ValueError):
-        return None
+    from torchdev_lint.cache import load_json
+
+    data = load_json(path)
     return data if isinstance(data, dict) and _FIELDS <= data.keys() else None
 
 
