@@ -16,7 +16,9 @@ The plugin is measured twice: without a project cache (each file on its own; an
 empty cache folder, so that no cache in the current folder is read),
 and with one, as after `torchdev-lint check FILE` (the summaries of the file
 and of the project modules it leads to, written to a temporary cache folder
-first), where the plugin also runs pass 1 from those summaries. The ratio
+first): "first" is the first flake8 run after that check, where the plugin runs
+pass 1 from those summaries (the facts it keeps removed before each run),
+"cached" the runs after it, which find the facts kept (`analysis/facts_memo.py`). The ratio
 plugin / parse is issue 16's item 14 (target <= 1.3). `--profile` prints where
 the plugin's time goes (cProfile, top functions by cumulative and by own time).
 Default files: the largest file of the torch package and three 4,000-line files
@@ -31,6 +33,7 @@ import cProfile
 import gc
 import os
 import pstats
+import shutil
 import statistics
 import sys
 import tempfile
@@ -41,6 +44,7 @@ from typing import NamedTuple
 
 import libcst
 
+from torchdev_lint.analysis import facts_memo
 from torchdev_lint.analysis.project_facts import project_facts
 from torchdev_lint.engine import parse
 from torchdev_lint.flake8_plugin import TorchDevLintPlugin
@@ -77,8 +81,10 @@ class Measured(NamedTuple):
     lines: int
     parse: Timing
     plugin: Timing
+    first: Timing
     cached: Timing
     plugin_ratio: Timing  # median of the runs' own ratios to the parse, least / least
+    first_ratio: Timing
     cached_ratio: Timing
 
 
@@ -97,7 +103,7 @@ def measure(path: Path, repeat: int, profile: bool) -> Measured:
     def parse_only() -> object:
         return libcst.parse_module(text)
 
-    runs: dict[str, list[float]] = {"parse": [], "plugin": [], "cached": []}
+    runs: dict[str, list[float]] = {"parse": [], "plugin": [], "first": [], "cached": []}
     # An empty cache folder, not None, for the plugin alone: None would find the cache `check`
     # left in the current folder (the project root for a file outside any configured project).
     with tempfile.TemporaryDirectory() as empty, tempfile.TemporaryDirectory() as folder:
@@ -108,10 +114,13 @@ def measure(path: Path, repeat: int, profile: bool) -> Measured:
                 TorchDevLintPlugin.cache_directory = empty
                 plugin_seconds = _seconds(plugin)
                 TorchDevLintPlugin.cache_directory = folder
+                shutil.rmtree(os.path.join(folder, facts_memo.FOLDER), ignore_errors=True)
+                first_seconds = _seconds(plugin)
                 cached_seconds = _seconds(plugin)
                 if round_number:
                     runs["parse"].append(parse_seconds)
                     runs["plugin"].append(plugin_seconds)
+                    runs["first"].append(first_seconds)
                     runs["cached"].append(cached_seconds)
             if profile:
                 profiler = cProfile.Profile()
@@ -130,7 +139,14 @@ def measure(path: Path, repeat: int, profile: bool) -> Measured:
         return statistics.median(ratios), min(runs[name]) / min(runs["parse"])
 
     return Measured(
-        len(lines), timing("parse"), timing("plugin"), timing("cached"), ratio("plugin"), ratio("cached")
+        len(lines),
+        timing("parse"),
+        timing("plugin"),
+        timing("first"),
+        timing("cached"),
+        ratio("plugin"),
+        ratio("first"),
+        ratio("cached"),
     )
 
 
@@ -145,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         f"python {sys.version.split()[0]}, libcst {libcst_version()}, CPU seconds: median / least of {args.repeat}"
     )
     print(
-        f"{'file':<44} {'lines':>6} {'parse':>13} {'plugin':>13} {'ratio':>11} {'cached':>13} {'ratio':>11}"
+        f"{'file':<44} {'lines':>6} {'parse':>13} {'plugin':>13} {'ratio':>11} {'first':>13} {'ratio':>11}"
+        f" {'cached':>13} {'ratio':>11}"
     )
     for path in files:
         found = measure(path, args.repeat, args.profile)
@@ -154,11 +171,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{found.parse[0]:.3f}/{found.parse[1]:.3f}",
             f"{found.plugin[0]:.3f}/{found.plugin[1]:.3f}",
             f"{found.plugin_ratio[0]:.2f}/{found.plugin_ratio[1]:.2f}",
+            f"{found.first[0]:.3f}/{found.first[1]:.3f}",
+            f"{found.first_ratio[0]:.2f}/{found.first_ratio[1]:.2f}",
             f"{found.cached[0]:.3f}/{found.cached[1]:.3f}",
             f"{found.cached_ratio[0]:.2f}/{found.cached_ratio[1]:.2f}",
         ]
         print(
             f"{name:<44} {found.lines:>6} {cells[0]:>13} {cells[1]:>13} {cells[2]:>11} {cells[3]:>13} {cells[4]:>11}"
+            f" {cells[5]:>13} {cells[6]:>11}"
         )
     load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
     print(f"ratios: median of the rounds' ratios / least over least; load average now {load} (1, 5, 15 min)")
