@@ -5,15 +5,19 @@ Random factories draw from the target device's generator once given `device=` (t
 distribution, other numbers); `arange`/`linspace`/`logspace` are computed by device kernels in
 floating point (the last bits may differ from the CPU's) except `arange` in an integer dtype;
 a factory given `requires_grad=` makes a leaf on the device where the moved copy was not one.
+`move_arguments` and `with_dtype` give what a fix passing `device=` to a factory writes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
+from torchdev_lint.analysis.devices import is_dtype
 from torchdev_lint.analysis.kinds import TENSOR_FACTORIES
 from torchdev_lint.analysis.scopes import Scope, resolve
-from torchdev_lint.syntax import keyword
+from torchdev_lint.syntax import keyword, positional, with_keyword
 
 # Factories that take `device=` (from_numpy, stack and cat do not).
 DEVICE_FACTORIES = TENSOR_FACTORIES - {"from_numpy", "stack", "cat"}
@@ -29,6 +33,8 @@ _DEVICE_ARITHMETIC = frozenset({"arange", "linspace", "logspace"})
 _INTEGER_DTYPES = frozenset(
     {"int", "int8", "int16", "int32", "int64", "long", "short", "uint8", "uint16", "uint32", "uint64"}
 )
+# `.to(device, dtype, non_blocking, copy)`: parameters a freshly created tensor can drop or keep.
+_TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 
 
 def same_tensor_on_device(factory: cst.Call, factory_name: str, scope: Scope) -> bool:
@@ -48,3 +54,46 @@ def same_tensor_on_device(factory: cst.Call, factory_name: str, scope: Scope) ->
 def _integer_dtype(node: cst.BaseExpression, scope: Scope) -> bool:
     name = resolve(node, scope)
     return name is not None and name.startswith("torch.") and name[6:] in _INTEGER_DTYPES
+
+
+def move_arguments(
+    call: cst.Call, scope: Scope, string: Callable[[str, cst.CSTNode], cst.SimpleString | None]
+) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
+    """(device, dtype) of a `.to(...)`/`.cuda(...)` call, or None when it does more than that.
+    `string(value, at)` writes a string literal legal at `at` (`.cuda()` becomes `"cuda"`)."""
+    assert isinstance(call.func, cst.Attribute)
+    if call.func.attr.value == "cuda":
+        if all(arg.keyword is not None and arg.keyword.value == "non_blocking" for arg in call.args):
+            literal = string("cuda", call)
+        else:
+            args = positional(call)
+            if len(call.args) != 1 or len(args) != 1 or not isinstance(args[0].value, cst.Integer):
+                return None
+            literal = string(f"cuda:{args[0].value.value}", call)
+        return None if literal is None else (literal, None)
+    if any(arg.star for arg in call.args):
+        return None
+    if any(arg.keyword is not None and arg.keyword.value not in _TO_KEYWORDS for arg in call.args):
+        return None
+    args = positional(call)
+    device_arg = keyword(call, "device")
+    device = device_arg.value if device_arg is not None else (args[0].value if args else None)
+    if device is None or len(args) > 4 or (device_arg is not None and args):
+        return None
+    dtype_arg = keyword(call, "dtype")
+    dtype = dtype_arg.value if dtype_arg is not None else None
+    if len(args) > 1:
+        if dtype is not None or not is_dtype(args[1].value, scope):
+            return None
+        dtype = args[1].value
+    return device, dtype
+
+
+def with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
+    """`factory` creating in `dtype`: its own `dtype=` replaced, or one added."""
+    given = keyword(factory, "dtype")
+    if given is None:
+        return with_keyword(factory, "dtype", dtype)
+    return factory.with_changes(
+        args=[arg.with_changes(value=dtype) if arg is given else arg for arg in factory.args]
+    )

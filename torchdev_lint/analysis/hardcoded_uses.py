@@ -2,7 +2,8 @@
 
 A use is `.cuda()`, a CUDA literal given to `.to(...)`, `torch.device(...)` or `device=`, or
 assigned to a name that holds a device (`DEVICE = "cuda"`). Harmless ones are left out
-(`device_contexts.harmless_here`); the rest are grouped per statement (one finding each), with
+(`device_contexts.harmless_here`), and all of them in a project that says it is CUDA-only
+(`device-policy = "cuda-only"`); the rest are grouped per statement (one finding each), with
 the edits of the fix (`device_edits`) and the tensor a move follows (`if mask.is_cuda:`).
 """
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis.constructor_defaults import never_overridden_defaults
 from torchdev_lint.analysis.device_contexts import (
     configures,
     device_object_harmless,
@@ -37,9 +39,12 @@ class HardcodedUses:
         self.ctx = ctx
         self.device_variable = DeviceVariable(ctx)
         self._statements: dict[cst.BaseStatement, StatementUses] = {}
+        self._cuda_only = ctx.settings.device_policy == "cuda-only"
 
     def call(self, node: cst.Call) -> None:
         """`.cuda()`, `.to("cuda")`, `torch.device("cuda")`, `f(device="cuda")` (the call being visited)."""
+        if self._cuda_only:
+            return
         func = node.func
         variable = self.device_variable
         if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
@@ -66,13 +71,25 @@ class HardcodedUses:
 
     def assign(self, node: cst.Assign) -> None:
         """`DEVICE = "cuda"`, `self.device = "xpu" if xpu_ok() else "cuda"` (not a setting: `args.device`)."""
-        literals = cuda_choices(node.value, self.ctx.scope)
+        literals = [] if self._cuda_only else cuda_choices(node.value, self.ctx.scope)
         for target in node.targets if literals else ():
             name = dotted_name(target.target)
             if name is not None and names_device(name):
                 for literal in literals:
                     self._record(literal, node, choice_edit(self.device_variable, literal, node.value))
                 return
+
+    def unpassed_defaults(self, function: cst.FunctionDef) -> list[tuple[str, cst.Param, cst.BaseExpression]]:
+        """(class, parameter, default) of each CUDA default of this `__init__` that no construction in
+        the project passes (`constructor_defaults`) and that is not harmless where it is written."""
+        if self._cuda_only:
+            return []
+        found = never_overridden_defaults(function, self.ctx.scope, self.ctx.project)
+        return [
+            (owner, param, default)
+            for owner, param, default in found
+            if not harmless_here(default, param, self.ctx, device_parameter=False)
+        ]
 
     def take(self) -> list[StatementUses]:
         """The uses gathered, one entry per statement, forgotten here."""

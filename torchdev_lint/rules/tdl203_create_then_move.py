@@ -5,15 +5,19 @@ from __future__ import annotations
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import is_test_code
-from torchdev_lint.analysis.devices import as_move, is_dtype
-from torchdev_lint.analysis.factory_values import DEVICE_FACTORIES, EXACT_IN_ANY_DTYPE, same_tensor_on_device
+from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.factory_values import (
+    DEVICE_FACTORIES,
+    EXACT_IN_ANY_DTYPE,
+    move_arguments,
+    same_tensor_on_device,
+    with_dtype,
+)
 from torchdev_lint.analysis.host_data import factory_creates_on_cpu
 from torchdev_lint.analysis.setup_code import runs_once
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import keyword, positional, with_keyword
+from torchdev_lint.syntax import keyword, with_keyword
 
-# `.to(device, dtype, non_blocking, copy)`: parameters a freshly created tensor can drop or keep.
-_TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 # Factory arguments that make `device=` wrong or change semantics beyond placement.
 _NO_FIX_FACTORY_KEYWORDS = frozenset({"pin_memory", "out"})
 # torch builds a tensor from a list or number on the host whatever `device=` says, and
@@ -542,14 +546,14 @@ class CreateThenMove(Rule):
             return None
         if any(keyword(factory, name) is not None for name in _NO_FIX_FACTORY_KEYWORDS):
             return None
-        target = self._move_arguments(call)
+        target = move_arguments(call, self.ctx.scope, self.ctx.string)
         if target is None:
             return None
         device, dtype = target
         fixed: cst.BaseExpression = with_keyword(factory, "device", device)
         if dtype is not None:
             if factory_name in EXACT_IN_ANY_DTYPE:
-                fixed = _with_dtype(factory, dtype)
+                fixed = with_dtype(factory, dtype)
                 fixed = with_keyword(fixed, "device", device)
             else:
                 # Create in the factory's own dtype, then cast: creating in the new dtype
@@ -558,42 +562,3 @@ class CreateThenMove(Rule):
         # Safe where the device-created tensor equals the moved one bit for bit, and is still not a leaf.
         same = same_tensor_on_device(factory, factory_name, self.ctx.scope)
         return Fix("safe" if same else "unsafe", "Pass `device=` to the factory", {call: fixed})
-
-    def _move_arguments(self, call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
-        """(device, dtype) of a `.to(...)`/`.cuda(...)` call, or None when it does more than that."""
-        assert isinstance(call.func, cst.Attribute)
-        if call.func.attr.value == "cuda":
-            if all(arg.keyword is not None and arg.keyword.value == "non_blocking" for arg in call.args):
-                literal = self.ctx.string("cuda", at=call)
-            else:
-                args = positional(call)
-                if len(call.args) != 1 or len(args) != 1 or not isinstance(args[0].value, cst.Integer):
-                    return None
-                literal = self.ctx.string(f"cuda:{args[0].value.value}", at=call)
-            return None if literal is None else (literal, None)
-        if any(arg.star for arg in call.args):
-            return None
-        if any(arg.keyword is not None and arg.keyword.value not in _TO_KEYWORDS for arg in call.args):
-            return None
-        args = positional(call)
-        device_arg = keyword(call, "device")
-        device = device_arg.value if device_arg is not None else (args[0].value if args else None)
-        if device is None or len(args) > 4 or (device_arg is not None and args):
-            return None
-        dtype_arg = keyword(call, "dtype")
-        dtype = dtype_arg.value if dtype_arg is not None else None
-        if len(args) > 1:
-            if dtype is not None or not is_dtype(args[1].value, self.ctx.scope):
-                return None
-            dtype = args[1].value
-        return device, dtype
-
-
-def _with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
-    """`factory` creating in `dtype`: its own `dtype=` replaced, or one added."""
-    given = keyword(factory, "dtype")
-    if given is None:
-        return with_keyword(factory, "dtype", dtype)
-    return factory.with_changes(
-        args=[arg.with_changes(value=dtype) if arg is given else arg for arg in factory.args]
-    )

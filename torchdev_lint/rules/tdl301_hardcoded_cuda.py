@@ -6,8 +6,6 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.constructor_defaults import never_overridden_defaults
-from torchdev_lint.analysis.device_contexts import harmless_here
 from torchdev_lint.analysis.hardcoded_uses import HardcodedUses
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -511,19 +509,14 @@ class HardcodedCuda(Rule):
         self.uses = HardcodedUses(ctx)  # one finding per statement, reported when the module ends
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.settings.device_policy != "cuda-only":
-            self.uses.call(node)
+        self.uses.call(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if self.ctx.settings.device_policy != "cuda-only":
-            self.uses.assign(node)
+        self.uses.assign(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        for owner, param, default in never_overridden_defaults(node, self.ctx.scope, self.ctx.project):
-            if self.ctx.settings.device_policy != "cuda-only" and not harmless_here(
-                default, param, self.ctx, device_parameter=False
-            ):
-                self.report(default, _DEFAULT.format(parameter=param.name.value, owner=owner))
+        for owner, param, default in self.uses.unpassed_defaults(node):
+            self.report(default, _DEFAULT.format(parameter=param.name.value, owner=owner))
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
