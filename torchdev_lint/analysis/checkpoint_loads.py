@@ -9,6 +9,9 @@ device this machine lacks:
   a `load_state_dict(...)` call (directly, through items, `.get`/`.pop`, names
   it is assigned to, key-renaming dict comprehensions)? Only then does loading
   it onto the CPU change nothing the program sees.
+- `falls_back_after_safe_load`: a `weights_only=False` load in the `except` of a `try` that
+  loaded the same path with `weights_only=True`.
+- `path_key`: the text by which a load and a save name the same file.
 - `package_data`, `fixed_url`, `holds_numbers_only`, `restores_host_data`, `names_host_file`,
   `runs_on_xla`, `pickling_format`, `discards_device`, `is_test_code`: other signs that a
   load restores no tensor onto a device this machine lacks.
@@ -35,8 +38,8 @@ from torchdev_lint.analysis.scopes import (
     resolve,
     small_statements,
 )
-from torchdev_lint.analysis.walk import children
-from torchdev_lint.syntax import keyword, positional
+from torchdev_lint.analysis.walk import calls, children
+from torchdev_lint.syntax import argument, keyword, positional
 
 
 @dataclass(frozen=True)
@@ -241,6 +244,11 @@ class UseIndex:
         )
 
 
+def path_key(path: cst.BaseExpression) -> str:
+    """The path expression as text without layout: the same expression saves and loads the same file."""
+    return "".join(cst.Module(body=[]).code_for_node(path).split())
+
+
 def package_data(path: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
     """A path built from `__file__` (directly or through names bound to one): a file shipped
     next to the code, which its authors load on every machine the package supports.
@@ -403,6 +411,34 @@ def discards_device(function: cst.CSTNode) -> bool:
         and isinstance(small.target, cst.Name)
         and small.target.value in _DEVICE_PARAMETERS & params
         for small in small_statements(block_statements(function.body))
+    )
+
+
+def falls_back_after_safe_load(call: cst.Call, enclosing: list[cst.CSTNode], scope: Scope) -> bool:
+    """A load in an `except` handler of a `try` whose body loads the same path expression with
+    `weights_only=True`: the program tried the safe load first, and falls back only once it has
+    failed (on an `UnpicklingError`, usually with a warning naming the types to allow-list)."""
+    found = argument(call, 0, "f")
+    if found is None:
+        return False
+    for depth in range(len(enclosing) - 1, 0, -1):
+        handler, statement = enclosing[depth], enclosing[depth - 1]
+        if isinstance(handler, (cst.FunctionDef, cst.Lambda)):
+            return False  # a function defined in the handler runs later: no fallback
+        if isinstance(handler, cst.ExceptHandler) and isinstance(statement, cst.Try):
+            return any(_safe_load_of(load, path_key(found.value), scope) for load in calls(statement.body))
+    return False
+
+
+def _safe_load_of(load: cst.Call, key: str, scope: Scope) -> bool:
+    given, safe = argument(load, 0, "f"), keyword(load, "weights_only")
+    return (
+        given is not None
+        and path_key(given.value) == key
+        and safe is not None
+        and isinstance(safe.value, cst.Name)
+        and safe.value.value == "True"
+        and resolve(load.func, scope) == "torch.load"
     )
 
 

@@ -6,8 +6,9 @@ pickles its class (TDL105). So the save/load rules (TDL101..105) ask:
 
 - `saved_dict_slots`: the values of a dict given to `torch.save` (TDL105, here and across calls).
 - `saved_on_cpu` (`analysis/host_values.py`): is the saved object evidently in host memory?
-- `SavedFiles`: what the file writes (`path_key`, `in_memory_buffer`), so that loads
-  of what it has just written, or wrote from host memory, are known for what they are.
+- `SavedFiles`: what the file writes (`checkpoint_loads.path_key`, `in_memory_buffer`), so that loads
+  of what it has just written, wrote from host memory, or wrote for an object that reads it
+  back, are known for what they are.
 
 What loading restores is in `checkpoint_loads`.
 """
@@ -19,13 +20,14 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoint_loads import UseIndex
+from torchdev_lint.analysis.checkpoint_loads import UseIndex, path_key
 from torchdev_lint.analysis.devices import CPU
 from torchdev_lint.analysis.flow import device_of
 from torchdev_lint.analysis.host_facts import FileHostFacts
 from torchdev_lint.analysis.host_values import SAVED_OBJECT, saved_on_cpu
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.walk import calls
 from torchdev_lint.syntax import argument
 
 if TYPE_CHECKING:
@@ -105,6 +107,29 @@ class SavedFiles:
         """Has the function of `scope` already saved to this path expression?"""
         return path_key(path) in self._by_function[scope.owner]
 
+    def written_for_object(self, path: cst.BaseExpression, scope: Scope) -> bool:
+        """Does the file write the file at `self.<attr>` (`path`) for the object of `scope`'s class?
+        A method of the class saves to `self.<attr>`, or a function saves to a path and passes that
+        path to the class (`torch.save(data, path)`, then `Loader(path, ...)`).
+
+        Complete only once the whole file has been traversed.
+        """
+        klass = scope.enclosing_class
+        if klass is None or not isinstance(klass.node, cst.ClassDef):
+            return False
+        key, name = path_key(path), klass.node.name.value
+        for function, keys in self._by_function.items():
+            if function.enclosing_class is klass and key in keys:
+                return True
+            if any(
+                isinstance(call.func, cst.Name)
+                and call.func.value == name
+                and any(path_key(arg.value) in keys for arg in call.args)
+                for call in calls(function.node)
+            ):
+                return True
+        return False
+
     def read_back(self, loader: str, path: cst.BaseExpression, scope: Scope) -> bool:
         """Is this an in-memory round trip, or a `torch.load` of a path saved from host memory?
 
@@ -119,11 +144,6 @@ def _serializer(scope: Scope) -> cst.CSTNode:
     """The innermost class around `scope`, else its function (or module)."""
     klass = scope.enclosing_class
     return klass.node if klass is not None else scope.owner.node
-
-
-def path_key(path: cst.BaseExpression) -> str:
-    """The path expression as text without layout: the same expression saves and loads the same file."""
-    return "".join(cst.Module(body=[]).code_for_node(path).split())
 
 
 def in_memory_buffer(path: cst.BaseExpression, scope: Scope) -> bool:

@@ -28,10 +28,11 @@ from torchdev_lint.analysis.checkpoint_loads import (
     is_test_code,
     names_host_file,
     package_data,
+    path_key,
     restores_host_data,
     runs_on_xla,
 )
-from torchdev_lint.analysis.checkpoint_saves import SavedFiles, path_key
+from torchdev_lint.analysis.checkpoint_saves import SavedFiles
 from torchdev_lint.analysis.dataset_bases import derives_from_project_dataset
 from torchdev_lint.analysis.datasets import is_dataset_class
 from torchdev_lint.analysis.host_values import SAVED_OBJECT
@@ -39,7 +40,7 @@ from torchdev_lint.analysis.load_facts import local_key
 from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.saved_files import path_shape
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name
-from torchdev_lint.analysis.walk import children, first
+from torchdev_lint.analysis.walk import calls, children, first
 from torchdev_lint.syntax import argument, has_star
 
 # `self`/`cls`: attributes of the instance or class a method runs on.
@@ -75,7 +76,7 @@ def restores_no_device_at_call(call: cst.Call, loader: Loader, saved: SavedFiles
         (loader.downloads and _fixed_url(path, ctx.scope)) or _downloaded_from_fixed_url(path, ctx.scope)
     ):
         return True  # weights the authors publish and load everywhere they support
-    if path is not None and _temporary_of_object(path, ctx.ancestors):
+    if path is not None and temporary_of_object(path, ctx.ancestors):
         return True  # a file its object deletes in `__del__`: written and read by this run
     if runs_on_xla(owner.node):
         return True  # XLA writes checkpoints from host memory; no CUDA device to restore
@@ -205,7 +206,7 @@ def _downloaded_from_fixed_url(path: cst.BaseExpression, scope: Scope) -> bool:
     """The function fetched the file with `download_url_to_file(url, path)` from a URL fixed in
     the code (facenet's pretrained weights): the authors' published weights."""
     key = path_key(path)
-    for node in _calls(scope.owner.node):
+    for node in calls(scope.owner.node):
         callee = dotted_name(node.func) or ""
         if callee.rsplit(".", 1)[-1] != "download_url_to_file":
             continue
@@ -215,7 +216,7 @@ def _downloaded_from_fixed_url(path: cst.BaseExpression, scope: Scope) -> bool:
     return False
 
 
-def _temporary_of_object(path: cst.BaseExpression, ancestors: list[cst.CSTNode]) -> bool:
+def temporary_of_object(path: cst.BaseExpression, ancestors: list[cst.CSTNode]) -> bool:
     """`self.path` that the class's `__del__` removes (`os.remove(self.path)`): a temporary file
     of the object, written and read back by the same run on the same machine."""
     if not (
@@ -227,22 +228,12 @@ def _temporary_of_object(path: cst.BaseExpression, ancestors: list[cst.CSTNode])
         return False
     for member in block_statements(klass.body):
         if isinstance(member, cst.FunctionDef) and member.name.value == "__del__":
-            for call in _calls(member):
+            for call in calls(member):
                 callee = dotted_name(call.func) or ""
                 removed = argument(call, 0, "path")
                 if callee in _REMOVERS and removed is not None and path_key(removed.value) == path_key(path):
                     return True
     return False
-
-
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    found, stack = [], [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Call):
-            found.append(current)
-        stack.extend(children(current))
-    return found
 
 
 def reads_own_or_shipped_file(

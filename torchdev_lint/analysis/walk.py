@@ -223,3 +223,15 @@ def first(
 def contains(outer: cst.CSTNode, inner: cst.CSTNode | None) -> bool:
     """Is `inner` `outer` itself or one of its descendants?"""
     return inner is not None and first(outer, lambda node: node is inner) is not None
+
+
+def calls(root: cst.CSTNode) -> list[cst.Call]:
+    """Every call in `root`'s subtree (nested functions included): the searches that ask
+    whether some call there deletes, saves to or builds something."""
+    found, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            found.append(node)
+        stack.extend(children(node))
+    return found

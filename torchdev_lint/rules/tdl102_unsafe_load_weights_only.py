@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoint_loads import is_test_code, pickling_format
+from torchdev_lint.analysis.checkpoint_loads import falls_back_after_safe_load, is_test_code, pickling_format
 from torchdev_lint.analysis.checkpoint_saves import SAVED_OBJECT, SavedFiles
+from torchdev_lint.analysis.host_loads import temporary_of_object
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
@@ -36,8 +37,14 @@ class UnsafeLoadWeightsOnly(Rule):
         loads in tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a
         module that imports pytest or unittest), which read back files they have just written,
         and loads of what the program itself has just serialized: a path the same function
-        has saved to, or an in-memory `io.BytesIO` buffer read by the class (or function) that
-        saves into such buffers.) Files a DeepSpeed helper located (`get_optim_files(dir)`,
+        has saved to, an in-memory `io.BytesIO` buffer read by the class (or function) that
+        saves into such buffers, or a `self.<attr>` file that the class's `__del__` removes and
+        that the file writes for it (a method saves to `self.<attr>`, or a function saves to a
+        path and passes that path to the class's constructor).) A load in an `except` handler
+        of a `try` whose body loads the same path expression with `weights_only=True` is left
+        alone: the program tried the safe load first and falls back only when it failed (a
+        fallback reading another path, or after a try that was not a safe load, is flagged).
+        Files a DeepSpeed helper located (`get_optim_files(dir)`,
         `get_model_state_file(...)`) are left alone too: DeepSpeed pickles the client state and
         optimizer objects into them, so reading them needs `weights_only=False`.
 
@@ -143,6 +150,97 @@ class UnsafeLoadWeightsOnly(Rule):
             """,
             lines=(3,),
         ),
+        # Fallbacks that are no retry of a failed safe load: another file, or no safe load first.
+        Invalid(
+            """
+            import pickle
+            import torch
+
+            def load_any(path, backup_path):
+                try:
+                    return torch.load(path, weights_only=True)
+                except pickle.UnpicklingError:
+                    return torch.load(backup_path, weights_only=False)
+
+            def load_state(path):
+                try:
+                    return torch.load(path, weights_only=False)
+                except RuntimeError:
+                    return torch.load(path, map_location="cpu", weights_only=False)
+            """,
+            lines=(8, 12, 14),
+            fixed="""
+            import pickle
+            import torch
+
+            def load_any(path, backup_path):
+                try:
+                    return torch.load(path, weights_only=True)
+                except pickle.UnpicklingError:
+                    return torch.load(backup_path, weights_only=True)
+
+            def load_state(path):
+                try:
+                    return torch.load(path, weights_only=True)
+                except RuntimeError:
+                    return torch.load(path, map_location="cpu", weights_only=True)
+            """,
+        ),
+        # An object deleting a file that this file never writes: it came from elsewhere (here a
+        # download), and so may a path merely stored on an object.
+        Invalid(
+            """
+            import os
+            import torch
+
+            class Downloaded:
+                def __init__(self, url):
+                    self.path = download(url)
+
+                def load(self):
+                    return torch.load(self.path, weights_only=False)
+
+                def __del__(self):
+                    os.remove(self.path)
+
+            class Reader:
+                def __init__(self, path):
+                    self.path = path
+
+                def load(self):
+                    return torch.load(self.path, weights_only=False)
+
+            def write_graph(graph, path):
+                torch.save(graph, path)
+                return Reader(path)
+            """,
+            lines=(9, 19),
+            fixed="""
+            import os
+            import torch
+
+            class Downloaded:
+                def __init__(self, url):
+                    self.path = download(url)
+
+                def load(self):
+                    return torch.load(self.path, weights_only=True)
+
+                def __del__(self):
+                    os.remove(self.path)
+
+            class Reader:
+                def __init__(self, path):
+                    self.path = path
+
+                def load(self):
+                    return torch.load(self.path, weights_only=True)
+
+            def write_graph(graph, path):
+                torch.save(graph, path)
+                return Reader(path)
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -189,6 +287,62 @@ class UnsafeLoadWeightsOnly(Rule):
                     return torch.load(io.BytesIO(data), weights_only=False)
             """
         ),
+        # The safe load of the same file was tried first; the fallback warns and unpickles fully.
+        Valid(
+            """
+            import pickle
+            import warnings
+            import torch
+
+            def torch_load(path, map_location=None):
+                try:
+                    with open(path, "rb") as f:
+                        return torch.load(f, map_location, weights_only=True)
+                except pickle.UnpicklingError as e:
+                    if "add_safe_globals" not in str(e):
+                        raise
+                    warnings.warn("weights-only load failed: allow-list the types with add_safe_globals")
+                    with open(path, "rb") as f:
+                        return torch.load(f, map_location, weights_only=False)
+            """
+        ),
+        # A temporary file of an object: the file writes it for the object, whose `__del__` removes it.
+        Valid(
+            """
+            import os
+            from dataclasses import dataclass
+
+            import torch
+
+            @dataclass
+            class GraphBackendLoader:
+                path: str
+
+                def load(self):
+                    return torch.load(self.path, weights_only=False)
+
+                def __del__(self):
+                    if os.path.exists(self.path):
+                        os.remove(self.path)
+
+            def create_backend(graph, path=""):
+                torch.save(graph, path)
+                return GraphBackendLoader(path)
+
+            class Spill:
+                def __init__(self, path):
+                    self.path = path
+
+                def spill(self, obj):
+                    torch.save(obj, self.path)
+
+                def restore(self):
+                    return torch.load(self.path, weights_only=False)
+
+                def __del__(self):
+                    os.remove(self.path)
+            """
+        ),
         # DeepSpeed's own checkpoint files hold pickled client state: full unpickling is required.
         Valid(
             """
@@ -223,18 +377,24 @@ class UnsafeLoadWeightsOnly(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.saved = SavedFiles()
-        # Findings judged once the file is known: it may serialize into buffers after the load.
-        self.pending: list[tuple[cst.Call, Scope, str | None, Fix | None]] = []
+        # Findings judged once the file is known: it may serialize into buffers after the load,
+        # or save the temporary file of an object that loads it; the last item says it is one.
+        self.pending: list[tuple[cst.Call, Scope, str | None, Fix | None, bool]] = []
 
     def _pend(self, node: cst.Call, message: str | None = None, fix: Fix | None = None) -> None:
-        self.pending.append((node, self.ctx.scope, message, fix))
+        path = argument(node, 0, "f")
+        temporary = path is not None and temporary_of_object(path.value, self.ctx.ancestors)
+        self.pending.append((node, self.ctx.scope, message, fix, temporary))
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
-        for call, load_scope, message, fix in self.pending:
+        for call, load_scope, message, fix, temporary in self.pending:
             path = argument(call, 0, "f")
-            if path is None or not self.saved.read_back("torch.load", path.value, load_scope):
+            if path is None or not (
+                self.saved.read_back("torch.load", path.value, load_scope)
+                or (temporary and self.saved.written_for_object(path.value, load_scope))
+            ):
                 self.report(call, message, fix)
         self.pending = []
 
@@ -252,6 +412,8 @@ class UnsafeLoadWeightsOnly(Rule):
             return  # the file just written by this test or function: nothing untrusted
         if path is not None and pickling_format(path.value, self.ctx.scope):
             return  # DeepSpeed's files pickle client state: `weights_only=False` is required there
+        if falls_back_after_safe_load(node, self.ctx.ancestors, self.ctx.scope):
+            return  # the safe load of the same file was tried first and failed
         given = keyword(node, "weights_only")
         # `weights_only=True` refuses an explicit `pickle_module`: no fix there.
         custom_pickle = argument(node, 2, "pickle_module") is not None
