@@ -36,6 +36,8 @@ from torchdev_lint.analysis.torch_api import (
     NON_MODULE_METHODS,
     SAME_KIND_METHODS,
 )
+from torchdev_lint.analysis.walk import first
+from torchdev_lint.syntax import positional
 
 # `torch.<name>(...)` calls that build a new tensor: the factories, and `cat`/`stack` of a list.
 TENSOR_FACTORIES = FACTORIES | {"cat", "stack"}
@@ -261,10 +263,75 @@ def contradicts_module(node: cst.BaseExpression, scope: Scope) -> bool:
         if found is None:
             return False
         owner, bindings = found
-        return any(_binding_is_not_module(b, owner) for b in bindings)
+        if any(_binding_is_not_module(b, owner) for b in bindings):
+            return True
+        return (
+            len(bindings) == 1
+            and isinstance(bindings[0].node, cst.Param)
+            and isinstance(owner.node, cst.FunctionDef)
+            and read_as_data(node.value, owner.node, owner.module)
+        )
     values = self_attribute_values(key, scope)
     class_scope = _class_scope(scope) or scope
     return any(_value_is_not_module(v, class_scope) for v in values)
+
+
+def read_as_data(name: str, function: cst.FunctionDef, module: Scope, depth: int = 0) -> bool:
+    """Does `function` read its parameter `name` as a dict (or tensor): a string key
+    (`model["infos"]`), a dict or tensor method (`.items()`, `.size()`), or passing it to a
+    function of the file that does (`describe(model)`, itself reading `model["infos"]`)?
+    A name says little; such reads say what the callers pass."""
+
+    def reads(node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Subscript):
+            return _is_name(node.value, name) and _string_key(node)
+        if not isinstance(node, cst.Call):
+            return False
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            return _is_name(func.value, name) and func.attr.value in NON_MODULE_METHODS
+        callee = _file_function(func, module) if depth < 2 else None
+        return callee is not None and any(
+            _is_name(arg.value, name)
+            and (parameter := _parameter_taking(node, arg, callee)) is not None
+            and read_as_data(parameter, callee, module, depth + 1)
+            for arg in node.args
+        )
+
+    return first(function.body, reads) is not None
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
+
+
+def _string_key(subscript: cst.Subscript) -> bool:
+    """`x["key"]`: one string index."""
+    if len(subscript.slice) != 1:
+        return False
+    index = subscript.slice[0].slice
+    return isinstance(index, cst.Index) and isinstance(
+        index.value, (cst.SimpleString, cst.ConcatenatedString)
+    )
+
+
+def _file_function(func: cst.BaseExpression, module: Scope) -> cst.FunctionDef | None:
+    """The module-level function of this file that `func` names, when it is bound once."""
+    bindings = module.bindings.get(func.value, []) if isinstance(func, cst.Name) else []
+    node = bindings[0].node if len(bindings) == 1 else None
+    return node if isinstance(node, cst.FunctionDef) else None
+
+
+def _parameter_taking(call: cst.Call, arg: cst.Arg, callee: cst.FunctionDef) -> str | None:
+    """The name of `callee`'s parameter that `arg` of `call` binds (by keyword or position)."""
+    params = callee.params
+    named = [*params.posonly_params, *params.params]
+    if arg.keyword is not None:
+        keywords = {param.name.value for param in (*params.params, *params.kwonly_params)}
+        return arg.keyword.value if arg.keyword.value in keywords else None
+    given = positional(call)
+    position = next((i for i, a in enumerate(given) if a is arg), None)
+    return named[position].name.value if position is not None and position < len(named) else None
 
 
 def _binding_is_module(binding: Binding, scope: Scope) -> bool:

@@ -31,7 +31,10 @@ class SaveWholeModule(Rule):
         `torchvision.models` factory), used as a module in the same function (`.eval()`,
         `.parameters()`, a bare `model.to(device)` statement...), or named like one (`model`,
         `net`, `self.model`, `teacher_model`) and bound to nothing that is a dict, a tensor, a
-        `state_dict()` or a `torch.load` result.
+        `state_dict()` or a `torch.load` result. A parameter named like a model that the function
+        reads as a dict or tensor (a string key, `model["infos"]`; a dict or tensor method,
+        `model.items()`), or passes to a function of the same file that does, is data, not a
+        module: its save is left alone. A module built in the function is flagged all the same.
 
         ## Why it matters
         Saving a module pickles the object: its class is stored by import path, so the file only
@@ -161,6 +164,42 @@ class SaveWholeModule(Rule):
                     torch.save(self.model.module.state_dict(), path + ".inner")
             """,
         ),
+        # Read with an integer index, or built as a module: the string key does not make it a dict.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def upload(model, path):
+                torch.save(model, path)
+                describe(model)
+
+            def describe(model):
+                print(model.num_layers, model[0])
+
+            def export(path):
+                model = nn.ModuleDict({"encoder": nn.Linear(2, 2)})
+                model["encoder"].eval()
+                torch.save(model, path)
+            """,
+            lines=(5, 14),
+            fixed="""
+            import torch
+            from torch import nn
+
+            def upload(model, path):
+                torch.save(model.state_dict(), path)
+                describe(model)
+
+            def describe(model):
+                print(model.num_layers, model[0])
+
+            def export(path):
+                model = nn.ModuleDict({"encoder": nn.Linear(2, 2)})
+                model["encoder"].eval()
+                torch.save(model.state_dict(), path)
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -257,6 +296,27 @@ class SaveWholeModule(Rule):
 
                 def save(self, path):
                     torch.save(self.model, path)
+            """
+        ),
+        # A "model" read with string keys, here or by the function it is passed to: a dict.
+        Valid(
+            """
+            import torch
+
+            def upload(model, token, model_path=None):
+                if model_path is None:
+                    model_path = "tmp.pth"
+                    torch.save(model, model_path)
+                metadata = make_metadata(model)
+                return send(token, metadata, model_path)
+
+            def make_metadata(model):
+                infos = model["infos"]
+                return {"title": infos["name"], "task": model["task"]}
+
+            def publish(model, path):
+                model["infos"]["uploader"] = "me"
+                torch.save(model, path)
             """
         ),
         Valid(
