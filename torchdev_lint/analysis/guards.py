@@ -162,11 +162,15 @@ def _any_gpu(target: cst.ComparisonTarget) -> bool:
 
 
 def _is_count(node: cst.BaseExpression, scope: Scope) -> bool:
-    """`torch.cuda.device_count()`, `n_gpu`, `args.num_gpus`, `opt["num_gpu"]`."""
+    """`torch.cuda.device_count()`, `n_gpu`, `args.num_gpus`, `opt["num_gpu"]`, and a setting named
+    after GPUs or CUDA (`self.gpus`) or its length (`len(gpu_ids)`): `self.gpus > 0` asks whether the
+    program was given GPUs, as `use_gpu` would."""
     if is_availability_call(node, scope):
         return True
+    if isinstance(node, cst.Call) and len(node.args) == 1 and resolve(node.func, scope) == "builtins.len":
+        node = node.args[0].value
     name = _setting_name(node)
-    return name is not None and bool(_COUNT.match(name))
+    return name is not None and (bool(_COUNT.match(name)) or _name_says(node) is True)
 
 
 def _setting_name(node: cst.BaseExpression) -> str | None:
@@ -181,7 +185,8 @@ def _setting_name(node: cst.BaseExpression) -> str | None:
 
 
 def _count_test(node: cst.Comparison, scope: Scope) -> bool | None:
-    """`n_gpu > 0` → True (there is a GPU), `device_count() < 2` → False (maybe none); else None."""
+    """`n_gpu > 0` → True (there is a GPU), `device_count() < 2` → False (maybe none); else None
+    (`gpu_id >= 0` says nothing: an index, perhaps)."""
     if len(node.comparisons) != 1 or not _is_count(node.left, scope):
         return None
     target = node.comparisons[0]
@@ -193,7 +198,7 @@ def _count_test(node: cst.Comparison, scope: Scope) -> bool | None:
     if isinstance(operator, (cst.GreaterThan, cst.NotEqual)):
         return number >= 0
     if isinstance(operator, cst.GreaterThanEqual):
-        return number >= 1
+        return True if number >= 1 else None
     if isinstance(operator, (cst.LessThan, cst.LessThanEqual, cst.Equal)):
         return False
     return None

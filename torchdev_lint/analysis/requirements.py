@@ -22,9 +22,10 @@ from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, 
 from torchdev_lint.analysis.walk import children, walk
 from torchdev_lint.syntax import keyword, positional
 
-# Libraries that only run on NVIDIA GPUs: a module importing one is CUDA-only code.
+# Libraries that only run on NVIDIA GPUs: a module importing one is CUDA-only code (`setGPU` picks
+# an NVIDIA GPU as it is imported and fails without one).
 CUDA_ONLY_LIBRARIES = frozenset(
-    {"tensorrt", "torch_tensorrt", "pycuda", "cupy", "apex", "flash_attn", "cutlass"}
+    {"tensorrt", "torch_tensorrt", "pycuda", "cupy", "apex", "flash_attn", "cutlass", "setGPU"}
 )
 # Calls that raise without CUDA, made to claim a GPU on purpose.
 _CUDA_CLAIMS = frozenset({"torch.cuda.set_device", "torch.cuda.current_device"})

@@ -64,12 +64,13 @@ class HardcodedCuda(Rule):
           through `self._helper()`) called only from such code, moves a test expects to fail (`with
           self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:` that
           catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT, CuPy,
-          apex, a `*_cuda` extension) or live under a `cuda` folder, and benchmark scripts;
+          apex, setGPU, a `*_cuda` extension) or live under a `cuda` folder, and benchmark scripts;
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
         - uses under a test that says CUDA is there (`if use_cuda:`, `if args.device == "cuda":`, `if not
-          args.cpu:`, a name assigned such a test: `_HAS_FLEX = torch.cuda.is_available() and ...`) or about
-          where data is kept (`if self.cpu_cache:`, `if offload:`); not under `if t.device !=
-          torch.device("cuda"):`, which says nothing about CUDA being there;
+          args.cpu:`, GPUs given by a setting named after them, `if self.gpus > 0:`, `if len(gpu_ids) > 0:`,
+          `if gpus is not None:`, a name assigned such a test: `_HAS_FLEX = torch.cuda.is_available() and
+          ...`) or about where data is kept (`if self.cpu_cache:`, `if offload:`); not under `if
+          self.workers > 0:` nor `if t.device != torch.device("cuda"):`, which say nothing about CUDA;
         - a tensor's `.cuda()`/`.to("cuda")` as a statement, its result dropped (TDL306's bug);
         - functions or classes about CUDA or host offloading by name (`class CUDATestBase`, `def
           enable_cpu_offload`) and methods that implement a move (`def to`);
@@ -239,6 +240,16 @@ class HardcodedCuda(Rule):
                 model = build().to(device)
             """,
         ),
+        Invalid(
+            # A count that is not of GPUs.
+            """
+            class Meter:
+                def sync(self, x):
+                    if self.workers > 0:
+                        x = x.cuda()
+            """,
+            lines=(4,),
+        ),
     )
     valid = (
         Valid(
@@ -324,7 +335,7 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
-            # Chosen under a test that says CUDA is there, or about where data is kept.
+            # Chosen under a test that says CUDA is there (GPUs given: `self.gpus > 0`), or about where data is kept.
             """
             import torch
 
@@ -348,6 +359,13 @@ class HardcodedCuda(Rule):
                     if self.cpu_cache:
                         feats = [f.cuda() for f in feats]
                     return feats
+
+                def sinkhorn(self, q):
+                    if self.gpus > 0:
+                        r = torch.ones(q.shape[0]).cuda(non_blocking=True) / q.shape[0]
+                    else:
+                        r = torch.ones(q.shape[0]) / q.shape[0]
+                    return r, q.cuda() if len(self.gpu_ids) > 0 or self.gpus_per_node >= 1 else q
             """
         ),
         Valid(
@@ -433,6 +451,16 @@ class HardcodedCuda(Rule):
             def unpack(tensor, stream):
                 with torch.cuda.stream(stream):
                     return tensor.to("cuda", non_blocking=True)
+            """
+        ),
+        Valid(
+            # setGPU picks an NVIDIA GPU as it is imported, and fails without one.
+            """
+            import setGPU
+            import torch
+
+            def build(agent):
+                agent.model = SimpleMLP().cuda()
             """
         ),
         Valid(
