@@ -17,6 +17,7 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.guards import availability_guarded, flag_condition
+from torchdev_lint.analysis.profiling import in_cuda_profiler
 from torchdev_lint.analysis.requirements import benchmark_path, cuda_requirements
 from torchdev_lint.analysis.scopes import dotted_name
 from torchdev_lint.analysis.walk import visit
@@ -68,7 +69,8 @@ def harmless_here(
     node: cst.BaseExpression, site: cst.CSTNode, ctx: FileContext, *, device_parameter: bool = True
 ) -> bool:
     """A device compared, chosen under an availability check or a CUDA flag, expected to fail, in a
-    benchmark, or in code that only runs where CUDA is (`site`: the call or assignment holding it)."""
+    benchmark or a function that profiles CUDA, or in code that only runs where CUDA is (`site`: the
+    call or assignment holding it)."""
     scope = ctx.scope
     return (
         in_comparison(node, ctx.ancestors)
@@ -76,6 +78,7 @@ def harmless_here(
         or bool(flag_condition(node, ctx.ancestors, scope, strict=False))
         or expected_to_raise(ctx.ancestors)
         or benchmark_path(ctx.path)
+        or in_cuda_profiler(scope)
         or cuda_requirements(scope, ctx.path, ctx.project).requires_cuda(site)
     )
 

@@ -18,6 +18,7 @@ from typing import Protocol
 import libcst as cst
 
 from torchdev_lint.analysis.guards import BENCHMARK_WORDS, CUDA_WORDS, name_words, says_missing, says_present
+from torchdev_lint.analysis.process_groups import Initialization
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve
 from torchdev_lint.analysis.walk import children, walk
 from torchdev_lint.syntax import keyword, positional
@@ -123,6 +124,10 @@ class CudaRequirements:
         # Uses of each name: `helper` for functions, `.helper` for `self.helper` (private methods).
         self._references: dict[str, list[cst.Name | cst.Attribute]] = {}
         self._nccl_names: set[str] = set()
+        self._other_backend_names: set[str] = set()  # also assigned another string: `backend = "gloo"`
+        self._process_groups: list[cst.Call] = []
+        self._nccl_only: bool | None = None
+        self._initialization = Initialization(module, self._functions)
         self._module_only = cuda_specific_path(path)
         self._gates: dict[int, bool] = {}
         self._required: dict[int, bool] = {}
@@ -151,6 +156,8 @@ class CudaRequirements:
         elif kind is cst.Call:
             if _imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
                 self._module_only = True
+            elif _last_name(node.func) == "init_process_group":  # type: ignore[attr-defined]
+                self._process_groups.append(node)  # type: ignore[arg-type]
         elif kind is cst.FunctionDef:
             name = node.name.value  # type: ignore[attr-defined]
             if type(self._parents.get(id(parent))) is cst.ClassDef:
@@ -159,9 +166,10 @@ class CudaRequirements:
             if name:
                 self._functions.setdefault(name, []).append(node)  # type: ignore[arg-type]
         elif kind is cst.Assign:
-            if _is_nccl(node.value):  # type: ignore[attr-defined]
-                targets = node.targets  # type: ignore[attr-defined]
-                self._nccl_names.update(n for t in targets if (n := dotted_name(t.target)) is not None)
+            value = node.value  # type: ignore[attr-defined]
+            if type(value) is cst.SimpleString:
+                names = self._nccl_names if _is_nccl(value) else self._other_backend_names
+                names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)  # type: ignore[attr-defined]
             elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
                 self._module_only = True
         elif (kind is cst.Import or kind is cst.ImportFrom) and _imports_cuda_only(node):  # type: ignore[arg-type]
@@ -175,7 +183,8 @@ class CudaRequirements:
     def requires_cuda(self, node: cst.CSTNode) -> bool:
         """Does `node` run only where CUDA is? A gate before it (an exit, raise, assert or skip
         when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a
-        function of this file that does one), a claim of the GPU in its own statement
+        function of this file that does one; in a file whose process groups all use NCCL, an exit
+        unless one is initialised), a claim of the GPU in its own statement
         (`torch.device("cuda", torch.cuda.current_device())`), a CUDA-only decorator,
         `with torch.cuda.stream(...)`, a function called only from such code, or a CUDA-only module."""
         if self._module_only:
@@ -294,7 +303,11 @@ class CudaRequirements:
         returns = not for_caller
         if isinstance(statement, cst.If):
             orelse = statement.orelse
-            if self._true_without_cuda(statement.test) and _exits(statement.body, returns=returns):
+            test = statement.test
+            if _exits(statement.body, returns=returns) and (
+                self._true_without_cuda(test)
+                or (self._initialization.true_uninitialized(test) and self._nccl_file())
+            ):
                 return True
             return (
                 isinstance(orelse, cst.Else)
@@ -307,6 +320,26 @@ class CudaRequirements:
             if isinstance(small, cst.Assert) and says_present(small.test, self._scope):
                 return True
         return any(self._gating_call(call) for call in _unconditional_calls(statement))
+
+    def _nccl_group(self, call: cst.Call) -> bool:
+        """`init_process_group("nccl")`, or `backend=args.dist_backend` where the file assigns that
+        name `"nccl"` and no other string."""
+        backend = keyword(call, "backend")
+        args = positional(call)
+        value = backend.value if backend is not None else args[0].value if args else None
+        if value is None:
+            return False
+        dotted = dotted_name(value)
+        return _is_nccl(value) or (
+            dotted is not None and dotted in self._nccl_names and dotted not in self._other_backend_names
+        )
+
+    def _nccl_file(self) -> bool:
+        """The file starts a process group, and every one it starts uses NCCL."""
+        if self._nccl_only is None:
+            groups = [call for call in self._process_groups if self._resolve(call.func) == _PROCESS_GROUP]
+            self._nccl_only = bool(groups) and all(self._nccl_group(call) for call in groups)
+        return self._nccl_only
 
     def _true_without_cuda(self, test: cst.BaseExpression) -> bool:
         """`test` holds on every machine without CUDA, so `if test: exit` lets only CUDA runs
@@ -324,15 +357,7 @@ class CudaRequirements:
         if name in _CUDA_CLAIMS:
             return True
         if name == _PROCESS_GROUP:
-            backend = keyword(call, "backend")
-            args = positional(call)
-            value = backend.value if backend is not None else args[0].value if args else None
-            if value is None:
-                return False
-            if _is_nccl(value):
-                return True
-            dotted = dotted_name(value)
-            return dotted is not None and dotted in self._nccl_names
+            return self._nccl_group(call)
         callee = call.func
         if (
             isinstance(callee, cst.Attribute)
@@ -368,6 +393,13 @@ def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
 
 
 _DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AsName})
+
+
+def _last_name(func: cst.BaseExpression) -> str | None:
+    """`init_process_group` for `dist.init_process_group` or `init_process_group`."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
 
 
 def _is_nccl(node: cst.BaseExpression) -> bool:

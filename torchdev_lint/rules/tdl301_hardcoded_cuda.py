@@ -57,14 +57,18 @@ class HardcodedCuda(Rule):
         - code that runs only where CUDA is: after a gate in the same function or a caller in the same file
           (`if not torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
           `torch.distributed.init_process_group("nccl")`, `torch.cuda.set_device(rank)`, or a call such as
-          `init_distributed_mode(args)` of a function of the file that does one; a claim in the statement
-          itself, `torch.device("cuda", torch.cuda.current_device())`), tests skipped without CUDA
-          (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
-          `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and private methods,
-          through `self._helper()`) called only from such code, moves a test expects to fail (`with
-          self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:` that
-          catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT, CuPy,
-          apex, setGPU, a `*_cuda` extension) or live under a `cuda` folder, and benchmark scripts;
+          `init_distributed_mode(args)` of a function of the file that does one; in a file whose every
+          `init_process_group` uses NCCL, a return or raise unless the group is initialised, `if not
+          dist.is_initialized(): return` or through a helper of the file, `is_dist_avail_and_initialized()`;
+          a claim in the statement itself, `torch.device("cuda", torch.cuda.current_device())`), tests
+          skipped without CUDA (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
+          `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and
+          private methods, through `self._helper()`) called only from such code, moves a test expects to fail
+          (`with self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:`
+          that catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT,
+          CuPy, apex, setGPU, a `*_cuda` extension) or live under a `cuda` folder, benchmark scripts, and
+          functions that profile CUDA (a literal `activities=[..., ProfilerActivity.CUDA]`, a string
+          `sort_by="self_cuda_time_total"`; not a profiler of the CPU alone);
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
         - uses under a test that says CUDA is there (`if use_cuda:`, `if args.device == "cuda":`, `if not
           args.cpu:`, GPUs given by a setting named after them, `if self.gpus > 0:`, `if len(gpu_ids) > 0:`,
@@ -241,14 +245,27 @@ class HardcodedCuda(Rule):
             """,
         ),
         Invalid(
-            # A count that is not of GPUs.
+            # A count that is not of GPUs; a profiler of the CPU alone; guards of a process group
+            # of any backend (the file's `init_process_group` does not say NCCL).
             """
+            import torch.distributed as dist
+            import torch.profiler as profiler
+
             class Meter:
                 def sync(self, x):
                     if self.workers > 0:
                         x = x.cuda()
+                    with profiler.profile(activities=[profiler.ProfilerActivity.CPU]) as p:
+                        y = x.to("cuda")
+                    print(p.key_averages().table(sort_by="cpu_time_total"))
+                    if not dist.is_initialized():
+                        return
+                    dist.all_reduce(y.to("cuda"))
+
+            def init_distributed_mode(args):
+                dist.init_process_group(backend=args.dist_backend, init_method="env://")
             """,
-            lines=(4,),
+            lines=(7, 9, 13),
         ),
     )
     valid = (
@@ -369,7 +386,7 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
-            # Code that only runs where CUDA is: decorated tests, tests of CUDA-named flags.
+            # CUDA-only on purpose: decorated tests, tests of CUDA-named flags, benchmarks, CUDA profiling.
             """
             import unittest
             import torch
@@ -391,6 +408,15 @@ class HardcodedCuda(Rule):
             def benchmark_gpu(fn):
                 cache = torch.empty(1024, device="cuda")
 
+            def profile(model, data):
+                data = data.to(device="cuda")
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+                    model(data)
+
+            def trace(model, p):
+                model.to(device="cuda")
+                print(p.key_averages().table(sort_by="self_cuda_time_total", row_limit=-1))
+
             class Fuzzer:
                 def make(self, t, has_cuda_inputs):
                     if self._cuda:
@@ -402,7 +428,8 @@ class HardcodedCuda(Rule):
         ),
         Valid(
             # A program that cannot run without CUDA: the NCCL process group, then the rest of main
-            # and what main calls; a test helper called only from a test skipped without CUDA.
+            # and what main calls, or past an exit unless a group (NCCL's, in this file) is initialised;
+            # a test helper called only from a test skipped without CUDA.
             """
             import os
             import pytest
@@ -416,6 +443,18 @@ class HardcodedCuda(Rule):
             def train(model, loader):
                 for x in loader:
                     model(x.cuda(non_blocking=True))
+
+            def is_dist_avail_and_initialized():
+                if not dist.is_available():
+                    return False
+                if not dist.is_initialized():
+                    return False
+                return True
+
+            def synchronize_between_processes(count, total):
+                if not is_dist_avail_and_initialized():
+                    return
+                dist.all_reduce(torch.tensor([count, total], dtype=torch.float64, device="cuda"))
 
             def main(args):
                 init_distributed_mode(args)
