@@ -5,7 +5,7 @@ Random factories draw from the target device's generator once given `device=` (t
 distribution, other numbers); `arange`/`linspace`/`logspace` are computed by device kernels in
 floating point (the last bits may differ from the CPU's) except `arange` in an integer dtype;
 a factory given `requires_grad=` makes a leaf on the device where the moved copy was not one.
-`move_arguments` and `with_dtype` give what a fix passing `device=` to a factory writes.
+`created_on_device` writes the factory call that a fix passing `device=` puts in place of the move.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ _DEVICE_ARITHMETIC = frozenset({"arange", "linspace", "logspace"})
 _INTEGER_DTYPES = frozenset(
     {"int", "int8", "int16", "int32", "int64", "long", "short", "uint8", "uint16", "uint32", "uint64"}
 )
+# Factory arguments that make `device=` wrong or change semantics beyond placement.
+_NO_FIX_FACTORY_KEYWORDS = frozenset({"pin_memory", "out"})
 # `.to(device, dtype, non_blocking, copy)`: parameters a freshly created tensor can drop or keep.
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 
@@ -56,7 +58,34 @@ def _integer_dtype(node: cst.BaseExpression, scope: Scope) -> bool:
     return name is not None and name.startswith("torch.") and name[6:] in _INTEGER_DTYPES
 
 
-def move_arguments(
+def created_on_device(
+    move: cst.Call,
+    factory: cst.Call,
+    factory_name: str,
+    scope: Scope,
+    string: Callable[[str, cst.CSTNode], cst.SimpleString | None],
+) -> cst.BaseExpression | None:
+    """`factory` given the device (and dtype) `move` (its `.to()`/`.cuda()`) gives it, or None
+    when the move does more or the factory's arguments rule `device=` out."""
+    if any(arg.star == "**" for arg in factory.args):
+        return None
+    if any(keyword(factory, name) is not None for name in _NO_FIX_FACTORY_KEYWORDS):
+        return None
+    target = _move_arguments(move, scope, string)
+    if target is None:
+        return None
+    device, dtype = target
+    if dtype is None:
+        return with_keyword(factory, "device", device)
+    if factory_name in EXACT_IN_ANY_DTYPE:
+        return with_keyword(_with_dtype(factory, dtype), "device", device)
+    # Create in the factory's own dtype, then cast: creating in the new dtype
+    # rounds the data once, differently (`tensor([0.1])` cast to float64).
+    on_device = with_keyword(factory, "device", device)
+    return cst.Call(func=cst.Attribute(value=on_device, attr=cst.Name("to")), args=[cst.Arg(dtype)])
+
+
+def _move_arguments(
     call: cst.Call, scope: Scope, string: Callable[[str, cst.CSTNode], cst.SimpleString | None]
 ) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
     """(device, dtype) of a `.to(...)`/`.cuda(...)` call, or None when it does more than that.
@@ -89,7 +118,7 @@ def move_arguments(
     return device, dtype
 
 
-def with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
+def _with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
     """`factory` creating in `dtype`: its own `dtype=` replaced, or one added."""
     given = keyword(factory, "dtype")
     if given is None:

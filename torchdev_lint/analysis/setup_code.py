@@ -3,7 +3,8 @@
 `runs_once(ctx)` answers for the node being visited: inside a function named for setup
 (`__init__`, `_init_weights`, `_setup_train`, an availability probe, a conversion for
 deployment such as `switch_to_deploy` or `_fuse_bn_tensor`), in a first-use branch
-(`if not hasattr(self, "queue"):`, `if len(state) == 0:`), in a private helper that this
+(`if not hasattr(self, "queue"):`, `if len(state) == 0:`, `if k not in self.d:` storing
+`self.d[k]`), in a private helper that this
 file calls only from such code or lists only in a registry named for setup
 (`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`), a dummy input for an
 export or trace (made in an exporter, or passed to `export_onnx(model, im)`,
@@ -86,7 +87,7 @@ def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
         return True
     innermost = next((i for i, node in enumerate(ancestors) if functions and node is functions[-1]), 0)
     for branch, body in pairwise(ancestors[innermost:]):
-        if isinstance(branch, cst.If) and body is branch.body and _first_use(branch.test, scope):
+        if isinstance(branch, cst.If) and body is branch.body and _first_use(branch, scope):
             return True
     # Only a private function can be called from setup code alone (asked before the file's index is built).
     return (
@@ -223,8 +224,10 @@ def _names_setup(name: str) -> bool:
     )
 
 
-def _first_use(test: cst.BaseExpression, scope: Scope) -> bool:
-    """`not hasattr(self, "queue")`, `self.cache is None`, `len(state) == 0`: state made on first use."""
+def _first_use(branch: cst.If, scope: Scope) -> bool:
+    """`not hasattr(self, "queue")`, `self.cache is None`, `len(state) == 0`, `k not in self.d`
+    storing `self.d[k]`: state made on first use and kept."""
+    test = branch.test
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         inner = test.expression
         return isinstance(inner, cst.Call) and resolve(inner.func, scope) == "builtins.hasattr"
@@ -233,11 +236,9 @@ def _first_use(test: cst.BaseExpression, scope: Scope) -> bool:
     left, (comparison,) = test.left, test.comparisons
     right = comparison.comparator
     if isinstance(comparison.operator, cst.Is) and isinstance(right, cst.Name) and right.value == "None":
-        return (
-            isinstance(left, cst.Attribute)
-            and isinstance(left.value, cst.Name)
-            and left.value.value == "self"
-        )
+        return _self_attribute(left)
+    if isinstance(comparison.operator, cst.NotIn):
+        return _self_attribute(right) and _stores_under(branch.body, right, left)
     return (
         isinstance(comparison.operator, cst.Equal)
         and isinstance(right, cst.Integer)
@@ -245,6 +246,33 @@ def _first_use(test: cst.BaseExpression, scope: Scope) -> bool:
         and isinstance(left, cst.Call)
         and resolve(left.func, scope) == "builtins.len"
     )
+
+
+def _self_attribute(node: cst.BaseExpression) -> bool:
+    """`self.cache`: state the object keeps between calls."""
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def _stores_under(body: cst.BaseSuite, mapping: cst.BaseExpression, key: cst.BaseExpression) -> bool:
+    """Does a statement of `body` (not nested) assign `mapping[key] = ...`? Then the guard
+    `key not in mapping` holds once per key: what the body makes is kept."""
+    if isinstance(body, cst.SimpleStatementSuite):
+        smalls: list[cst.BaseSmallStatement] = list(body.body)
+    else:
+        smalls = [s for line in body.body if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+    for small in smalls:
+        if isinstance(small, cst.Assign):
+            for target in small.targets:
+                item = target.target
+                if (
+                    isinstance(item, cst.Subscript)
+                    and item.value.deep_equals(mapping)
+                    and len(item.slice) == 1
+                    and isinstance(item.slice[0].slice, cst.Index)
+                    and item.slice[0].slice.value.deep_equals(key)
+                ):
+                    return True
+    return False
 
 
 def _passed_to_export(name: str, function: cst.FunctionDef) -> bool:

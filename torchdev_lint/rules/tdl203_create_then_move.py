@@ -6,20 +6,12 @@ import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import is_test_code
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.factory_values import (
-    DEVICE_FACTORIES,
-    EXACT_IN_ANY_DTYPE,
-    move_arguments,
-    same_tensor_on_device,
-    with_dtype,
-)
+from torchdev_lint.analysis.factory_values import DEVICE_FACTORIES, created_on_device, same_tensor_on_device
 from torchdev_lint.analysis.host_data import factory_creates_on_cpu
 from torchdev_lint.analysis.setup_code import runs_once
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import keyword, with_keyword
+from torchdev_lint.syntax import keyword
 
-# Factory arguments that make `device=` wrong or change semantics beyond placement.
-_NO_FIX_FACTORY_KEYWORDS = frozenset({"pin_memory", "out"})
 # torch builds a tensor from a list or number on the host whatever `device=` says, and
 # copies an array or tensor source straight to `device=` (torch/csrc/utils/tensor_new.cpp).
 _FROM_DATA_MESSAGE = (
@@ -61,7 +53,10 @@ class CreateThenMove(Rule):
         calls only from setup code or lists only in a registry named for setup
         (`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`),
         state made on first use and kept (under `if not hasattr(self, "pool"):`,
-        `if self.cache is None:` or an optimizer's `if len(state) == 0:`), a dummy input for an export or trace (inside an exporter class or function, or a name
+        `if self.cache is None:`, an optimizer's `if len(state) == 0:`, or
+        `if k not in self.means:` whose body stores `self.means[k] = ...`: made once per key;
+        a guard over a local dict, or whose body does not store under that key, is not
+        exempt), a dummy input for an export or trace (inside an exporter class or function, or a name
         handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`),
         and a tensor registered as model state on the spot (`register_buffer(name, ...)`,
         `nn.Parameter(...)`). Masks, padding and buffers built in `forward`, in a training step
@@ -325,6 +320,37 @@ class CreateThenMove(Rule):
                     return torch.zeros(self.layers, batch_size, self.hidden, device=device)
             """,
         ),
+        Invalid(
+            # Not kept state made once per key: a dict local to the call, and a guard whose body
+            # does not store under the key it tests.
+            """
+            import torch
+
+            class Heads:
+                def masks(self, names, size, device):
+                    cache = {}
+                    for k in names:
+                        if k not in cache:
+                            cache[k] = torch.ones(size).to(device)
+                        if k not in self.means:
+                            default = torch.zeros(size).to(device)
+                    return cache, default
+            """,
+            lines=(8, 10),
+            fixed="""
+            import torch
+
+            class Heads:
+                def masks(self, names, size, device):
+                    cache = {}
+                    for k in names:
+                        if k not in cache:
+                            cache[k] = torch.ones(size, device=device)
+                        if k not in self.means:
+                            default = torch.zeros(size, device=device)
+                    return cache, default
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -447,6 +473,13 @@ class CreateThenMove(Rule):
                             if len(state) == 0:
                                 state["avg"] = torch.zeros_like(p)
                                 state["avg_sq"] = torch.zeros([]).to(state["avg"].device)
+
+            class ClassStats:
+                def add_classes(self, classes, size, device):
+                    for k in classes:
+                        if k not in self.means:
+                            self.means[k] = torch.zeros(size).to(device)
+                            self.covs[k] = torch.eye(size).to(device)
             """
         ),
         Valid(
@@ -542,23 +575,9 @@ class CreateThenMove(Rule):
         self.report(node, message=message, fix=self._fix(node, factory, factory_name))
 
     def _fix(self, call: cst.Call, factory: cst.Call, factory_name: str) -> Fix | None:
-        if any(arg.star == "**" for arg in factory.args):
+        fixed = created_on_device(call, factory, factory_name, self.ctx.scope, self.ctx.string)
+        if fixed is None:
             return None
-        if any(keyword(factory, name) is not None for name in _NO_FIX_FACTORY_KEYWORDS):
-            return None
-        target = move_arguments(call, self.ctx.scope, self.ctx.string)
-        if target is None:
-            return None
-        device, dtype = target
-        fixed: cst.BaseExpression = with_keyword(factory, "device", device)
-        if dtype is not None:
-            if factory_name in EXACT_IN_ANY_DTYPE:
-                fixed = with_dtype(factory, dtype)
-                fixed = with_keyword(fixed, "device", device)
-            else:
-                # Create in the factory's own dtype, then cast: creating in the new dtype
-                # rounds the data once, differently (`tensor([0.1])` cast to float64).
-                fixed = cst.Call(func=cst.Attribute(value=fixed, attr=cst.Name("to")), args=[cst.Arg(dtype)])
         # Safe where the device-created tensor equals the moved one bit for bit, and is still not a leaf.
         same = same_tensor_on_device(factory, factory_name, self.ctx.scope)
         return Fix("safe" if same else "unsafe", "Pass `device=` to the factory", {call: fixed})
