@@ -45,6 +45,7 @@ from torchdev_lint.analysis.torch_api import (
     STRICT_FUNCTIONAL,
     SYNC_METHODS,
     SYNCS,
+    VIEWS,
 )
 from torchdev_lint.syntax import keyword, keyword_is_true
 
@@ -238,6 +239,8 @@ class Calls:
             state.sync()
             return None
         if receiver is not None and receiver.pending is not None and method not in NOT_READING:
+            if method in VIEWS:
+                return receiver  # `host.view(-1)` reads nothing: the view is as pending as `host`
             self.record.read(receiver, node)
         kind = receiver.kind if receiver is not None else None
         if method in MOVE_METHODS:
@@ -294,6 +297,7 @@ class Calls:
             and device == CPU
             and kind in (None, Kind.TENSOR)
             and (receiver is None or receiver.device != CPU)
+            and not (receiver is None and self.record.host_data(func.value))
         ):
             return Value(Kind.TENSOR, CPU, receiver.nonscalar if receiver else False, pending=node)
         if device == CPU and not non_blocking and kind is not Kind.MODULE:

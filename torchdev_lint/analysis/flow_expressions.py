@@ -180,6 +180,8 @@ class Expressions:
         if value is None:
             return None
         if value.pending is not None:
+            if all(isinstance(element.slice, cst.Slice) for element in node.slice):
+                return value  # `host[:-1]` is a view: it reads nothing and is as pending as `host`
             self.record.read(value, node)
         if value.kind is not Kind.TENSOR:
             return None

@@ -19,6 +19,8 @@ from torchdev_lint.analysis import loaders
 from torchdev_lint.analysis.devices import Device, conflicting
 from torchdev_lint.analysis.flow_devices import outer_device
 from torchdev_lint.analysis.flow_values import LOADER, Kind, State, Value
+from torchdev_lint.analysis.host_facts import FileHostFacts
+from torchdev_lint.analysis.host_values import HOST, host_condition
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 
 if TYPE_CHECKING:
@@ -80,6 +82,14 @@ class Record:
         self.state = State()
         # What a key not in the state holds (`lookup`): it depends on the key alone within a run.
         self._outside: dict[str, Value | None] = {}
+        self._host_facts: FileHostFacts | None = None  # made on the first `host_data`
+
+    def host_data(self, node: cst.BaseExpression) -> bool:
+        """Is `node` host data by construction (`x.to("cpu")`, a file function returning that)? A
+        non-blocking copy of it to the CPU copies nothing asynchronously."""
+        if self._host_facts is None:
+            self._host_facts = FileHostFacts(self.scope.module, self.ctx.project)
+        return host_condition(node, self.scope, self._host_facts) == HOST
 
     def result(self) -> Flow:
         return Flow(

@@ -80,6 +80,14 @@ MODULE_ONLY_METHODS = frozenset(
         "register_full_backward_hook",
     }
 )
+# Module methods that run it, read it or set its mode: a loop calling them leaves the module
+# as it was (any other, `adaptation(...)`, `load_state_dict(...)`, may change its tensors).
+MODULE_KEEPING_METHODS = frozenset(
+    """forward eval train zero_grad parameters named_parameters buffers named_buffers modules
+    named_modules children named_children state_dict get_submodule get_parameter""".split()
+)
+# Module methods whose result is a submodule or yields submodules.
+SUBMODULE_METHODS = frozenset({"modules", "named_modules", "children", "named_children", "get_submodule"})
 # Moves, casts and mode switches: the result is the receiver's kind (a module stays a module).
 SAME_KIND_METHODS = MOVE_METHODS | {"half", "float", "double", "bfloat16", "eval", "train"}
 # Module methods that return the module itself.
@@ -112,6 +120,11 @@ METADATA_ATTRIBUTES = frozenset({"shape", "dtype", "ndim", "requires_grad", "is_
 # Methods that do not read a tensor's data (queue more device work, or look at metadata only).
 NOT_READING = frozenset(
     {"to", "cuda", "record_stream", "size", "dim", "numel", "stride", "data_ptr", "is_pinned", "pin_memory"}
+)
+# Tensor methods that return a view of the receiver's memory: they read none of its values, so
+# a view of a pending non-blocking copy is still pending.
+VIEWS = frozenset(
+    "view view_as reshape unsqueeze squeeze flatten permute transpose t expand narrow detach".split()
 )
 # Tensor methods that wait for the device to produce the value.
 BLOCKING = frozenset({"item", "tolist"})

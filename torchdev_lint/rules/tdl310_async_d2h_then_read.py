@@ -30,6 +30,14 @@ class AsyncD2hThenRead(Rule):
         copy that waits for the stream. The finding is reported at the non-blocking copy. A call
         to a helper of unknown behaviour in between counts as a possible synchronisation.
 
+        A view reads no values: slicing (`host[:-1]`, `host[1:, :4]`) and `.view`, `.reshape`,
+        `.unsqueeze`, `.squeeze`, `.flatten`, `.permute`, `.transpose`, `.t`, `.expand`,
+        `.narrow`, `.detach` are not reads, and a read of the view counts as a read of the
+        copy. Indexing with a number or a tensor (`host[0]`) is a read. A copy of data already
+        on the CPU is not asynchronous and is not reported: a tensor the device flow knows is
+        on the CPU, or host data by construction (`x.to("cpu")`, `x.cpu()`, a function of the
+        file whose every `return` is such).
+
         ## Why it matters
         A non-blocking device-to-host copy only queues the transfer and returns at once, into
         pinned memory the GPU fills later. Reading it immediately reads whatever the buffer held
@@ -74,6 +82,18 @@ class AsyncD2hThenRead(Rule):
                 value = loss.to(device="cpu", non_blocking=True).numpy()
             """,
             lines=(4, 6),
+        ),
+        # A read through a view or a slice of the copy.
+        Invalid(
+            """
+            import torch
+
+            def encode(model, data):
+                out = model(data).to("cpu", non_blocking=True)
+                head = out[:-1]
+                return head.numpy(), out.reshape(-1).unsqueeze(0).tolist()
+            """,
+            lines=(4,),
         ),
     )
     valid = (
@@ -125,6 +145,34 @@ class AsyncD2hThenRead(Rule):
                 if wait:
                     torch.cuda.synchronize()
                 return host.numpy()
+            """
+        ),
+        # Only a slice or a view of the copy is used: no value is read on the host.
+        Valid(
+            """
+            import torch
+
+            def encode(model, data, use_vn):
+                out = model(data).to("cpu", non_blocking=True)
+                data.pe = out[:-1] if use_vn else out
+                data.flat = out.view(-1).unsqueeze(0)
+                return data
+            """
+        ),
+        # The source is already on the CPU: nothing is copied asynchronously.
+        Valid(
+            """
+            import torch
+
+            def process(model, data):
+                out = model(data)
+                return out.to("cpu")
+
+            def encode(model, data):
+                out = process(model, data).to("cpu", non_blocking=True)
+                host = data.x.cpu()
+                again = host.to("cpu", non_blocking=True)
+                return out.numpy(), again.tolist()
             """
         ),
     )
