@@ -1,7 +1,9 @@
 """Is a class a torch Dataset? Is a function a collate function?
 
 Dataset methods and collate functions run in DataLoader worker processes, one
-sample or batch at a time; rules ask here whether code lives there.
+sample or batch at a time; rules ask here whether code lives there, and whether
+a move there only follows the device the sample's own data already has
+(`follows_sample_device`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,11 @@ import re
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.device_contexts import is_config
+from torchdev_lint.analysis.item_moves import chain_root
+from torchdev_lint.analysis.kinds import module_by_syntax_or_name
+from torchdev_lint.analysis.module_classes import instance_name
+from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 
 _TORCH_DATA = "torch.utils.data."
 _MAX_DEPTH = 8
@@ -61,3 +67,32 @@ def collate_reference(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.Name):
         return node.value
     return None
+
+
+def follows_sample_device(device: cst.BaseExpression | None, scope: Scope) -> bool:
+    """`inc.to(value.device)`, `x.to(batch[0].device)`, `y.to(data.x.device)`: the target is the
+    device of another value the function holds, so the data stays where the sample already is
+    (on the CPU in a worker); not a host-to-accelerator transfer. The `.device` of `self`'s
+    attributes, of globals, of a module (`model.device`) or of a setting (`args.device`) is
+    where the training runs, and does not count."""
+    if not isinstance(device, cst.Attribute) or device.attr.value != "device":
+        return False
+    holder = device.value
+    root = chain_root(holder)
+    if root is None:
+        return False
+    found = scope.lookup(root)
+    if found is None or found[0].kind not in ("function", "lambda", "comprehension"):
+        return False
+    owner = found[0]
+    if (
+        isinstance(owner.node, cst.FunctionDef)
+        and owner.parent is not None
+        and owner.parent.kind == "class"
+        and instance_name(owner.node) == root
+    ):
+        return False
+    name = dotted_name(holder)
+    if name is not None and is_config(f"{name}.device"):
+        return False
+    return not any(module_by_syntax_or_name(node, scope) for node in (holder, cst.Name(root)))

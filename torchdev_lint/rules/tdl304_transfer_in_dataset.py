@@ -10,6 +10,7 @@ import libcst as cst
 from torchdev_lint.analysis.datasets import (
     SAMPLE_METHODS,
     collate_reference,
+    follows_sample_device,
     is_dataset_class,
     named_like_collate,
 )
@@ -36,6 +37,13 @@ class TransferInDataset(Rule):
         `torch.utils.data.*Dataset` (directly or through classes of the same file), and inside
         collate functions: a function or lambda passed as `collate_fn=`, or a function named
         like one (`collate_fn`, `pad_collate`, `collate_batch`).
+
+        A move to the `.device` of another value the function holds (a parameter, a local, a
+        loop variable, or an attribute or subscript of one: `inc.to(value.device)`,
+        `mask.to(batch[0].device)`) is not reported: it keeps the data where the sample
+        already is, not a host-to-accelerator copy. `.to(self.device)`, `.to(device)` with a
+        device variable, and the `.device` of `self`'s attributes, of globals, of a model
+        (`self.model.device`, `model.device`) or of a setting (`args.device`) still are.
 
         ## Why it matters
         A `DataLoader` calls these in its worker processes. CUDA cannot be initialised in a
@@ -116,6 +124,23 @@ class TransferInDataset(Rule):
             """,
             lines=(6, 9, 12),
         ),
+        # Moves to the device of the model, of the dataset's own attribute, or of a setting.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import Dataset
+
+            class Tokens(Dataset):
+                def __getitem__(self, i):
+                    ids = self.ids[i]
+                    return ids.to(self.model.device), ids.to(self.table.device)
+
+            def collate(batch, args, model):
+                stacked = torch.stack(batch)
+                return stacked.to(args.device), stacked.to(model.device)
+            """,
+            lines=(7, 7, 11, 11),
+        ),
     )
     valid = (
         Valid(
@@ -158,6 +183,25 @@ class TransferInDataset(Rule):
             loader = torch.utils.data.DataLoader(ds, collate_fn=collate_fn)
             """
         ),
+        # Moves to the device the sample's own tensors already have.
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+            def collate(data_list, increments):
+                values = [data.x for data in data_list]
+                shifted = [value + inc.to(value.device) for value, inc in zip(values, increments)]
+                return shifted, torch.ones(len(values)).to(data_list[0].x.device)
+
+            class Pairs(Dataset):
+                def __getitem__(self, i):
+                    image, mask = self.images[i], self.masks[i]
+                    return image, mask.to(image.device)
+
+            loader = DataLoader(ds, collate_fn=lambda batch: torch.stack(batch).to(batch[0].device))
+            """
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -173,7 +217,7 @@ class TransferInDataset(Rule):
             if name is not None:
                 self._collate_names.add(name)
         move = as_move(node, self.ctx.scope)
-        if move is None or not move.to_accelerator:
+        if move is None or not move.to_accelerator or follows_sample_device(move.device_node, self.ctx.scope):
             return
         where = self._enclosing()
         if where is True:
