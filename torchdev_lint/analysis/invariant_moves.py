@@ -4,7 +4,9 @@
 the same device each time (TDL202 for modules, TDL207 for tensors): nothing
 the loop (re)binds reaches the move, and nothing in the loop changes the
 receiver in place, also through a view of it (`aliases`) or a call it is
-handed to (`may_change`, `reads_only`). It also says whether the move can be
+handed to (`may_change`, `reads_only`); a module is changed by a method call
+other than running or reading it, on it or on a submodule got from it
+(`module_changed`). It also says whether the move can be
 hoisted before the loop and whether that runs it exactly as often as before.
 """
 
@@ -31,12 +33,20 @@ from torchdev_lint.analysis.loops import (
     loop_target_names,
     path_inside,
     statements_before,
+    target_names,
 )
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
-from torchdev_lint.analysis.torch_api import ALIASING_METHODS, RELOCATING_METHODS
-from torchdev_lint.analysis.walk import first, walk
+from torchdev_lint.analysis.torch_api import (
+    ALIASING_METHODS,
+    MODULE_KEEPING_METHODS,
+    RELOCATING_METHODS,
+    SUBMODULE_METHODS,
+)
+from torchdev_lint.analysis.walk import children, first, walk
 from torchdev_lint.syntax import keyword
 
+# Builtins whose result yields the items of their arguments (`enumerate(model.modules())`).
+_PASSING_BUILTINS = frozenset({"enumerate", "list", "tuple", "reversed", "iter", "zip"})
 # Builtins that only read their arguments.
 _READING_BUILTINS = frozenset(
     """len print isinstance float int bool str repr round abs min max sum range enumerate zip
@@ -145,6 +155,67 @@ def may_change(loop: Loop, names: frozenset[str], scope: Scope, besides: cst.Cal
         ):
             return True
     return False
+
+
+def module_changed(loop: Loop, key: str, besides: cst.Call) -> bool:
+    """Does the loop call a method on the module `key`, or on a submodule got from it
+    (`key.encoder`, `for m in key.modules()`, `head = key.get_submodule("head")`), other than
+    running, reading or setting its mode (`adaptation(...)` may add parameters)?"""
+    derived = {key}
+    grown = True
+    while grown:
+        grown = False
+        for name, value in _bindings_in(loop):
+            if name not in derived and _submodule_of(value, frozenset(derived)):
+                derived.add(name)
+                grown = True
+    names = frozenset(derived)
+    return any(
+        call is not besides
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value not in MODULE_KEEPING_METHODS
+        and _submodule_of(call.func.value, names)
+        for call in calls_in(loop)
+    )
+
+
+def _submodule_of(node: cst.BaseExpression, names: frozenset[str]) -> bool:
+    """Is `node` one of `names`, an attribute or item of one, or what a submodule method gives
+    (`m.blocks[0]`, `m.modules()`, `enumerate(m.named_children())`)?"""
+    while True:
+        if dotted_name(node) in names:
+            return True
+        if isinstance(node, (cst.Subscript, cst.Attribute)):
+            node = node.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value not in SUBMODULE_METHODS:
+                return False
+            node = node.func.value
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            return node.func.value in _PASSING_BUILTINS and any(
+                _submodule_of(arg.value, names) for arg in node.args
+            )
+        else:
+            return False
+
+
+def _bindings_in(loop: Loop) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) for the loop's own target, the targets of loops in its body (each bound to
+    the iterable, items unknown) and plain assignments in it; nested scopes excluded."""
+    found: list[tuple[str, cst.BaseExpression]] = []
+    stack: list[cst.CSTNode] = [loop]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.For):
+            found.extend((name, node.iter) for name in target_names(node.target))
+        elif isinstance(node, cst.Assign):
+            found.extend(
+                (name, node.value) for target in node.targets for name in target_names(target.target)
+            )
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(children(node))
+    return found
 
 
 def _prefixes(key: str) -> set[str]:
@@ -284,6 +355,8 @@ def invariant_move(
             others and may_change(loop, frozenset(others), scope)
         ):
             return None
+    elif module_changed(loop, key, move.call):
+        return None
     else:
         handed_on = any(
             _rooted_at(arg.value, frozenset({key})) for call in calls_in(loop) for arg in call.args

@@ -21,6 +21,13 @@ class ModuleTransferInLoop(Rule):
         Flags `model.to(device)` / `model.cuda()` inside a loop body when the module is the same
         on every iteration (not rebuilt or reassigned in the loop) and the target device does not
         depend on the loop (a per-device loop `for d in devices: model.to(d)` is not flagged).
+        Not flagged either when the loop may change the module: it rebinds or relocates it, or
+        calls a method on it or on a submodule got from it (`model.encoder`,
+        `for m in model.modules()`, `model.get_submodule(...)`) other than running, reading it
+        or setting its mode (`forward`, `eval`, `train`, `zero_grad`, `parameters`,
+        `modules`, `children`, `state_dict`...): `m.adaptation(task)` may add parameters that
+        the next move must place. A submodule called by attribute (`model.encoder(x)`) counts
+        as such a method call: the rule cannot tell it from one.
 
         ## Why it matters
         `Module.to` walks every parameter and buffer on each call. Even when they are already on
@@ -163,8 +170,42 @@ class ModuleTransferInLoop(Rule):
                     x.sum()
             """,
         ),
+        Invalid(
+            # Submodules only read or put in a mode: the module is the same on every iteration.
+            """
+            from torch import nn
+
+            def evaluate(model, experiences, device):
+                for experience in experiences:
+                    for module in model.modules():
+                        if isinstance(module, nn.BatchNorm2d):
+                            module.eval()
+                    model = model.to(device)
+                    model.zero_grad()
+                    print(sum(p.numel() for p in model.parameters()), model.state_dict().keys())
+            """,
+            lines=(8,),
+        ),
     )
     valid = (
+        Valid(
+            # The loop grows the module (new heads, new units) before each move.
+            """
+            def adapt(model, experiences, device):
+                for experience in experiences:
+                    for module in model.modules():
+                        if isinstance(module, DynamicHead):
+                            module.adaptation(experience)
+                    model = model.to(device)
+                for task in experiences:
+                    model.classifier.grow(task.n_classes)
+                    model.to(device)
+                for path in experiences:
+                    model.load_state_dict(torch.load(path))
+                    model.cuda()
+                return model
+            """
+        ),
         Valid(
             """
             from torch import nn
