@@ -1,7 +1,8 @@
 """Batches moved inside the loop that iterates their loader, and what happens to their host memory.
 
 `batch_move` recognises `x.to(d)` in `for x, y in loader:` (or on a part
-unpacked from the batch) as the one transfer per step training needs;
+unpacked from the batch) as the one transfer per step training needs
+(`result_unused`: unless the moved batch is bound to a name nothing reads);
 `pinned_batch` says whether the loader that yields it pins memory, and
 `host_written_after` whether the host batch may be written while a
 non-blocking copy from it is still reading it (TDL205's fix safety).
@@ -22,6 +23,7 @@ from torchdev_lint.analysis.loops import (
     body_statement,
     bound_in,
     bound_in_body,
+    count_name,
     enclosing_loops,
     statements_before,
     target_names,
@@ -85,6 +87,26 @@ def batch_move(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> Ba
         whole = isinstance(move.receiver, cst.Name) and mapped == base and not sources
         return BatchMove(move, loop, (receiver, *sources), whole)
     return None
+
+
+def result_unused(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Is the last of `ancestors`, a move, bound (through a chain such as `.to(d).float()`) to a
+    local name its function never reads (`data_cuda = data.to(d)`, the model given `data`)? Such
+    a move is no evidence that the batches are used on the device."""
+    index = len(ancestors) - 1
+    while index >= 2:
+        attribute, call = ancestors[index - 1], ancestors[index - 2]
+        if not (
+            isinstance(attribute, cst.Attribute) and isinstance(call, cst.Call) and call.func is attribute
+        ):
+            break
+        index -= 2
+    holder = ancestors[index - 1] if index >= 1 else None
+    function = next((node for node in reversed(ancestors) if isinstance(node, cst.FunctionDef)), None)
+    if function is None or not isinstance(holder, cst.Assign) or len(holder.targets) != 1:
+        return False
+    target = holder.targets[0].target
+    return isinstance(target, cst.Name) and count_name(function, target.value) == 1
 
 
 def _batch_sources(

@@ -244,12 +244,13 @@ def calls_in(loop: Loop) -> list[cst.Call]:
 def used_outside_loop(ancestors: Sequence[cst.CSTNode], loop: Loop, name: str) -> bool:
     """Is `name` read or bound anywhere in the enclosing function other than in `loop`?"""
     function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), ancestors[0])
-    total = _count_name(function, name)
-    inside = _count_name(loop, name)
+    total = count_name(function, name)
+    inside = count_name(loop, name)
     return total != inside or name in bound_in_body(loop)
 
 
-def _count_name(node: cst.CSTNode, name: str) -> int:
+def count_name(node: cst.CSTNode, name: str) -> int:
+    """How often the name `name` appears under `node` (read, bound or declared; nested scopes too)."""
     counter = _NameCounter(name)
     visit(node, counter)
     return counter.count

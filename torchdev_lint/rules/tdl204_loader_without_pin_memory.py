@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal, overload
 import libcst as cst
 
 from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.batches import batch_move
+from torchdev_lint.analysis.batches import batch_move, result_unused
 from torchdev_lint.analysis.datasets import collate_reference
 from torchdev_lint.analysis.devices import CPU, as_move
 from torchdev_lint.analysis.flow_values import Kind
@@ -59,7 +59,9 @@ class LoaderWithoutPinMemory(Rule):
         that parameter to a device (`train_one_epoch(model, loader, device)` in `engine.py`;
         project analysis).
         Not flagged: loaders given `pin_memory` or `**kwargs`; loaders whose batches are never
-        moved (or only to the CPU); loaders handed to a library that puts batches on the device
+        moved (or only to the CPU, or only cast: `x.to(torch.float32)`), or whose moved batches
+        are bound to a name the function never reads (`x_gpu = x.to(device)`, the model given
+        `x`: a dead move, no evidence the batches are used on the device); loaders handed to a library that puts batches on the device
         itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`), and, in a file that
         does so, moves of batches of loaders of unknown origin (they may be the prepared ones);
         loaders over data already on a device (a `TensorDataset` of tensors moved or created
@@ -265,8 +267,52 @@ class LoaderWithoutPinMemory(Rule):
                     model(images.to(anchors[0].device), labels.to(anchors[0].device))
             """,
         ),
+        # The moved batch is read: the move counts.
+        Invalid(
+            """
+            import torch
+
+            class Detector:
+                def decision_function(self, dataset):
+                    loader = torch.utils.data.DataLoader(dataset, batch_size=self.batch_size)
+                    with torch.no_grad():
+                        for data, idx in loader:
+                            data_cuda = data.to(self.device).float()
+                            self.scores[idx] = self.model(data_cuda)
+            """,
+            lines=(5,),
+            fixed="""
+            import torch
+
+            class Detector:
+                def decision_function(self, dataset):
+                    loader = torch.utils.data.DataLoader(dataset, batch_size=self.batch_size, pin_memory=True)
+                    with torch.no_grad():
+                        for data, idx in loader:
+                            data_cuda = data.to(self.device).float()
+                            self.scores[idx] = self.model(data_cuda)
+            """,
+        ),
     )
     valid = (
+        Valid(
+            # The only move of the batch is bound to a name nothing reads: the model gets the
+            # host batch, so pinning would not help.
+            """
+            import numpy as np
+            import torch
+
+            class Detector:
+                def decision_function(self, dataset):
+                    loader = torch.utils.data.DataLoader(dataset, batch_size=self.batch_size, shuffle=False)
+                    scores = np.zeros(len(dataset))
+                    with torch.no_grad():
+                        for data, idx in loader:
+                            data_cuda = data.to(self.device).float()
+                            scores[idx] = predict(self.model, data)
+                    return scores
+            """
+        ),
         Valid(
             """
             from torch.utils.data import DataLoader
@@ -420,7 +466,7 @@ class LoaderWithoutPinMemory(Rule):
         batch = (
             None if move is None or not move.to_accelerator else batch_move(move, self.ctx.ancestors, scope)
         )
-        if batch is not None:
+        if batch is not None and not result_unused(self.ctx.ancestors):
             origin = loader_origin(batch.loop.iter, scope)
             if not origin.placed:  # batches a library already put on the device: the move is a no-op
                 self.moved.extend(origin.calls)
