@@ -5,18 +5,21 @@ Random factories draw from the target device's generator once given `device=` (t
 distribution, other numbers); `arange`/`linspace`/`logspace` are computed by device kernels in
 floating point (the last bits may differ from the CPU's) except `arange` in an integer dtype;
 a factory given `requires_grad=` makes a leaf on the device where the moved copy was not one.
-`created_on_device` writes the factory call that a fix passing `device=` puts in place of the move.
+`created_on_device` writes the factory call that a fix passing `device=` puts in place of the move;
+`already_as_moved` tells a move that asks for what the factory already gave (a no-op).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
 from torchdev_lint.analysis.devices import is_dtype
-from torchdev_lint.analysis.kinds import TENSOR_FACTORIES
+from torchdev_lint.analysis.kinds import TENSOR_FACTORIES, is_tensor_factory_call
+from torchdev_lint.analysis.reaching_bindings import assigned_between, parents_along, reaching_assignment
 from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.walk import children, first
 from torchdev_lint.syntax import keyword, positional, with_keyword
 
 # Factories that take `device=` (from_numpy, stack and cat do not).
@@ -35,6 +38,13 @@ _INTEGER_DTYPES = frozenset(
 )
 # Factory arguments that make `device=` wrong or change semantics beyond placement.
 _NO_FIX_FACTORY_KEYWORDS = frozenset({"pin_memory", "out"})
+# `.cuda()`/`.cpu()`/`.half()`/`.float()` without arguments: the factory keyword giving what they ask.
+_IMPLIED = {
+    "cuda": ("device", frozenset({"cuda"})),
+    "cpu": ("device", frozenset({"cpu"})),
+    "half": ("dtype", frozenset({"torch.half", "torch.float16"})),
+    "float": ("dtype", frozenset({"torch.float", "torch.float32"})),
+}
 # `.to(device, dtype, non_blocking, copy)`: parameters a freshly created tensor can drop or keep.
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 
@@ -83,6 +93,83 @@ def created_on_device(
     # rounds the data once, differently (`tensor([0.1])` cast to float64).
     on_device = with_keyword(factory, "device", device)
     return cst.Call(func=cst.Attribute(value=on_device, attr=cst.Name("to")), args=[cst.Arg(dtype)])
+
+
+def moves_nothing(move: cst.Call, path: Sequence[cst.CSTNode], scope: Scope) -> bool:
+    """Whether `move`, a discarded `x.to(...)`/`x.cuda()`... (`path`: its ancestors, root first),
+    asks for what `x` already has by construction: the assignment reaching it is a factory call
+    whose `dtype=`/`device=` give it (`already_as_moved`), and nothing assigns to `x`, or to the
+    names those read, in between (an in-place `x.masked_fill_(...)` may come between)."""
+    assert isinstance(move.func, cst.Attribute)
+    receiver = move.func.value
+    if not isinstance(receiver, cst.Name):
+        return False
+    parent = parents_along([*path, move, move.func, receiver])
+    assignment = reaching_assignment(receiver, parent)
+    if assignment is None:
+        return False
+    factory = assignment.value
+    if factory is None or not is_tensor_factory_call(factory, scope):
+        return False
+    if (resolve(factory.func, scope) or "")[6:] not in DEVICE_FACTORIES:
+        return False
+    values = already_as_moved(move, factory, scope)
+    if values is None:
+        return False
+    roots, stack = {receiver.value}, list[cst.CSTNode](values)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            roots.add(node.value)
+        stack.extend(children(node))
+    return not assigned_between(assignment, move, roots, parent)
+
+
+def already_as_moved(move: cst.Call, factory: cst.Call, scope: Scope) -> list[cst.BaseExpression] | None:
+    """The factory's `dtype=`/`device=` values when they give all that the move (`.to(...)`,
+    `.cuda()`...) on its result asks for, so the move changes nothing; None otherwise.
+
+    `.to(...)` needs each argument to be the same code as the factory's keyword of that role
+    (`.to(q.dtype)` for `dtype=q.dtype`, `.to(q.device, q.dtype)` needs both), and no call in
+    it; `.cuda()`, `.cpu()`, `.half()` and `.float()` need `device="cuda"`, `device="cpu"`,
+    `dtype=torch.float16` or `dtype=torch.float32`. Any other argument (`non_blocking=`,
+    `copy=`, `memory_format=`) does more. Whether the names read mean the same at both places
+    is the caller's question: the values returned hold them.
+    """
+    assert isinstance(move.func, cst.Attribute)
+    method = move.func.attr.value
+    if method != "to":
+        if move.args or method not in _IMPLIED:
+            return None
+        role, wanted = _IMPLIED[method]
+        given = keyword(factory, role)
+        if given is None:
+            return None
+        value = given.value
+        text = value.evaluated_value if isinstance(value, cst.SimpleString) else resolve(value, scope)
+        return [value] if text in wanted else None
+    if any(arg.star for arg in move.args):
+        return None
+    args = positional(move)
+    if not move.args or len(args) > 2:
+        return None
+    if len(args) == 2:
+        roles = ["device", "dtype"]
+    else:  # `.to(x)`: a device or a dtype, whichever of the factory's it is
+        roles = ["dtype" if _same(arg.value, keyword(factory, "dtype")) else "device" for arg in args]
+    roles += [arg.keyword.value for arg in move.args if arg.keyword is not None]
+    if any(role not in ("device", "dtype") for role in roles):
+        return None
+    values = [arg.value for arg in move.args]
+    if not all(_same(value, keyword(factory, role)) for value, role in zip(values, roles, strict=True)):
+        return None
+    if any(first(value, lambda node: isinstance(node, cst.Call)) is not None for value in values):
+        return None  # a call may give something else the second time
+    return values
+
+
+def _same(value: cst.BaseExpression, given: cst.Arg | None) -> bool:
+    return given is not None and value.deep_equals(given.value)
 
 
 def _move_arguments(

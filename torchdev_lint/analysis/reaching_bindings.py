@@ -3,11 +3,14 @@
 A name bound more than once (`x = torch.load(p)`, then `x = torch.from_numpy(x[n])`) is
 judged by the binding that reaches each use, not by every binding at once; the load and
 save facts (`checkpoint_loads`, `checkpoint_saves`) ask this module which one that is.
+`assigned_between` says whether what an assignment read may have changed by a later use
+(a discarded move that repeats its factory's `dtype=`, `factory_values.moves_nothing`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator, Sequence
+from itertools import pairwise
 from typing import TypeGuard
 
 import libcst as cst
@@ -36,28 +39,81 @@ def reaching_assignment(
     None when unknown: the name is reached from the function's start, through a compound
     statement that binds it (a loop may rebind it after the use), or inside a nested scope.
     """
-    node: cst.CSTNode = name
+    for statement, holds in _run_before(name, parent):
+        if holds:
+            if _binds_around(statement, lambda target: _is_name(target, name.value)):
+                return None
+        elif _assigns_only(statement, name.value):
+            return statement
+        elif _binds(statement, name.value):
+            return None
+    return None
+
+
+def assigned_between(
+    assignment: cst.CSTNode,
+    use: cst.CSTNode,
+    roots: Collection[str],
+    parent: Callable[[cst.CSTNode], cst.CSTNode | None],
+) -> bool:
+    """Whether code that runs after the statement `assignment` and before `use` may assign to one
+    of `roots`, or to an attribute or item of one (`q = ...`, `q.data = ...`, `q[0] = ...`):
+    what `use` reads of them may then differ from what `assignment` read. True when `assignment`
+    is not found before `use` in straight-line code."""
+
+    def rooted(target: cst.BaseExpression) -> bool:
+        while isinstance(target, (cst.Attribute, cst.Subscript)):
+            target = target.value
+        return isinstance(target, cst.Name) and target.value in roots
+
+    for statement, holds in _run_before(use, parent):
+        if not holds and statement is assignment:
+            return False
+        if _binds_around(statement, rooted) if holds else _binds_target(statement, rooted):
+            return True
+    return True
+
+
+def parents_along(path: Sequence[cst.CSTNode]) -> Callable[[cst.CSTNode], cst.CSTNode | None]:
+    """`parent` for the nodes of `path`, root first, each a child of the one before (a visitor's
+    ancestors): all the walks above ask, since they only climb from the use."""
+    parents = {id(child): above for above, child in pairwise(path)}
+    return lambda node: parents.get(id(node))
+
+
+def _run_before(
+    node: cst.CSTNode, parent: Callable[[cst.CSTNode], cst.CSTNode | None]
+) -> Iterator[tuple[cst.CSTNode, bool]]:
+    """What runs before `node` in straight-line code of its function, latest first: each small or
+    compound statement before it, with False, and each statement holding it, with True. Ends at
+    the function's start or at a nested scope (its names are read later)."""
     while True:
         above = parent(node)
         if above is None or isinstance(above, _SCOPE_BOUNDARIES):
-            return None
+            return
         if not isinstance(above, (cst.SimpleStatementLine, cst.IndentedBlock, cst.Module)):
             node = above
             continue
-        if isinstance(above, cst.SimpleStatementLine):
-            if _binds(node, name.value, walrus_only=True):
-                return None  # `f(name := g(), name)`
-        elif isinstance(node, cst.BaseCompoundStatement) and _binds(node, name.value):
-            return None  # a loop, branch or handler around the use (or at it) binds it too
+        if not isinstance(node, cst.SimpleStatementLine):
+            yield node, True
         body: list[cst.CSTNode] = list(above.body)
         for previous in reversed(body[: next(i for i, n in enumerate(body) if n is node)]):
             smalls = previous.body if isinstance(previous, cst.SimpleStatementLine) else [previous]
             for small in reversed(smalls):
-                if _assigns_only(small, name.value):
-                    return small
-                if _binds(small, name.value):
-                    return None
+                yield small, False
         node = above
+
+
+def _binds_around(statement: cst.CSTNode, matches: Callable[[cst.BaseExpression], bool]) -> bool:
+    """Does a statement holding the use bind a matching target: a loop, branch or handler
+    anywhere in it, the use's own small statement only with `:=` (`f(name := g(), name)`)."""
+    if isinstance(statement, cst.BaseCompoundStatement):
+        return _binds_target(statement, matches)
+    return _binds_target(statement, matches, walrus_only=True)
+
+
+def _is_name(target: cst.BaseExpression, name: str) -> bool:
+    return isinstance(target, cst.Name) and target.value == name
 
 
 def _assigns_only(statement: cst.CSTNode, name: str) -> TypeGuard[cst.Assign | cst.AnnAssign]:
@@ -71,10 +127,17 @@ def _assigns_only(statement: cst.CSTNode, name: str) -> TypeGuard[cst.Assign | c
     return len(targets) == 1 and isinstance(targets[0], cst.Name) and targets[0].value == name
 
 
-def _binds(node: cst.CSTNode, name: str, walrus_only: bool = False) -> bool:
-    """Does `node` (nested scopes included) bind `name`; only with `:=`, if `walrus_only`?"""
+def _binds(node: cst.CSTNode, name: str) -> bool:
+    """Does `node` (nested scopes included) bind `name`?"""
+    return _binds_target(node, lambda target: _is_name(target, name))
+
+
+def _binds_target(
+    node: cst.CSTNode, matches: Callable[[cst.BaseExpression], bool], walrus_only: bool = False
+) -> bool:
+    """Does `node` (nested scopes included) bind a matching target; only with `:=`, if `walrus_only`?"""
     return any(
-        isinstance(single, cst.Name) and single.value == name
+        matches(single)
         for bound in walk_bindings([node], nested_scopes=True)
         if not walrus_only or bound.kind == "walrus"
         for single in unpacked(bound.target)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.factory_values import moves_nothing
 from torchdev_lint.analysis.flow_values import Kind
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
@@ -30,6 +31,19 @@ class DiscardedTensorTo(Rule):
         factory's result, tensor arithmetic, a parameter annotated `torch.Tensor`, a buffer or
         parameter a module registered, the parts of a batch from a data loader. Modules (loss
         criteria included) and receivers of unknown kind are never flagged.
+
+        A move that asks for what the tensor already has by construction is a no-op, assigned
+        or not, and is not flagged either: the assignment of the receiver (a plain name) that
+        reaches the statement is a torch factory call (`torch.zeros`, `torch.full`,
+        `torch.tensor`, `torch.zeros_like`...) whose `dtype=` and `device=` keywords are, as
+        code, the arguments of the `.to(...)`: `.to(q.dtype)` after `dtype=q.dtype`,
+        `.to(q.device)` after `device=q.device`, `.to(q.device, q.dtype)` after both; `.cuda()`,
+        `.cpu()`, `.half()` and `.float()` after `device="cuda"`, `device="cpu"`,
+        `dtype=torch.float16`, `dtype=torch.float32`. Nothing may assign to the receiver or to
+        the names those arguments read (or to their attributes or items) in between; in-place
+        calls such as `masked_fill_` may come between, since they keep the dtype and device.
+        Any other argument (`non_blocking=`, `copy=`, `memory_format=`), a call in the
+        argument, another expression or an unknown binding still gets flagged.
 
         ## Why it matters
         `model.to(device)` moves a module in place, so the same line on a tensor looks right, but
@@ -133,6 +147,41 @@ class DiscardedTensorTo(Rule):
                 return extra * scale
             """,
         ),
+        # Look-alikes of a no-op: another dtype, a rebinding between, more than a dtype asked,
+        # a device the factory was not given, `.cuda()` on a tensor made on the CPU.
+        Invalid(
+            """
+            import torch
+
+            def attention_bias(query, L, S):
+                bias = torch.zeros(L, S, dtype=torch.float32)
+                bias.to(query.dtype)
+                scale = torch.ones(S, dtype=query.dtype)
+                query = query.half()
+                scale.to(query.dtype)
+                mask = torch.ones(L, S, dtype=query.dtype)
+                mask.to(query.dtype, non_blocking=True)
+                mask.to(query.device)
+                mask.cuda()
+                return bias, scale, mask
+            """,
+            lines=(5, 8, 10, 11, 12),
+            fixed="""
+            import torch
+
+            def attention_bias(query, L, S):
+                bias = torch.zeros(L, S, dtype=torch.float32)
+                bias = bias.to(query.dtype)
+                scale = torch.ones(S, dtype=query.dtype)
+                query = query.half()
+                scale = scale.to(query.dtype)
+                mask = torch.ones(L, S, dtype=query.dtype)
+                mask = mask.to(query.dtype, non_blocking=True)
+                mask = mask.to(query.device)
+                mask = mask.cuda()
+                return bias, scale, mask
+            """,
+        ),
     )
     valid = (
         # Modules move in place, loss criteria included.
@@ -168,6 +217,26 @@ class DiscardedTensorTo(Rule):
                     batch.to(device)
             """
         ),
+        # A no-op: the reaching binding was created with that very dtype, and the in-place fill
+        # between keeps it (PyTorch's reference attention code).
+        Valid(
+            """
+            import torch
+
+            def attention_bias(query, key, is_causal):
+                L, S = query.size(-2), key.size(-2)
+                bias = torch.zeros(L, S, dtype=query.dtype, device=query.device)
+                if is_causal:
+                    mask = torch.ones(L, S, dtype=torch.bool).tril(diagonal=0)
+                    bias.masked_fill_(mask.logical_not(), float("-inf"))
+                    bias.to(query.dtype)
+                    bias.to(query.device, query.dtype)
+                ones = torch.ones(S, device="cuda", dtype=torch.float32)
+                ones.cuda()
+                ones.float()
+                return bias, ones
+            """
+        ),
         # Result used.
         Valid(
             """
@@ -190,6 +259,7 @@ class DiscardedTensorTo(Rule):
             isinstance(call, cst.Call)
             and isinstance(call.func, cst.Attribute)
             and call.func.attr.value in _CONVERSIONS
+            and not moves_nothing(call, self.ctx.ancestors, self.ctx.scope)
         ):
             self._sites.add(node)
 
