@@ -1,5 +1,6 @@
 """Small multi-file projects for the tests of facts that cross files: write one, check it,
-and record which files the engine was asked to check (cache misses)."""
+and record which files the engine was asked to check (cache misses). `GATE` and `WARNS` are a
+helper `utils.init()` that stops the program without CUDA, and its look-alike that goes on."""
 
 from __future__ import annotations
 
@@ -13,6 +14,25 @@ import torchdev_lint.runner
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.config import select_rules
 from torchdev_lint.runner import CheckOptions, process_files
+
+# utils.init() exits without CUDA: every `.cuda()` after a call of it cannot fail for want of a GPU.
+GATE = """
+    import sys
+    import torch
+
+    def init(args):
+        if not torch.cuda.is_available():
+            sys.exit("this program needs a GPU")
+"""
+# The look-alike: the program goes on without CUDA.
+WARNS = """
+    import warnings
+    import torch
+
+    def init(args):
+        if not torch.cuda.is_available():
+            warnings.warn("no GPU: running on the CPU")
+"""
 
 
 def write_files(root: Path, files: dict[str, str]) -> None:

@@ -16,6 +16,7 @@ from textwrap import dedent
 
 import libcst as cst
 import pytest
+from multifile import GATE, WARNS, write_files
 
 from torchdev_lint.analysis import facts_memo
 from torchdev_lint.analysis.facts_memo import file_facts
@@ -23,22 +24,6 @@ from torchdev_lint.analysis.project_facts import FileFacts, project_facts
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import parse
 
-GATE = """
-    import sys
-    import torch
-
-    def init(args):
-        if not torch.cuda.is_available():
-            sys.exit("this program needs a GPU")
-"""
-WARNS = """
-    import warnings
-    import torch
-
-    def init(args):
-        if not torch.cuda.is_available():
-            warnings.warn("no GPU: running on the CPU")
-"""
 MAIN = """
     import torch
     import utils
@@ -55,12 +40,6 @@ SAVES = """
         state = {"encoder": encoder, "step": 1}
         torch.save(state, path)
 """
-
-
-def _project(root: Path, files: dict[str, str]) -> None:
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(dedent(text))
 
 
 def _check(root: Path, cache: Path) -> None:
@@ -97,7 +76,7 @@ def _refuse_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_kept_answer_equals_pass_one_and_runs_no_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _project(tmp_path, {"setup.py": "", "utils.py": GATE + SAVES, "main.py": MAIN})
+    write_files(tmp_path, {"setup.py": "", "utils.py": GATE + SAVES, "main.py": MAIN})
     cache = tmp_path / "cache"
     _check(tmp_path, cache)
     main = tmp_path / "main.py"
@@ -110,7 +89,7 @@ def test_a_kept_answer_equals_pass_one_and_runs_no_pass(
 
 
 def test_a_file_without_facts_is_kept_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _project(tmp_path, {"setup.py": "", "alone.py": "import torch\nx = torch.ones(2)\n"})
+    write_files(tmp_path, {"setup.py": "", "alone.py": "import torch\nx = torch.ones(2)\n"})
     cache = tmp_path / "cache"
     _check(tmp_path, cache)
     alone = tmp_path / "alone.py"
@@ -121,7 +100,7 @@ def test_a_file_without_facts_is_kept_too(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_an_edited_import_is_a_miss(tmp_path: Path) -> None:
     """utils.py edited: unsummarized, its gate is unknown; once summarized, it only warns."""
-    _project(tmp_path, {"setup.py": "", "utils.py": GATE + SAVES, "main.py": MAIN})
+    write_files(tmp_path, {"setup.py": "", "utils.py": GATE + SAVES, "main.py": MAIN})
     cache = tmp_path / "cache"
     _check(tmp_path, cache)
     main = tmp_path / "main.py"
@@ -137,7 +116,7 @@ def test_an_edited_import_is_a_miss(tmp_path: Path) -> None:
 
 
 def test_an_edit_of_the_file_itself_is_a_miss(tmp_path: Path) -> None:
-    _project(tmp_path, {"setup.py": "", "utils.py": GATE, "main.py": MAIN})
+    write_files(tmp_path, {"setup.py": "", "utils.py": GATE, "main.py": MAIN})
     cache = tmp_path / "cache"
     _check(tmp_path, cache)
     main = tmp_path / "main.py"
@@ -149,18 +128,18 @@ def test_an_edit_of_the_file_itself_is_a_miss(tmp_path: Path) -> None:
 def test_a_new_module_that_shadows_an_import_is_a_miss(tmp_path: Path) -> None:
     """tools/main.py imports `utils` from the project root, until tools/utils.py (found first,
     beside the file) appears: a path the index probed now holds a file."""
-    _project(tmp_path, {"setup.py": "", "utils.py": GATE, "tools/main.py": MAIN})
+    write_files(tmp_path, {"setup.py": "", "utils.py": GATE, "tools/main.py": MAIN})
     cache = tmp_path / "cache"
     _check(tmp_path, cache)
     main = tmp_path / "tools" / "main.py"
     assert file_facts(str(main), _only(main), str(cache)).gates("utils.init")  # type: ignore[union-attr]
-    _project(tmp_path, {"tools/utils.py": WARNS})
+    write_files(tmp_path, {"tools/utils.py": WARNS})
     _check(tmp_path, cache)
     assert file_facts(str(main), _only(main), str(cache)) == _fresh(main, cache) is None
 
 
 def test_a_summary_gone_from_the_cache_is_a_miss(tmp_path: Path) -> None:
-    _project(tmp_path, {"setup.py": "", "utils.py": GATE, "main.py": MAIN})
+    write_files(tmp_path, {"setup.py": "", "utils.py": GATE, "main.py": MAIN})
     cache = tmp_path / "cache"
     _check(tmp_path, cache)
     main = tmp_path / "main.py"
@@ -171,7 +150,7 @@ def test_a_summary_gone_from_the_cache_is_a_miss(tmp_path: Path) -> None:
 
 
 def test_a_damaged_kept_entry_is_a_miss(tmp_path: Path) -> None:
-    _project(tmp_path, {"setup.py": "", "utils.py": GATE, "main.py": MAIN})
+    write_files(tmp_path, {"setup.py": "", "utils.py": GATE, "main.py": MAIN})
     cache = tmp_path / "cache"
     _check(tmp_path, cache)
     main = tmp_path / "main.py"

@@ -20,6 +20,7 @@ from pathlib import Path
 from textwrap import dedent
 
 import pytest
+from multifile import GATE, WARNS
 
 import torchdev_lint.analysis.device_variable
 import torchdev_lint.config
@@ -227,24 +228,6 @@ def test_target_torch_version_from_flake8_config(tmp_path: Path) -> None:
 
 # Project facts from the cache `check` writes -----------------------------------------------
 
-# utils.init() exits without CUDA: every `.cuda()` after a call of it cannot fail for want of a GPU.
-GATE = """
-    import sys
-    import torch
-
-    def init(args):
-        if not torch.cuda.is_available():
-            sys.exit("this program needs a GPU")
-"""
-# The look-alike: the program goes on without CUDA.
-WARNS = """
-    import warnings
-    import torch
-
-    def init(args):
-        if not torch.cuda.is_available():
-            warnings.warn("no GPU: running on the CPU")
-"""
 MAIN = """
     import torch
     import {helper}
