@@ -17,7 +17,7 @@ from typing import Protocol
 
 import libcst as cst
 
-from torchdev_lint.analysis.devices import Move, as_move
+from torchdev_lint.analysis.devices import Move, as_move, is_dtype
 from torchdev_lint.analysis.loaders import is_loader, iterates_mapping, loader_origin
 from torchdev_lint.analysis.loops import (
     body_statement,
@@ -30,8 +30,12 @@ from torchdev_lint.analysis.loops import (
 )
 from torchdev_lint.analysis.parameters import Parameter
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
-from torchdev_lint.analysis.torch_api import DESCRIPTIVE_ATTRIBUTES, MEMORY_SHARING_METHODS
-from torchdev_lint.syntax import keyword_is_true
+from torchdev_lint.analysis.torch_api import (
+    DESCRIPTIVE_ATTRIBUTES,
+    DTYPE_CAST_METHODS,
+    MEMORY_SHARING_METHODS,
+)
+from torchdev_lint.syntax import keyword, keyword_is_true
 
 _MAX_DEPTH = 6  # unpacking steps followed back to the loop target (`x, y = parts`, `parts = batch`)
 
@@ -64,18 +68,24 @@ class BatchMove:
     whole: bool
 
 
-def batch_move(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> BatchMove | None:
+def batch_move(
+    move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope, through_casts: bool = False
+) -> BatchMove | None:
     """`move` (the last of `ancestors`) as a move of a batch a loader yields, if it is one.
 
     The moved value must be the loop's target (or part of it), or be unpacked
     from it in the loop body (`x, y = batch`, `images = batch["image"]`), and
-    not be rebound in between, so it still is what the loader yielded.
+    not be rebound in between, so it still is what the loader yielded. With
+    `through_casts`, dtype casts in front of the move are looked through
+    (`x.float().to(d)` moves `x`'s data; `uncast`); a cast behind it
+    (`x.to(d).float()`) never hides the move.
     """
-    base = batch_base(move.receiver)
+    moved = uncast(move.receiver, scope) if through_casts else move.receiver
+    base = batch_base(moved)
     if base is None:
         return None
     mapped = _through_comprehensions(base, ancestors)
-    receiver = _access_path(move.receiver) if mapped == base else (mapped,)
+    receiver = _access_path(moved) if mapped == base else (mapped,)
     for loop in enclosing_loops(ancestors):
         if not isinstance(loop, cst.For):
             continue
@@ -87,6 +97,29 @@ def batch_move(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> Ba
         whole = isinstance(move.receiver, cst.Name) and mapped == base and not sources
         return BatchMove(move, loop, (receiver, *sources), whole)
     return None
+
+
+def uncast(node: cst.BaseExpression, scope: Scope) -> cst.BaseExpression:
+    """What dtype casts are applied to: `x` in `x.float()`, `x.long()`, `x.to(torch.float32)`,
+    `x.type(torch.float32)`, `x.half().to(dtype=torch.float16)`; `node` itself otherwise."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and _dtype_cast(node, scope):
+        node = node.func.value
+    return node
+
+
+def _dtype_cast(call: cst.Call, scope: Scope) -> bool:
+    """A method call that casts its receiver to a dtype and does not move it."""
+    if not isinstance(call.func, cst.Attribute):
+        return False
+    method = call.func.attr.value
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    if method in DTYPE_CAST_METHODS:
+        return not positional and not any(arg.star for arg in call.args)  # `memory_format=` only
+    if method not in ("to", "type") or (method == "to" and as_move(call, scope) is not None):
+        return False
+    dtype = keyword(call, "dtype")
+    first = positional[0] if positional else dtype.value if dtype is not None else None
+    return first is not None and is_dtype(first, scope)
 
 
 def result_unused(ancestors: Sequence[cst.CSTNode]) -> bool:

@@ -96,3 +96,28 @@ def follows_sample_device(device: cst.BaseExpression | None, scope: Scope) -> bo
     if name is not None and is_config(f"{name}.device"):
         return False
     return not any(module_by_syntax_or_name(node, scope) for node in (holder, cst.Name(root)))
+
+
+def dataset_class_of(node: cst.BaseExpression, scope: Scope) -> cst.ClassDef | None:
+    """The class of this file a dataset is built from (`MyDataset(...)`)."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
+        return None
+    found = defined_once(node.func.value, scope, cst.ClassDef)
+    return found if isinstance(found, cst.ClassDef) else None
+
+
+def collate_code(node: cst.BaseExpression, scope: Scope) -> cst.CSTNode | None:
+    """The lambda, or the function of this file, a `collate_fn=` names (`f`, `partial(f, ...)`)."""
+    if isinstance(node, cst.Lambda):
+        return node
+    name = collate_reference(node)
+    return None if name is None else defined_once(name, scope, cst.FunctionDef)
+
+
+def defined_once(name: str, scope: Scope, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
+    """The one `def`/`class` statement that binds `name`, when that is its only binding."""
+    found = scope.lookup(name)
+    if found is None or len(found[1]) != 1:
+        return None
+    node = found[1][0].node
+    return node if isinstance(node, kind) else None

@@ -10,7 +10,8 @@ and written into the file's summary as plain JSON:
   there is TDL105 at the call.
 - `batches`: `{"train_one_epoch": [[1, "loader"]]}`, the parameters a function
   iterates as a loader (directly or through `enumerate`/`tqdm`/...) and whose batches
-  it moves to a device that is not the CPU (`batches.batch_move`): a caller passing
+  it moves to a device that is not the CPU (`batches.batch_move`, also behind a dtype
+  cast, `x.float().to(d)`): a caller passing
   an unpinned `DataLoader` there is TDL204 at the `DataLoader(...)`.
 - `loader_args`: `[["engine.train_one_epoch", [1], [1]], ...]`, one entry per call
   that passes a loader this file builds: the callee as written, the slots (position,
@@ -71,7 +72,7 @@ class ParameterUses:
                 self.passed_on[text] = reference
         move = as_move(node, scope)
         if move is not None and move.to_accelerator:
-            batch = batch_move(move, ancestors, scope)
+            batch = batch_move(move, ancestors, scope, through_casts=True)
             origin = None if batch is None else loader_origin(batch.loop.iter, scope)
             if origin is not None and not origin.placed:
                 for moved in origin.parameters:

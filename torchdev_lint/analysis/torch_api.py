@@ -173,6 +173,11 @@ MEMORY_SHARING_METHODS = frozenset(
     short bool byte char type to cpu pin_memory unbind split chunk tensor_split movedim swapaxes
     diagonal values""".split()
 )
+# Tensor methods that only cast to a dtype (`x.float()`, as `x.to(torch.float32)` does): a move
+# behind them (`x.float().to(d)`) still moves `x`.
+DTYPE_CAST_METHODS = frozenset(
+    "float half double bfloat16 long int short byte char bool cfloat cdouble chalf".split()
+)
 # Attributes that describe a tensor instead of sharing its memory.
 DESCRIPTIVE_ATTRIBUTES = frozenset(
     {"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "layout", "names"}

@@ -10,7 +10,7 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.batches import batch_move, result_unused
-from torchdev_lint.analysis.datasets import collate_reference
+from torchdev_lint.analysis.datasets import collate_code, dataset_class_of
 from torchdev_lint.analysis.devices import CPU, as_move
 from torchdev_lint.analysis.flow_values import Kind
 from torchdev_lint.analysis.loaders import (
@@ -50,7 +50,9 @@ class LoaderWithoutPinMemory(Rule):
         ## What it does
         Flags a `DataLoader(...)` call with no `pin_memory` argument whose batches are moved to a
         device that is not known to be the CPU (`.cuda()`, `.to(device)`, also in tuple
-        assignments `x, y = x.cuda(), y.cuda()` and after unpacking `x, y = batch`). The loader is
+        assignments `x, y = x.cuda(), y.cuda()`, after unpacking `x, y = batch`, and with dtype
+        casts in front of or behind the move: `x.float().to(device)`, `x.long().cuda()`,
+        `x.to(torch.float32).to(device)`, `x.to(device).float()`). The loader is
         followed to the loops that iterate it, directly or through wrapper calls (`enumerate`,
         `zip`, `tqdm(loader)`, `logger.log_every(loader, n)`). A loader that leaves the function
         (returned, passed on, stored, or bound at module level) is flagged when the file moves
@@ -59,7 +61,7 @@ class LoaderWithoutPinMemory(Rule):
         that parameter to a device (`train_one_epoch(model, loader, device)` in `engine.py`;
         project analysis).
         Not flagged: loaders given `pin_memory` or `**kwargs`; loaders whose batches are never
-        moved (or only to the CPU, or only cast: `x.to(torch.float32)`), or whose moved batches
+        moved (or only to the CPU, or only cast: `x.float()`, `x.to(torch.float32)`), or whose moved batches
         are bound to a name the function never reads (`x_gpu = x.to(device)`, the model given
         `x`: a dead move, no evidence the batches are used on the device); loaders handed to a library that puts batches on the device
         itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`), and, in a file that
@@ -293,6 +295,34 @@ class LoaderWithoutPinMemory(Rule):
                             self.scores[idx] = self.model(data_cuda)
             """,
         ),
+        # Dtype casts in front of the move (deepod's `x.float().to(self.device)`) hide no move.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            class COUTA:
+                def decision_function(self, dataset):
+                    dataloader = DataLoader(dataset=dataset, batch_size=self.batch_size, shuffle=False)
+                    for x, y in dataloader:
+                        x = x.float().to(self.device)
+                        self.net(x, y.long().cuda(), y.to(torch.float32).to(self.device))
+                        self.net(y.type(torch.float32).to(self.device))
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            class COUTA:
+                def decision_function(self, dataset):
+                    dataloader = DataLoader(dataset=dataset, batch_size=self.batch_size, shuffle=False, pin_memory=True)
+                    for x, y in dataloader:
+                        x = x.float().to(self.device)
+                        self.net(x, y.long().cuda(), y.to(torch.float32).to(self.device))
+                        self.net(y.type(torch.float32).to(self.device))
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -335,6 +365,8 @@ class LoaderWithoutPinMemory(Rule):
                 z = x.to(torch.float16)
                 w = x.cpu()
                 v = x.to("cpu")
+                u = x.float().to(dtype=torch.float16).type(torch.float32)
+                t = x.long().cpu()
             """
         ),
         Valid(
@@ -464,7 +496,9 @@ class LoaderWithoutPinMemory(Rule):
             return
         move = as_move(node, scope)
         batch = (
-            None if move is None or not move.to_accelerator else batch_move(move, self.ctx.ancestors, scope)
+            None
+            if move is None or not move.to_accelerator
+            else batch_move(move, self.ctx.ancestors, scope, through_casts=True)
         )
         if batch is not None and not result_unused(self.ctx.ancestors):
             origin = loader_origin(batch.loop.iter, scope)
@@ -534,13 +568,13 @@ class LoaderWithoutPinMemory(Rule):
         found = [loader.direct] if loader.direct is not None else []
         dataset = dataset_argument(loader.call)
         for leaf in [] if dataset is None else built_from(dataset, loader.scope):
-            dataset_class = _dataset_class(leaf, loader.scope)
+            dataset_class = dataset_class_of(leaf, loader.scope)
             if isinstance(leaf, cst.Call) and leaf in self.tensor_datasets:
                 found.append(self.tensor_datasets[leaf])
             elif dataset_class is not None and moves_to_accelerator(dataset_class, loader.scope):
                 found.append(Residency.DEVICE)
         collate = keyword(loader.call, "collate_fn")
-        code = None if collate is None else _collate_code(collate.value, loader.scope)
+        code = None if collate is None else collate_code(collate.value, loader.scope)
         if code is not None and moves_to_accelerator(code, loader.scope):
             found.append(Residency.DEVICE)
         return max(found, default=Residency.HOST)
@@ -560,28 +594,3 @@ class _Loader:
     fate: LoaderFate
     direct: Residency | None  # where the dataset lives when it is itself a tensor
     scope: Scope
-
-
-def _dataset_class(node: cst.BaseExpression, scope: Scope) -> cst.ClassDef | None:
-    """The class of this file a dataset is built from (`MyDataset(...)`)."""
-    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Name):
-        return None
-    found = _defined(node.func.value, scope, cst.ClassDef)
-    return found if isinstance(found, cst.ClassDef) else None
-
-
-def _collate_code(node: cst.BaseExpression, scope: Scope) -> cst.CSTNode | None:
-    """The lambda, or the function of this file, a `collate_fn=` names (`f`, `partial(f, ...)`)."""
-    if isinstance(node, cst.Lambda):
-        return node
-    name = collate_reference(node)
-    return None if name is None else _defined(name, scope, cst.FunctionDef)
-
-
-def _defined(name: str, scope: Scope, kind: type[cst.CSTNode]) -> cst.CSTNode | None:
-    """The one `def`/`class` statement that binds `name`, when that is its only binding."""
-    found = scope.lookup(name)
-    if found is None or len(found[1]) != 1:
-        return None
-    node = found[1][0].node
-    return node if isinstance(node, kind) else None
