@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 
 from torchdev_lint.analysis.devices import VARIABLE, device_argument, is_cuda_literal
+from torchdev_lint.analysis.module_classes import attribute_assignments, instance_name
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.walk import walk
 
@@ -40,6 +41,9 @@ _CACHE = "_availability_checked"
 _MATRIX_RANK = re.compile(r"^(?!(local|global|node|process|dist|world)_)\w+_ranks?$", re.IGNORECASE)
 # Owners whose `is_cuda` is a setting, not a tensor's placement: `self.is_cuda`, `args.is_cuda`.
 _FLAG_OWNERS = frozenset({"self", "cls", "args", "cfg", "config", "opt", "opts", "hparams"})
+# A setting named like a tensor's own placement test: a flag only where the class stores one.
+_OWN_DEVICE = re.compile(r"^is_(cuda|gpu)$", re.IGNORECASE)
+_STORED_CACHE = "_stored_flags"
 # How far names assigned from names are followed (`a = b`, `b = torch.cuda.is_available()`).
 _MAX_DEPTH = 4
 
@@ -138,7 +142,12 @@ def is_cuda_flag(node: cst.BaseExpression, scope: Scope, *, availability: bool =
             node.right, scope, availability=availability
         )
     if isinstance(node, cst.Comparison):
-        if len(node.comparisons) != 1 or not _any_gpu(node.comparisons[0]):
+        if len(node.comparisons) != 1:
+            return False
+        target = node.comparisons[0]
+        if _mode_test(node.left, target, scope):
+            return True
+        if not _any_gpu(target):
             return False
         left = node.left
         if is_availability_call(left, scope):
@@ -147,8 +156,81 @@ def is_cuda_flag(node: cst.BaseExpression, scope: Scope, *, availability: bool =
         return name is not None and bool(_COUNT.match(name.rsplit(".", 1)[-1]))
     if is_availability_call(node, scope):
         return availability
+    return _flag_name(node, scope)
+
+
+def _flag_name(node: cst.BaseExpression, scope: Scope) -> bool:
+    """`use_cuda`, `args.no_cuda`, `self._gpu`; `self.is_cuda` where the class stores a flag there."""
     name = dotted_name(node)
-    return name is not None and bool(_FLAG.match(name.rsplit(".", 1)[-1].lstrip("_")))
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1].lstrip("_")
+    return bool(_FLAG.match(last)) or (bool(_OWN_DEVICE.match(last)) and _stored_flag(node, scope))
+
+
+def _mode_test(left: cst.BaseExpression, target: cst.ComparisonTarget, scope: Scope) -> bool:
+    """`use_cuda == "all"`, `self.use_cuda in ["all", "batch"]`, `args.gpu != ""`: a CUDA flag
+    whose values are mode strings, compared with string literals, chooses CUDA all the same."""
+    operator, other = target.operator, target.comparator
+    if isinstance(operator, (cst.Equal, cst.NotEqual)) and _only_strings(left):
+        left, other = other, left
+    return (
+        isinstance(operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn))
+        and _only_strings(other)
+        and _flag_name(left, scope)
+    )
+
+
+def _only_strings(node: cst.BaseExpression) -> bool:
+    """`"all"`, `["all", "batch"]`, `("a", "b")`: string literals and nothing else."""
+    elements = (
+        [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List, cst.Set)) else [node]
+    )
+    return bool(elements) and all(isinstance(e, (cst.SimpleString, cst.ConcatenatedString)) for e in elements)
+
+
+def _stored_flag(node: cst.BaseExpression, scope: Scope) -> bool:
+    """`self.is_cuda` in a method of a class whose every `self.is_cuda = ...` stores a flag (a
+    parameter, `True`/`False`, a CUDA flag: `self.is_cuda = cuda`), not a tensor's placement
+    (`next(model.parameters()).is_cuda`, `device.type == "cuda"`); nowhere assigned, it is unknown."""
+    if not isinstance(node, cst.Attribute) or not isinstance(node.value, cst.Name):
+        return False
+    method: Scope | None = scope
+    while method is not None and (method.parent is None or method.parent.kind != "class"):
+        method = method.parent
+    if method is None or method.parent is None or not isinstance(method.node, cst.FunctionDef):
+        return False
+    klass = method.parent.node
+    if not isinstance(klass, cst.ClassDef) or instance_name(method.node) != node.value.value:
+        return False
+    cache: dict[tuple[cst.ClassDef, str], bool] = scope.module.__dict__.setdefault(_STORED_CACHE, {})
+    key = (klass, node.attr.value)
+    if key not in cache:
+        cache[key] = False  # `self.is_cuda = self.is_cuda or ...` asks this again
+        stores = attribute_assignments(klass, node.attr.value)
+        cache[key] = bool(stores) and all(
+            _flag_value(value, function, scope) for function, value in stores or ()
+        )
+    return cache[key]
+
+
+def _flag_value(value: cst.BaseExpression, function: cst.FunctionDef, scope: Scope) -> bool:
+    """What `self.is_cuda = value` stores is a flag: a parameter of `function` (not annotated as
+    something else than `bool`), `True`/`False`, a CUDA flag or availability check, or `not`/`and`/`or`
+    of these."""
+    if isinstance(value, cst.Name):
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            if param.name.value == value.value:
+                annotation = param.annotation
+                return annotation is None or dotted_name(annotation.annotation) in ("bool", "str")
+        if value.value in ("True", "False"):
+            return True
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Not):
+        return _flag_value(value.expression, function, scope)
+    if isinstance(value, cst.BooleanOperation):
+        return _flag_value(value.left, function, scope) and _flag_value(value.right, function, scope)
+    return is_cuda_flag(value, scope)
 
 
 def _any_gpu(target: cst.ComparisonTarget) -> bool:

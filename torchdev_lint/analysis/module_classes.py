@@ -106,6 +106,42 @@ def value_assignments(statement: cst.BaseStatement) -> list[cst.Assign | cst.Ann
     ]
 
 
+def attribute_assignments(
+    node: cst.ClassDef, attribute: str
+) -> list[tuple[cst.FunctionDef, cst.BaseExpression]] | None:
+    """Each `self.<attribute> = value` of the class's own methods, with the method; None when the
+    class also defines the name itself (`def is_cuda(self)`, a class attribute), whose value is unknown."""
+    found: list[tuple[cst.FunctionDef, cst.BaseExpression]] = []
+    for statement in block_statements(node.body):
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value == attribute:
+            return None
+        if any(
+            _plain_names(t.target) & {attribute} for a in value_assignments(statement) for t in _targets(a)
+        ):
+            return None
+        if not isinstance(statement, cst.FunctionDef):
+            continue
+        self_name = instance_name(statement)
+        if self_name is None:
+            continue
+        for line in init_statements(statement.body):
+            for assignment in value_assignments(line):
+                for target in _targets(assignment):
+                    if self_attribute(target.target, self_name) == attribute and assignment.value is not None:
+                        found.append((statement, assignment.value))
+                    elif isinstance(target.target, (cst.Tuple, cst.List)) and any(
+                        self_attribute(e.value, self_name) == attribute for e in target.target.elements
+                    ):
+                        return None  # `self.is_cuda, self.x = ...`: one part of a value
+    return found
+
+
+def _targets(assignment: cst.Assign | cst.AnnAssign) -> list[cst.AssignTarget]:
+    if isinstance(assignment, cst.Assign):
+        return list(assignment.targets)
+    return [cst.AssignTarget(target=assignment.target)]
+
+
 def initialises_module(statement: cst.BaseStatement) -> bool:
     """`super().__init__(...)`, `super(C, self).__init__(...)` or `Base.__init__(self, ...)`."""
     if not isinstance(statement, cst.SimpleStatementLine):

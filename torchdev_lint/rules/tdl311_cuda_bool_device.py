@@ -32,12 +32,17 @@ class CudaBoolDevice(Rule):
         reported at the move; and a legacy tensor class chosen by one
         (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`), reported at the
         assignment. A flag is a name or attribute carried around such as `cuda`, `use_cuda`,
-        `use_gpu`, `gpu`, `cuda_enabled`, `no_cuda`, `cpu` (negated), or a GPU count compared
-        with a number (`n_gpu > 0`; `device_count() > 1` asks for a second GPU and is not one),
-        also combined with an availability check (`torch.cuda.is_available() and not args.cpu`).
+        `use_gpu`, `gpu`, `cuda_enabled`, `no_cuda`, `cpu` (negated), `self.is_cuda` where the
+        class stores a flag there (`self.is_cuda = cuda`, a parameter, `True`/`False`), a GPU count
+        compared with a number (`n_gpu > 0`; `device_count() > 1` asks for a second GPU and is
+        not one), or one of these compared with strings, its modes (`use_cuda == "all"`,
+        `self.use_cuda in ["all", "batch"]`), also combined with an availability check
+        (`torch.cuda.is_available() and not args.cpu`).
 
         Not flagged: `if torch.cuda.is_available():` on its own (an availability check, not a
-        flag carried around), tests about a tensor (`if x.is_cuda:`), and flags in code that
+        flag carried around), tests about a tensor (`if x.is_cuda:`, and `if self.is_cuda:` where
+        the class stores a placement, `next(model.parameters()).is_cuda`, or never assigns it: a
+        tensor subclass's own), a device string (`args.device == "cuda"`), and flags in code that
         runs only where CUDA is (after `if not torch.cuda.is_available(): sys.exit()`, an NCCL
         process group, in a test skipped without CUDA; see TDL301), where a flag such as
         `if args.cpu_offload:` chooses host or GPU memory, not the device, and test files (a
@@ -113,6 +118,38 @@ class CudaBoolDevice(Rule):
             """,
             lines=(4, 6, 8, 12),
         ),
+        Invalid(
+            # A flag the class stores as `self.is_cuda`, and a flag whose values are mode strings.
+            """
+            from torch import nn
+
+            class Profile(nn.Module):
+                def __init__(self, cuda: bool = False):
+                    super().__init__()
+                    self.is_cuda = cuda
+
+                def fit(self, data):
+                    for batch in data:
+                        if self.is_cuda:
+                            batch = batch.cuda()
+                        self(batch)
+
+            class Runner:
+                def __init__(self, model, use_cuda=None):
+                    self.model = model
+                    self.use_cuda = use_cuda
+                    if use_cuda is not None and use_cuda == "all":
+                        self.model = model.cuda()
+
+                def run(self, batch):
+                    if self.use_cuda in ["all", "batch"]:
+                        self.model.cuda()
+                    if self.use_cuda not in ("none", "model"):
+                        batch = batch.cuda()
+                    return self.model(batch)
+            """,
+            lines=(11, 19, 23, 25),
+        ),
     )
     valid = (
         Valid(
@@ -140,6 +177,30 @@ class CudaBoolDevice(Rule):
                 if torch.cuda.device_count() > 1:
                     y = y.cuda(1)
                 return x.cuda(), y
+            """
+        ),
+        Valid(
+            # `self.is_cuda` that follows a tensor's placement, or that the class does not store.
+            """
+            import torch
+
+            class Scorer:
+                def __init__(self, model, device: torch.device):
+                    self.model = model
+                    self.is_cuda = next(model.parameters()).is_cuda
+
+                def score(self, x, args):
+                    if self.is_cuda:
+                        x = x.cuda()
+                    if args.device == "cuda":
+                        x = x.to("cuda")
+                    return self.model(x)
+
+            class Packed(torch.Tensor):
+                def pinned(self, other):
+                    if self.is_cuda:
+                        other = other.cuda()
+                    return other
             """
         ),
         Valid(
