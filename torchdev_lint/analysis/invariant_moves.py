@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchdev_lint.analysis.bindings import walk_bindings
 from torchdev_lint.analysis.devices import Move
 from torchdev_lint.analysis.loops import (
     Loop,
@@ -42,7 +43,7 @@ from torchdev_lint.analysis.torch_api import (
     RELOCATING_METHODS,
     SUBMODULE_METHODS,
 )
-from torchdev_lint.analysis.walk import children, first, walk
+from torchdev_lint.analysis.walk import first, walk
 from torchdev_lint.syntax import keyword
 
 # Builtins whose result yields the items of their arguments (`enumerate(model.modules())`).
@@ -203,18 +204,14 @@ def _bindings_in(loop: Loop) -> list[tuple[str, cst.BaseExpression]]:
     """(name, value) for the loop's own target, the targets of loops in its body (each bound to
     the iterable, items unknown) and plain assignments in it; nested scopes excluded."""
     found: list[tuple[str, cst.BaseExpression]] = []
-    stack: list[cst.CSTNode] = [loop]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.For):
-            found.extend((name, node.iter) for name in target_names(node.target))
-        elif isinstance(node, cst.Assign):
-            found.extend(
-                (name, node.value) for target in node.targets for name in target_names(target.target)
-            )
-        elif isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+    for bound in walk_bindings([loop]):
+        if bound.kind == "for" and isinstance(bound.node, cst.For):
+            value: cst.BaseExpression = bound.node.iter
+        elif bound.kind == "assign" and bound.value is not None:
+            value = bound.value
+        else:
             continue
-        stack.extend(children(node))
+        found.extend((name, value) for name in target_names(bound.target))
     return found
 
 

@@ -20,6 +20,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from torchdev_lint.analysis.parameters import passed_arguments
 from torchdev_lint.analysis.scopes import (
     Binding,
     Scope,
@@ -37,7 +38,6 @@ from torchdev_lint.analysis.torch_api import (
     SAME_KIND_METHODS,
 )
 from torchdev_lint.analysis.walk import first
-from torchdev_lint.syntax import positional
 
 # `torch.<name>(...)` calls that build a new tensor: the factories, and `cat`/`stack` of a list.
 TENSOR_FACTORIES = FACTORIES | {"cat", "stack"}
@@ -325,13 +325,19 @@ def _file_function(func: cst.BaseExpression, module: Scope) -> cst.FunctionDef |
 def _parameter_taking(call: cst.Call, arg: cst.Arg, callee: cst.FunctionDef) -> str | None:
     """The name of `callee`'s parameter that `arg` of `call` binds (by keyword or position)."""
     params = callee.params
-    named = [*params.posonly_params, *params.params]
-    if arg.keyword is not None:
-        keywords = {param.name.value for param in (*params.params, *params.kwonly_params)}
-        return arg.keyword.value if arg.keyword.value in keywords else None
-    given = positional(call)
-    position = next((i for i, a in enumerate(given) if a is arg), None)
-    return named[position].name.value if position is not None and position < len(named) else None
+    slots: list[tuple[int | None, str]] = [
+        (position, param.name.value)
+        for position, param in enumerate((*params.posonly_params, *params.params))
+    ]
+    slots += [(None, param.name.value) for param in params.kwonly_params]
+    return next(
+        (
+            name
+            for slot, name in slots
+            if any(given is arg for given in passed_arguments(call, [(slot, name)]))
+        ),
+        None,
+    )
 
 
 def _binding_is_module(binding: Binding, scope: Scope) -> bool:

@@ -13,7 +13,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.guards import name_words
 from torchdev_lint.analysis.scopes import Scope, resolve
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.walk import first
 
 _CACHE = "_profiles_cuda"
 
@@ -33,15 +33,17 @@ def profiles_cuda(function: cst.FunctionDef, scope: Scope) -> bool:
     `ProfilerActivity.CUDA`, or `sort_by=` a string naming CUDA time."""
     cache: dict[cst.CSTNode, bool] = scope.module.__dict__.setdefault(_CACHE, {})
     if function not in cache:
-        found = False
-
-        def enter(node: cst.CSTNode) -> None:
-            nonlocal found
-            if not found and isinstance(node, cst.Arg) and node.keyword is not None:
-                found = _cuda_profiling_argument(node.keyword.value, node.value, scope)
-
-        walk(function.body, enter, lambda node: None)
-        cache[function] = found
+        cache[function] = (
+            first(
+                function.body,
+                lambda node: (
+                    isinstance(node, cst.Arg)
+                    and node.keyword is not None
+                    and _cuda_profiling_argument(node.keyword.value, node.value, scope)
+                ),
+            )
+            is not None
+        )
     return cache[function]
 
 

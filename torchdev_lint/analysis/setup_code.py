@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis.guards import name_words
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.scopes import Scope, block_statements, resolve
 from torchdev_lint.analysis.walk import children, walk
 
 if TYPE_CHECKING:
@@ -256,11 +256,8 @@ def _self_attribute(node: cst.BaseExpression) -> bool:
 def _stores_under(body: cst.BaseSuite, mapping: cst.BaseExpression, key: cst.BaseExpression) -> bool:
     """Does a statement of `body` (not nested) assign `mapping[key] = ...`? Then the guard
     `key not in mapping` holds once per key: what the body makes is kept."""
-    if isinstance(body, cst.SimpleStatementSuite):
-        smalls: list[cst.BaseSmallStatement] = list(body.body)
-    else:
-        smalls = [s for line in body.body if isinstance(line, cst.SimpleStatementLine) for s in line.body]
-    for small in smalls:
+    lines = block_statements(body)
+    for small in (s for line in lines if isinstance(line, cst.SimpleStatementLine) for s in line.body):
         if isinstance(small, cst.Assign):
             for target in small.targets:
                 item = target.target
