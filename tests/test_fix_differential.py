@@ -730,6 +730,32 @@ LOADERS = [
             return out
 
 
+        class Pair:  # a project batch class whose `to()` takes only a device
+
+            def __init__(self, items):
+                self.a = torch.stack([a for a, _ in items])
+                self.b = torch.stack([b for _, b in items])
+
+            def to(self, device):
+                return (self.a.to(device), self.b.to(device))
+
+
+        def case_project_class_from_collate_fn():
+            dataset = TensorDataset(torch.arange(8.0).reshape(4, 2), torch.arange(4))
+            loader = DataLoader(dataset, batch_size=2, pin_memory=True, collate_fn=Pair)
+            out = []
+            for step, pair in enumerate(loader):
+                out.append(pair.to(device))  # not-safe
+            for images, targets in DataLoader(dataset, batch_size=2, pin_memory=True, collate_fn=list):
+                out.append(images.to(device))  # not-safe
+            return out
+
+
+        def case_may_be_mps():
+            target = "mps" if torch.backends.mps.is_available() else "cpu"
+            return [x.to(target) for x, y in _loader()]  # not-safe
+
+
         def case_written_after():
             out = []
             for x, y in _loader():
@@ -896,6 +922,35 @@ TDL307 = [
 
         def case_tensor_other_dtype():
             return torch.FloatTensor(torch.zeros(2, dtype=torch.float64))
+
+
+        def case_filled():  # `zero_`/`fill_` folded: `torch.zeros`, `torch.full` (cast to the dtype as before)
+            return (
+                torch.FloatTensor(2, 3).zero_(),  # safe-fix
+                torch.DoubleTensor(2, 3).fill_(0),
+                torch.FloatTensor(2, 2).fill_(0.1),
+                torch.FloatTensor(2, 2).fill_(-0.0),
+                torch.LongTensor(3, 1).fill_(1.7),
+                torch.BoolTensor(2, 1).fill_(2),
+                torch.HalfTensor(1, 2).fill_(70000),
+            )
+
+
+        def case_fill_overflows():
+            return torch.ByteTensor(2).fill_(300)  # safe-fix
+
+
+        def case_filled_and_moved():  # the move folded too: `device=`
+            device = torch.device("cuda")
+            return (
+                torch.FloatTensor(2, 3).zero_().to(device),  # safe-fix
+                torch.FloatTensor(2, 3).fill_(0.1).cuda(),
+                torch.DoubleTensor(2, 2).fill_(0.1).to(device, torch.float16),
+                torch.FloatTensor(2, 2).zero_().to(device, dtype=torch.float16),
+                torch.LongTensor(2, 2).cuda().fill_(-3),
+                torch.FloatTensor([0.1, 2.5]).to(device, torch.float64, non_blocking=True),
+                meta(torch.FloatTensor(3, 2).to("cuda")),
+            )
 
 
         def case_type():

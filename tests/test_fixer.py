@@ -102,7 +102,8 @@ def _keyword_adder(code: str, keyword: str, safety: str) -> type[Rule]:
                 a.keyword is not None and a.keyword.value == keyword for a in node.args
             ):
                 new = node.with_changes(args=[*node.args, _keyword(keyword, cst.Integer("1"))])
-                self.report(node, fix=Fix(safety, f"add {keyword}", {node: new}))  # type: ignore[arg-type]
+                risk = "test: m behaves otherwise" if safety == "unsafe" else None
+                self.report(node, fix=Fix(safety, f"add {keyword}", {node: new}, risk))  # type: ignore[arg-type]
 
     AddKeyword.code = code
     return AddKeyword
@@ -117,7 +118,9 @@ class EmptyCallToOther(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         if _call_to(node, "m") and not node.args:
-            self.report(node, fix=Fix("unsafe", "call n", {node: cst.Call(cst.Name("n"))}))
+            self.report(
+                node, fix=Fix("unsafe", "call n", {node: cst.Call(cst.Name("n"))}, "test: n is not m")
+            )
 
 
 ADD_X = _keyword_adder("TDL995", "x", "safe")

@@ -138,6 +138,24 @@ def test_show_fixes_preview(bad: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "safe fix: " in out
 
 
+def test_an_unsafe_fix_says_what_may_change(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24: the risk of an unsafe fix is in its message, in every format that shows fixes."""
+    path = tmp_path / "resume.py"
+    path.write_text('import torch\nckpt = torch.load("ckpt.pt", map_location="cpu", weights_only=False)\n')
+    title = "Set `weights_only=True` (unsafe: loading fails (`UnpicklingError`) if the file pickles"
+    _, out, _ = run(capsys, "check", "--isolated", "--no-cache", "--show-fixes", str(path))
+    assert f"unsafe fix: {title}" in out
+    _, out, _ = run(capsys, "check", "--isolated", "--no-cache", "--format", "json", str(path))
+    (finding,) = json.loads(out)
+    assert finding["fix"]["safety"] == "unsafe" and finding["fix"]["message"].startswith(title)
+    assert finding["fix"]["message"].endswith("until it is re-saved as a state dict)")
+    _, out, _ = run(capsys, "check", "--isolated", "--no-cache", "--format", "sarif", str(path))
+    document = json.loads(out)
+    _validate(document)
+    (result,) = document["runs"][0]["results"]
+    assert result["fixes"][0]["description"]["text"].startswith(title)
+
+
 def test_show_fixes_multiline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "m.py"
     path.write_text('import torch\nx = torch.load(\n    "a.pt",\n)\n')

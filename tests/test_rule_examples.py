@@ -7,7 +7,7 @@ import pytest
 from torchdev_lint.config import Settings
 from torchdev_lint.engine import check_source
 from torchdev_lint.fixes import fix_source
-from torchdev_lint.rule import DOC_SECTIONS, Invalid, Rule, Valid, all_rules
+from torchdev_lint.rule import DOC_SECTIONS, Fix, Invalid, Rule, Valid, all_rules
 
 
 def _cases(kind: str) -> list[object]:
@@ -42,6 +42,54 @@ def test_invalid_example_is_flagged_and_fixed(rule: type[Rule], example: Invalid
     if example.fixed_source is not None:
         compile(outcome.source, "fixed.py", "exec")
         assert all(d.fix is not None for d in result.diagnostics)
+
+
+@pytest.mark.parametrize(("rule", "example"), _cases("invalid"))
+def test_an_unsafe_fix_says_what_may_change(rule: type[Rule], example: Invalid) -> None:
+    """Issue 24: an unsafe fix's message ends with `(unsafe: <what may change at this site>)`;
+    a safe fix's message says nothing of the kind."""
+    source = example.source.encode()
+    result = check_source("example.py", source, [rule], _settings(example), skip_filter=False)
+    for diagnostic in result.diagnostics:
+        fix = diagnostic.fix
+        if fix is None:
+            continue
+        does, unsafe, risk = fix.message.partition(" (unsafe: ")
+        if fix.safety == "safe":
+            assert "unsafe" not in fix.message, f"{rule.code} line {diagnostic.line}: {fix.message}"
+            continue
+        assert unsafe and does and "(unsafe" not in does, f"{rule.code} line {diagnostic.line}: {fix.message}"
+        assert risk.endswith(")") and len(risk) > 20, f"{rule.code} line {diagnostic.line}: {fix.message}"
+
+
+def test_every_rule_with_unsafe_fixes_shows_one_in_its_examples() -> None:
+    """So that the test above sees every rule's unsafe fix at least once: a rule whose docs
+    call its fix unsafe somewhere has an example that gets one."""
+    missing = []
+    for rule in all_rules():
+        if rule.fix_availability == "never" or "unsafe" not in rule.docs.split("## Fix safety", 1)[1]:
+            continue
+        safeties = {
+            diagnostic.fix.safety
+            for example in rule.invalid
+            for diagnostic in check_source(
+                "example.py", example.source.encode(), [rule], _settings(example), skip_filter=False
+            ).diagnostics
+            if diagnostic.fix is not None
+        }
+        if "unsafe" not in safeties:
+            missing.append(rule.code)
+    assert missing == []
+
+
+def test_the_fix_contract_asks_a_risk_of_unsafe_fixes_only() -> None:
+    assert Fix("unsafe", "Do it", {}, "values change").reported_message == "Do it (unsafe: values change)"
+    assert Fix("safe", "Do it", {}).reported_message == "Do it"
+    assert Fix.judged("Do it", {}, None).safety == "safe"
+    assert Fix.judged("Do it", {}, "values change").safety == "unsafe"
+    for bad in (("unsafe", None), ("unsafe", " "), ("safe", "values change")):
+        with pytest.raises(ValueError, match="risk"):
+            Fix(bad[0], "Do it", {}, bad[1])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("rule", "example"), _cases("valid"))

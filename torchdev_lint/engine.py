@@ -74,6 +74,8 @@ class FileResult:
     lines: LineIndex | None = None
     # What the check knew from other files of the project (re-checks after fixes reuse it).
     project: FileFacts | None = None
+    # The settings it was checked with (fix edits are tidied to their line length).
+    settings: Settings | None = None
 
     @property
     def reported(self) -> list[Diagnostic]:
@@ -427,7 +429,7 @@ def check_module(
     ctx = FileContext(path, module, settings, project, fixes=fixes)
     instances = [rule(ctx) for rule in rules]
     dispatcher = _Dispatcher(ctx, instances)
-    result = FileResult(path, module, ctx.findings, project=project)
+    result = FileResult(path, module, ctx.findings, project=project, settings=settings)
     if not instances:
         return result
     try:
@@ -464,7 +466,7 @@ def _locate(result: FileResult, original: Original | None) -> None:
     result.findings = sorted(unique.values(), key=lambda f: (positions[id(f.node)][0], f.rule.code))
     for finding in result.findings:
         (line, column), (end_line, end_column) = positions[id(finding.node)]
-        fix_info = None if finding.fix is None else FixInfo(finding.fix.safety, finding.fix.message)
+        fix_info = None if finding.fix is None else FixInfo(finding.fix.safety, finding.fix.reported_message)
         result.diagnostics.append(
             Diagnostic(
                 path=result.path,

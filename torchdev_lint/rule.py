@@ -29,11 +29,35 @@ DOC_SECTIONS = ("What it does", "Why it matters", "Example", "Use instead", "Fix
 
 @dataclass(frozen=True)
 class Fix:
-    """A rewrite proposed by a rule: original nodes mapped to their replacements."""
+    """A rewrite proposed by a rule: original nodes mapped to their replacements.
+
+    `message` says what the fix does ("Set `weights_only=True`"). `risk` says, for an unsafe
+    fix, what may change in behaviour at this site ("loading fails if the file pickles objects
+    other than tensors and containers"), as specifically as the rule knows why it is unsafe
+    there: required (not empty) for an unsafe fix, absent for a safe one. Users read both in
+    `reported_message`.
+    """
 
     safety: FixSafety
     message: str
     replacements: Mapping[cst.CSTNode, Replacement]
+    risk: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.safety == "unsafe" and not (self.risk and self.risk.strip()):
+            raise ValueError(f"unsafe fix {self.message!r} must say what may change (`risk=`)")
+        if self.safety == "safe" and self.risk is not None:
+            raise ValueError(f"safe fix {self.message!r} carries a risk: {self.risk!r}")
+
+    @classmethod
+    def judged(cls, message: str, replacements: Mapping[cst.CSTNode, Replacement], risk: str | None) -> Fix:
+        """A fix that is safe where `risk` is None, and unsafe with that risk otherwise."""
+        return cls("safe" if risk is None else "unsafe", message, replacements, risk)
+
+    @property
+    def reported_message(self) -> str:
+        """What users see: the message, then for an unsafe fix `(unsafe: <risk>)`."""
+        return self.message if self.risk is None else f"{self.message} (unsafe: {self.risk})"
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,10 @@ class CheckOptions:
 # keys its lookups on the project facts (a miss then only costs the check).
 NO_PROJECT = "TORCHDEV_LINT_NO_PROJECT"
 
+# Fixing rounds over the project (`_fix_to_fixed_point`): a fix reaching another file's facts adds
+# one; this bounds a pathological cascade, whose remaining findings are then reported as usual.
+MAX_PROJECT_ROUNDS = 5
+
 
 def with_project(paths: Sequence[str], options: CheckOptions) -> CheckOptions:
     """The options with the project facts of `paths` (pass 1; summaries cached with the results)."""
@@ -272,16 +276,56 @@ def _process_files(
     """The reports, and the options the files were checked with (with the project facts)."""
     if options.fix and not options.diff:
         remove_stale_temp_files(paths)  # left by a fixer that was killed while writing
+        return _fix_to_fixed_point(paths, options, jobs)
     # Once here: workers receive the facts with the options.
     done: dict[str, FileReport] = {}
-    if options.fix or options.diff:
+    if options.diff:
         options = with_project(paths, options)
     else:
         options, done = _first_pass(paths, options, jobs)
+    return _reports(paths, options, jobs, done), options
+
+
+def _fix_to_fixed_point(
+    paths: Sequence[str], options: CheckOptions, jobs: int
+) -> tuple[list[FileReport], CheckOptions]:
+    """Fix, then recompute the project facts and fix again every file whose facts changed, until
+    no file changes: a fix in one file can make another file's fix safe or give it a finding
+    (pinning a loader here makes the copies of its batches there worth making non-blocking), and
+    a second run must change nothing. Each file's report sums its fixes over the rounds and holds
+    what remains after the last one."""
+    given = options.project
+    options = with_project(paths, options)
+    reports = {path: report for path, report in zip(paths, _reports(paths, options, jobs, {}), strict=True)}
+    for _ in range(MAX_PROJECT_ROUNDS - 1):
+        if given is not None or not any(r.fixed for r in reports.values()):
+            break
+        before = options.project
+        options = with_project(paths, replace(options, project=None))
+        assert before is not None and options.project is not None
+        todo = [
+            path
+            for path in dict.fromkeys(paths)
+            if reports[path].error is None and before.digest(path) != options.project.digest(path)
+        ]
+        if not todo:
+            break
+        for path, report in zip(todo, _reports(todo, options, jobs, {}), strict=True):
+            earlier = reports[path]
+            report.fixed += earlier.fixed
+            report.follow_ups += earlier.follow_ups
+            reports[path] = report
+    return [reports[path] for path in paths], options
+
+
+def _reports(
+    paths: Sequence[str], options: CheckOptions, jobs: int, done: dict[str, FileReport]
+) -> list[FileReport]:
+    """Process the files of `paths` not in `done`; the reports in the order of `paths`."""
     todo = [path for path in dict.fromkeys(paths) if path not in done]
     if jobs <= 1 or len(todo) < 2:
         done.update((path, process_file(path, options)) for path in todo)
-        return [done[path] for path in paths], options
+        return [done[path] for path in paths]
     for path in todo:
         cached = cached_report(path, options)
         if cached is not None:
@@ -290,7 +334,7 @@ def _process_files(
     # Workers do not look the cache up again: it was just consulted here.
     check = partial(process_file, options=options, use_cached=False)
     done.update(zip(todo, map_files(check, todo, jobs), strict=True))
-    return [done[path] for path in paths], options
+    return [done[path] for path in paths]
 
 
 def _first_pass(

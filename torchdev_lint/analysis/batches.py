@@ -56,10 +56,10 @@ class BatchMove:
     `host` are the access paths that reach the host tensor being copied: the
     moved expression itself and what it was unpacked from in the loop body
     (`batch` for `x, y = batch`); a name alone means "anything under it".
-    `whole` says the moved value is a loop target name not unpacked any further
-    (`for batch in loader: batch.to(d)`), which may be any object with a `.to()`,
-    where a part of a batch (`x` in `for x, y in loader`, `batch["image"]`) is
-    what the loader collated: a tensor.
+    `whole` says the moved value is the batch itself (`for batch in loader: batch.to(d)`),
+    which even PyTorch's default collation may make a mapping class with a `.to()` of its own,
+    where a part of a batch (`x` in `for x, y in loader`, `batch["image"]`) is what the
+    default collation made a tensor (`collated_part`).
     """
 
     move: Move
@@ -94,9 +94,22 @@ def batch_move(
         sources = _batch_sources(loop, body_statement(ancestors, loop), mapped)
         if sources is None or receiver is None or not is_loader(loop.iter, scope):
             return None
-        whole = isinstance(move.receiver, cst.Name) and mapped == base and not sources
+        whole = (
+            isinstance(moved, cst.Name) and mapped == base and not sources and _is_batch(loop, base, scope)
+        )
         return BatchMove(move, loop, (receiver, *sources), whole)
     return None
+
+
+def _is_batch(loop: cst.For, name: str, scope: Scope) -> bool:
+    """Does `name` hold the whole batch the loader yields (`for batch in loader`, `for i, batch in
+    enumerate(loader)`), not a part unpacked from it (`x` in `for x, y in loader`)?"""
+    target: cst.BaseExpression = loop.target
+    if isinstance(target, cst.Tuple) and isinstance(loop.iter, cst.Call):
+        if resolve(loop.iter.func, scope) != "builtins.enumerate" or len(target.elements) != 2:
+            return False
+        target = target.elements[1].value
+    return isinstance(target, cst.Name) and target.value == name
 
 
 def uncast(node: cst.BaseExpression, scope: Scope) -> cst.BaseExpression:
@@ -212,10 +225,20 @@ def pinned_batch(batch: BatchMove, scope: Scope, facts: PinnedParameters | None 
     return loader_origin(batch.loop.iter, scope).pinned(facts.pinned if facts is not None else None)
 
 
+def collated_part(batch: BatchMove, scope: Scope, facts: PinnedParameters | None = None) -> bool:
+    """Is the moved value a part of a batch that PyTorch's default collation made (`x` in
+    `for x, y in loader`, `batch["image"]`), so a tensor, not a project class whose `.to()`
+    may take other arguments? A whole batch (`batch.to(d)`) may be a collated mapping class."""
+    origin = loader_origin(batch.loop.iter, scope)
+    return not batch.whole and origin.collated(facts.collated if facts is not None else None)
+
+
 class PinnedParameters(Protocol):
     """What the project facts say of a loader parameter (see `analysis/project_facts.FileFacts`)."""
 
     def pinned(self, parameter: Parameter) -> bool: ...
+
+    def collated(self, parameter: Parameter) -> bool: ...
 
 
 # --- Is the host batch written after its copy? -----------------------------------------------

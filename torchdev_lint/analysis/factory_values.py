@@ -5,13 +5,16 @@ Random factories draw from the target device's generator once given `device=` (t
 distribution, other numbers); `arange`/`linspace`/`logspace` are computed by device kernels in
 floating point (the last bits may differ from the CPU's) except `arange` in an integer dtype;
 a factory given `requires_grad=` makes a leaf on the device where the moved copy was not one.
-`created_on_device` writes the factory call that a fix passing `device=` puts in place of the move;
-`already_as_moved` tells a move that asks for what the factory already gave (a no-op).
+`device_difference` says which of these applies to a factory call. `created_on_device` writes the
+factory call that a fix passing `device=` puts in place of the move; `filled` folds a `.zero_()` or
+`.fill_(<number>)` into the factory; `already_as_moved` tells a move that asks for what the
+factory already gave (a no-op).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import libcst as cst
 
@@ -49,18 +52,25 @@ _IMPLIED = {
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
 
 
-def same_tensor_on_device(factory: cst.Call, factory_name: str, scope: Scope) -> bool:
-    """Whether `torch.<factory_name>(..., device=d)` equals the factory's result moved to `d`
-    bit for bit, and is still not a leaf."""
+# Why `torch.<factory>(..., device=d)` may differ from the factory's result moved to `d`.
+DeviceDifference = Literal["leaf", "random", "arithmetic"]
+
+
+def device_difference(factory: cst.Call, factory_name: str, scope: Scope) -> DeviceDifference | None:
+    """Why `torch.<factory_name>(..., device=d)` may differ from the factory's result moved to
+    `d`, or None where it is the same bit for bit and still not a leaf: `"leaf"` (given
+    `requires_grad=`, it becomes the leaf that receives `.grad`), `"random"` (drawn from the
+    device's generator) or `"arithmetic"` (computed by device kernels in floating point)."""
     grad = keyword(factory, "requires_grad")
     if grad is not None and not (isinstance(grad.value, cst.Name) and grad.value.value == "False"):
-        return False  # the result would become a leaf that receives `.grad`; the moved copy is not
+        return "leaf"  # the result would become a leaf that receives `.grad`; the moved copy is not
     if factory_name in _RANDOM:
-        return False
+        return "random"
     if factory_name in _DEVICE_ARITHMETIC:
         dtype = keyword(factory, "dtype")
-        return factory_name == "arange" and dtype is not None and _integer_dtype(dtype.value, scope)
-    return True
+        exact = factory_name == "arange" and dtype is not None and _integer_dtype(dtype.value, scope)
+        return None if exact else "arithmetic"
+    return None
 
 
 def _integer_dtype(node: cst.BaseExpression, scope: Scope) -> bool:
@@ -212,4 +222,41 @@ def _with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
         return with_keyword(factory, "dtype", dtype)
     return factory.with_changes(
         args=[arg.with_changes(value=dtype) if arg is given else arg for arg in factory.args]
+    )
+
+
+def filled(factory: cst.Call, init: cst.Call) -> cst.Call | None:
+    """`torch.empty(<sizes>, **options)` (`factory`, its sizes positional) initialised by `init`,
+    a `.zero_()` or `.fill_(<number literal>)` on its result, as one factory call giving the
+    same tensor: `torch.zeros(<sizes>, **options)` for `.zero_()` and `.fill_(0)` (`0.0`, not
+    `-0.0`, whose sign bit `zeros` would lose), else `torch.full((<sizes>), <number>, **options)`
+    (torch's `full` is `empty(...).fill_(value)`, so the number is cast to the dtype as before).
+    None for any other `init`: a value that is a tensor or a name may be one on another device."""
+    assert isinstance(factory.func, cst.Attribute) and isinstance(init.func, cst.Attribute)
+    method = init.func.attr.value
+    if method == "zero_" and not init.args:
+        return factory.with_changes(func=factory.func.with_changes(attr=cst.Name("zeros")))
+    if method != "fill_" or len(init.args) != 1 or init.args[0].keyword is not None or init.args[0].star:
+        return None
+    value = init.args[0].value
+    number = value.expression if isinstance(value, cst.UnaryOperation) else value
+    if isinstance(value, cst.UnaryOperation) and not isinstance(value.operator, (cst.Minus, cst.Plus)):
+        return None
+    if not isinstance(number, (cst.Integer, cst.Float)) or number.lpar:
+        return None
+    if number is value and number.evaluated_value == 0:
+        return factory.with_changes(func=factory.func.with_changes(attr=cst.Name("zeros")))
+    sizes = [arg for arg in factory.args if arg.keyword is None]
+    options = [arg for arg in factory.args if arg.keyword is not None]
+    if not sizes or any(arg.star for arg in sizes):
+        return None
+    last = sizes[-1]
+    one = len(sizes) == 1  # `(n,)`: a tuple of one needs its comma
+    elements = [cst.Element(arg.value, comma=arg.comma) for arg in sizes[:-1]]
+    elements.append(cst.Element(last.value, comma=cst.Comma() if one else cst.MaybeSentinel.DEFAULT))
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    shape = cst.Arg(cst.Tuple(elements), comma=comma)
+    fill = cst.Arg(value.deep_clone(), comma=comma if options else cst.MaybeSentinel.DEFAULT)
+    return factory.with_changes(
+        func=factory.func.with_changes(attr=cst.Name("full")), args=[shape, fill, *options]
     )

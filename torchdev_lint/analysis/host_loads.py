@@ -14,6 +14,7 @@ tensor onto a device this machine lacks, judged from the load site and what the 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from enum import Enum
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -51,6 +52,20 @@ _REMOVERS = frozenset({"os.remove", "os.unlink"})
 if TYPE_CHECKING:
     from torchdev_lint.analysis.project_facts import FileFacts
     from torchdev_lint.engine import FileContext
+
+
+class MappingRisk(Enum):
+    """Why `map_location="cpu"` may change what a load gives the program (`PendingLoads.flagged`),
+    in the words of TDL101's fix ("what may change"; its docs' "Fix safety" says the same)."""
+
+    USED = (
+        "what is loaded stays on the CPU: a module, optimizer or tensor used as loaded (or returned, "
+        "handed on) may be expected on the device it was saved from"
+    )
+    SCRIPTED = "the scripted module stays on the CPU, where the code may expect the device it was saved from"
+    OWN_LOAD_STATE_DICT = (
+        "this file defines its own `load_state_dict`, which may keep the loaded tensors on the CPU"
+    )
 
 
 def unmapped_loader(call: cst.Call, qualname: str | None) -> Loader | None:
@@ -113,12 +128,13 @@ class PendingLoads:
         if loader is not None and not restores_no_device_at_call(call, loader, self.saved, ctx):
             self._loads.append((call, loader, ctx.scope))
 
-    def flagged(self, ctx: FileContext) -> Iterator[tuple[cst.Call, Loader, bool]]:
-        """The loads that may restore tensors onto a missing device, each with whether
-        `map_location="cpu"` changes nothing the program sees: every use of the loaded value
-        ends in a `load_state_dict` the file does not define itself (its own may keep the
-        tensors as given), and the loader is no `torch.jit.load` (its module would stay on
-        the CPU)."""
+    def flagged(self, ctx: FileContext) -> Iterator[tuple[cst.Call, Loader, MappingRisk | None]]:
+        """The loads that may restore tensors onto a missing device, each with why
+        `map_location="cpu"` may change what the program sees, or None where it cannot: every
+        use of the loaded value ends in a `load_state_dict` the file does not define itself
+        (`OWN_LOAD_STATE_DICT`: its own may keep the tensors as given; `USED`: some use is not
+        one), and the loader is no `torch.jit.load` (`SCRIPTED`: its module would stay on the
+        CPU)."""
         indexes: dict[int, UseIndex] = {}
         own_load_state_dict: bool | None = None
         for call, loader, scope in self._loads:
@@ -133,8 +149,14 @@ class PendingLoads:
                 continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
             if own_load_state_dict is None and ctx.fixes:  # only the fix's safety asks (a module walk)
                 own_load_state_dict = first(ctx.module, _defines_load_state_dict) is not None
-            safe = receivers is not None and not own_load_state_dict and loader.qualname != "torch.jit.load"
-            yield call, loader, safe
+            why = None
+            if loader.qualname == "torch.jit.load":
+                why = MappingRisk.SCRIPTED
+            elif receivers is None:
+                why = MappingRisk.USED
+            elif own_load_state_dict:
+                why = MappingRisk.OWN_LOAD_STATE_DICT
+            yield call, loader, why
 
 
 def _defines_load_state_dict(node: cst.CSTNode) -> bool:

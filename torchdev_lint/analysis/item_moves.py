@@ -6,20 +6,23 @@ do. These helpers recognise such a loop (over a collection, not a loader's
 batches), the move of the item itself (`x.to(d)`, `x[0].cuda()`, or
 `y = x.to(d)` earlier in the body) and the moves that only align an input
 with a layer's device and dtype, which are not host-to-device transfers.
+`batched_loop` writes the loop that calls a model once on the stacked batch instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from torchdev_lint.analysis.devices import Move, as_move
 from torchdev_lint.analysis.loaders import is_batch_source, iterates_mapping
-from torchdev_lint.analysis.loops import depends_on, innermost_loop
-from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.loops import depends_on, innermost_loop, used_outside_loop
+from torchdev_lint.analysis.scopes import Scope, module_reference
+from torchdev_lint.analysis.tensor_collections import one_shape
 from torchdev_lint.analysis.units import memo
-from torchdev_lint.syntax import keyword
+from torchdev_lint.syntax import keyword, method_call
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -149,3 +152,55 @@ def moves_only(move: Move) -> bool:
     """Does the move change nothing but the device (no dtype, tensor or memory format)?"""
     extra = [a for a in move.call.args if a.value is not move.device_node]
     return all(a.keyword is not None and a.keyword.value == "non_blocking" for a in extra)
+
+
+def batched_loop(
+    loop: cst.For, model_call: cst.Call, move: Move, scope: Scope, ancestors: Sequence[cst.CSTNode]
+) -> cst.SimpleStatementLine | None:
+    """The statement that replaces `for x in xs: out.append(model(x.to(d)))` (`model_call` and
+    `move` found in it, `ancestors` those of the move): `out.extend(model(torch.stack(xs).to(d))
+    .unbind(0))`, one model call on the stacked batch (`torch.cat`/`split(1)` for items whose
+    first dimension is 1); None when the loop is not exactly that, its items are not a list of
+    one shape built in the function, the item is used after the loop, or a comment would be lost."""
+    body = loop.body
+    if loop.orelse is not None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+        return None
+    line = body.body[0]
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        return None
+    expr = line.body[0]
+    if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.Call):
+        return None
+    append = expr.value
+    if not (
+        isinstance(append.func, cst.Attribute)
+        and append.func.attr.value == "append"
+        and len(append.args) == 1
+        and append.args[0].value is model_call
+        and len(model_call.args) == 1
+        and model_call.args[0].value is move.call
+        and isinstance(move.receiver, cst.Name)
+    ):
+        return None
+    shape = one_shape(loop.iter, scope)
+    torch_name = module_reference(scope, "torch")
+    item = move.receiver.value
+    if shape is None or torch_name is None or used_outside_loop(ancestors, loop, item):
+        return None
+    join, split = ("cat", "split") if shape[:1] == ("1",) else ("stack", "unbind")
+    joined = cst.Call(func=cst.Attribute(value=torch_name, attr=cst.Name(join)), args=[cst.Arg(loop.iter)])
+    moved = method_call(joined, move.call.func.attr.value, tuple(move.call.args))  # type: ignore[attr-defined]
+    outputs = method_call(
+        model_call.with_changes(args=[cst.Arg(moved)]),
+        split,
+        [cst.Arg(cst.Integer("1" if join == "cat" else "0"))],
+    )
+    extend = append.with_changes(
+        func=append.func.with_changes(attr=cst.Name("extend")), args=[cst.Arg(outputs)]
+    )
+    if body.header.comment is not None or any(e.comment is not None for e in body.footer):
+        return None  # a comment on the `for` line or after the body would have nowhere to go
+    own = [e for e in line.leading_lines if e.comment is not None]
+    return line.with_changes(
+        body=[expr.with_changes(value=extend)], leading_lines=[*loop.leading_lines, *own]
+    )

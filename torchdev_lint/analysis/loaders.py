@@ -17,10 +17,11 @@ from typing import TypeGuard
 import libcst as cst
 
 from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.guards import is_availability_call
 from torchdev_lint.analysis.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.walk import first
-from torchdev_lint.syntax import keyword, keyword_is_true
+from torchdev_lint.syntax import argument, has_star, keyword, keyword_is_true
 
 DATALOADER_CLASSES = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 TENSOR_DATASET_CLASSES = frozenset(
@@ -37,6 +38,8 @@ DEVICE_PLACING_METHODS = frozenset({"prepare", "prepare_data_loader", "setup_dat
 _LOADER_NAME = re.compile(r"loader|(^|_)dl($|_)|(^|_)dls($|_)", re.IGNORECASE)
 _BATCH_NAME = re.compile(r"batch|(^|_)(iter|iterator)($|_)", re.IGNORECASE)
 _MAX_DEPTH = 6
+# `collate_fn` is DataLoader's seventh parameter.
+_COLLATE_FN_INDEX = 6
 
 
 def is_dataloader_call(node: cst.BaseExpression, scope: Scope) -> TypeGuard[cst.Call]:
@@ -137,9 +140,21 @@ def iterates_mapping(node: cst.BaseExpression) -> bool:
     )
 
 
-def is_pinned(call: cst.Call) -> bool:
-    """`DataLoader(..., pin_memory=True)` with a literal True."""
-    return keyword_is_true(call, "pin_memory")
+def is_pinned(call: cst.Call, scope: Scope) -> bool:
+    """`DataLoader(..., pin_memory=True)`, or pinned whenever CUDA is there
+    (`pin_memory=torch.cuda.is_available()`, what TDL204 writes for a program that also runs
+    without CUDA)."""
+    if keyword_is_true(call, "pin_memory"):
+        return True
+    arg = keyword(call, "pin_memory")
+    return arg is not None and is_availability_call(arg.value, scope)
+
+
+def default_collated(call: cst.Call) -> bool:
+    """Does the loader collate with PyTorch's default (no `collate_fn`, no `**kwargs`)? The parts
+    of its batches are then tensors (or containers of them), never a project class with a `.to()`
+    of its own."""
+    return argument(call, _COLLATE_FN_INDEX, "collate_fn") is None and not has_star(call, "**")
 
 
 @dataclass(frozen=True)
@@ -151,6 +166,8 @@ class LoaderOrigin:
     placed: bool = False  # it went through a library that puts the batches on the device itself
     # The parameters of the function (named as summaries name it) it iterates: their callers know.
     parameters: tuple[Parameter, ...] = ()
+    unpinned: bool = False  # one of `calls` does not pin memory (`is_pinned`)
+    custom_collate: bool = False  # one of `calls` collates with a function of its own (`default_collated`)
 
     def __or__(self, other: LoaderOrigin) -> LoaderOrigin:
         return LoaderOrigin(
@@ -158,6 +175,8 @@ class LoaderOrigin:
             self.untraced or other.untraced,
             self.placed or other.placed,
             self.parameters + other.parameters,
+            self.unpinned or other.unpinned,
+            self.custom_collate or other.custom_collate,
         )
 
     @property
@@ -168,17 +187,27 @@ class LoaderOrigin:
     def pinned(self, pinned_parameter: Callable[[Parameter], bool] | None = None) -> bool:
         """Does every loader it iterates pin memory (and none place batches on the device)? A
         parameter counts when `pinned_parameter` says every project call passes a pinned loader."""
-        if self.untraced or self.placed or not (self.calls or self.parameters):
+        return self._every(self.unpinned, pinned_parameter)
+
+    def collated(self, collated_parameter: Callable[[Parameter], bool] | None = None) -> bool:
+        """Does every loader it iterates collate by default (`default_collated`)? A parameter
+        counts when `collated_parameter` says every project call passes a pinned loader that does."""
+        return self._every(self.custom_collate, collated_parameter)
+
+    def _every(self, one_fails: bool, parameter_holds: Callable[[Parameter], bool] | None) -> bool:
+        if one_fails or self.untraced or self.placed or not (self.calls or self.parameters):
             return False
-        if self.parameters and (pinned_parameter is None or not all(map(pinned_parameter, self.parameters))):
-            return False
-        return all(map(is_pinned, self.calls))
+        return not self.parameters or (
+            parameter_holds is not None and all(map(parameter_holds, self.parameters))
+        )
 
 
 def loader_origin(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> LoaderOrigin:
     """The loaders that iterating `node` iterates, through wrapper calls and names."""
     if is_dataloader_call(node, scope):
-        return LoaderOrigin(calls=(node,))
+        return LoaderOrigin(
+            calls=(node,), unpinned=not is_pinned(node, scope), custom_collate=not default_collated(node)
+        )
     if places_on_device(node):
         return LoaderOrigin(placed=True)
     if depth >= _MAX_DEPTH:

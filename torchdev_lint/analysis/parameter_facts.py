@@ -86,9 +86,10 @@ def pinned_parameters(
     unreadable: list[bytes],
     moving: Moving,
     calls_unseen: Callable[[Target], bool],
+    collated: bool = False,
 ) -> dict[str, frozenset[tuple[str, str]]]:
     """For each file: `(function, parameter)` of its loader parameters that every project call
-    passes a pinned loader for, or a parameter of its caller that is itself pinned so (least
+    passes a pinned loader for (with `collated`: a pinned loader collating by default), or a parameter of its caller that is itself pinned so (least
     fixed point: a cycle of calls alone proves nothing). A method some of whose calls may go
     unseen (`calls_unseen`: through an instance, or through `self` in a base class defining
     it too) is unknown."""
@@ -101,8 +102,8 @@ def pinned_parameters(
     calls: dict[tuple[str, str, str], list[Any]] = {}
     for path, summary in summaries.items():
         passed: dict[str, list[list[Any]]] = {}
-        for text, pinned, _ in summary["loader_args"]:
-            passed.setdefault(text, []).append(pinned)
+        for text, pinned, _, pinned_collated in summary["loader_args"]:
+            passed.setdefault(text, []).append(pinned_collated if collated else pinned)
         for text, reference in summary["sites"].items():
             target = resolve(path, reference) if reference is not None else None
             if target is None or target not in moving or target in passed_on or calls_unseen(target):

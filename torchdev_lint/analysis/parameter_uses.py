@@ -13,9 +13,10 @@ and written into the file's summary as plain JSON:
   it moves to a device that is not the CPU (`batches.batch_move`, also behind a dtype
   cast, `x.float().to(d)`): a caller passing
   an unpinned `DataLoader` there is TDL204 at the `DataLoader(...)`.
-- `loader_args`: `[["engine.train_one_epoch", [1], [1]], ...]`, one entry per call
+- `loader_args`: `[["engine.train_one_epoch", [1], [1], [1]], ...]`, one entry per call
   that passes a loader this file builds: the callee as written, the slots (position,
-  or keyword) of the pinned ones, and of all of them. With how often each callee is
+  or keyword) of the pinned ones, of all of them, and of the pinned ones that collate
+  by default (`loaders.default_collated`). With how often each callee is
   called (the summary's `counts`), this says whether every call of a function passes
   a pinned loader for a parameter (TDL205 in the callee).
 - `forwards`: `{"fit": [["engine.train_one_epoch", 1, 2, "loader"], ...]}`, one entry per
@@ -87,6 +88,7 @@ class ParameterUses:
     def _loaders_passed(self, node: cst.Call, scope: Scope, callee: str) -> None:
         pinned: list[int | str] = []
         loaders: list[int | str] = []
+        collated: list[int | str] = []
         for slot, arg in _slots(node):
             if not is_loader(arg.value, scope):
                 continue
@@ -100,8 +102,10 @@ class ParameterUses:
                 loaders.append(slot)
                 if origin.pinned():
                     pinned.append(slot)
+                    if origin.collated():
+                        collated.append(slot)
         if loaders:
-            self.loader_args.append([callee, pinned, loaders])
+            self.loader_args.append([callee, pinned, loaders, collated])
 
     def fields(self) -> dict[str, Any]:
         return {

@@ -65,6 +65,8 @@ class FileFacts(NamedTuple):
     batch_moving: frozenset[Handed] = frozenset()
     # (function, parameter) of this file: every project call passes a pinned loader.
     pinned_loaders: frozenset[tuple[str, str]] = frozenset()
+    # Of them, those for which every call's pinned loader collates by default (TDL205's fix safety).
+    collated_loaders: frozenset[tuple[str, str]] = frozenset()
     # `load_facts.local_key`s of `torch.load` paths the project writes only from host memory;
     # base class texts naming a project Dataset class (`analysis/dataset_bases.py`).
     host_saved: frozenset[str] = frozenset()
@@ -92,6 +94,10 @@ class FileFacts(NamedTuple):
     def pinned(self, parameter: Parameter) -> bool:
         """Does every call in the project pass a pinned `DataLoader` for this loader parameter?"""
         return (parameter.function, parameter.name) in self.pinned_loaders
+
+    def collated(self, parameter: Parameter) -> bool:
+        """... and every such loader collates by default (its batches' parts are tensors)?"""
+        return (parameter.function, parameter.name) in self.collated_loaders
 
     @property
     def digest(self) -> str:
@@ -244,9 +250,11 @@ class _Pass:
             names |= self._loader_callees() | load_facts.wanted_names(self.summaries, self._canonical)
             fresh, self.names = names - self.names, self.names | names
             self._forget()
-            pinned = self._pinned(moving)
+            pinned, collated = self._pinned(moving), self._pinned(moving, collated=True)
             facts = {
-                path: self._facts(path, gating, moving, pinned.get(path, frozenset()))
+                path: self._facts(
+                    path, gating, moving, pinned.get(path, frozenset()), collated.get(path, frozenset())
+                )
                 for path in self.summaries
                 if path in self.checked
             }
@@ -281,7 +289,10 @@ class _Pass:
             self._forget()
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
-            found = self._facts(path, gating, moving, self._pinned(moving).get(path, frozenset()))
+            pinned = self._pinned(moving).get(path, frozenset())
+            found = self._facts(
+                path, gating, moving, pinned, self._pinned(moving, collated=True).get(path, frozenset())
+            )
             found = self._with_load_facts({path: found})[path]
             found = constructor_facts.with_defaults(
                 {path: found}, self.summaries, self._target, self.unreadable, self.index
@@ -361,9 +372,9 @@ class _Pass:
         }
         return stored | moving.keys()
 
-    def _pinned(self, moving: Moving) -> dict[str, frozenset[tuple[str, str]]]:
+    def _pinned(self, moving: Moving, collated: bool = False) -> dict[str, frozenset[tuple[str, str]]]:
         unseen = lambda target: self.inheritance.calls_unseen(target, self.unparsed.values())  # noqa: E731
-        return pinned_parameters(self.summaries, self._target, self.unreadable, moving, unseen)
+        return pinned_parameters(self.summaries, self._target, self.unreadable, moving, unseen, collated)
 
     def _loader_callees(self) -> set[str]:
         """The names of the project functions loaders are passed to: their modules are wanted
@@ -386,7 +397,12 @@ class _Pass:
         return names
 
     def _facts(
-        self, path: str, gating: set[Target], moving: Moving, pinned: frozenset[tuple[str, str]]
+        self,
+        path: str,
+        gating: set[Target],
+        moving: Moving,
+        pinned: frozenset[tuple[str, str]],
+        collated: frozenset[tuple[str, str]],
     ) -> FileFacts:
         summary = self.summaries[path]
         checkpointing, batch_moving = handed(summary, lambda r: self._target(path, r), self.summaries, moving)
@@ -395,7 +411,7 @@ class _Pass:
             for text, reference in summary["sites"].items()
             if reference is not None and self._target(path, reference) in gating
         )
-        return FileFacts(gates, checkpointing, batch_moving, pinned)
+        return FileFacts(gates, checkpointing, batch_moving, pinned, collated)
 
     def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
         """TDL101's facts: loads of paths saved from host memory, bases that are Datasets,

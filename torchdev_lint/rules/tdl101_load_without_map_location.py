@@ -85,7 +85,7 @@ class LoadWithoutMapLocation(Rule):
         Everywhere else the fix is unsafe: a pickled module, optimizer or tensor that is used, returned or
         handed on stays on the CPU where the code may expect the saving device (`model = torch.load(p,
         weights_only=False); model(x_gpu)` then fails). `torch.jit.load`'s fix is always unsafe: the scripted
-        module stays on the CPU.
+        module stays on the CPU. An unsafe fix's message says which of these applies at its site.
         """
     invalid = (
         Invalid(
@@ -591,9 +591,9 @@ class LoadWithoutMapLocation(Rule):
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
-        for call, loader, safe in self.loads.flagged(self.ctx):
+        for call, loader, why in self.loads.flagged(self.ctx):
             cpu = self.ctx.string("cpu", at=call)  # None in an f-string leaving no quote legal: no fix
             edit = with_keyword(call, "map_location", cpu) if cpu is not None else None
-            title = 'Add `map_location="cpu"`'
-            fix = Fix("safe" if safe else "unsafe", title, {call: edit}) if edit else None
+            risk = None if why is None else why.value  # what may change: the load's own reason
+            fix = Fix.judged('Add `map_location="cpu"`', {call: edit}, risk) if edit else None
             self.report(call, message=self.message.replace("torch.load", loader.qualname, 1), fix=fix)

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
 
 # The release in which `torch.load` started defaulting to `weights_only=True`.
 SAFE_DEFAULT_SINCE = (2, 6)
+# What may change where the fix is applied (the docs' "Fix safety").
+_RISK = (
+    "loading fails (`UnpicklingError`) if the file pickles objects other than tensors, plain values "
+    "and containers of them (a whole module, a custom class), until it is re-saved as a state dict"
+)
 
 
 class UnsafeLoadWeightsOnly(Rule):
@@ -424,7 +429,9 @@ class UnsafeLoadWeightsOnly(Rule):
                         arg.with_changes(value=cst.Name("True")) if arg is given else arg for arg in node.args
                     ]
                 )
-                fix = None if custom_pickle else Fix("unsafe", "Set `weights_only=True`", {node: fixed})
+                fix = (
+                    None if custom_pickle else Fix("unsafe", "Set `weights_only=True`", {node: fixed}, _RISK)
+                )
                 self._pend(node, fix=fix)
             return
         if self.ctx.settings.target_torch_version >= SAFE_DEFAULT_SINCE or has_star(node, "**"):
@@ -437,4 +444,4 @@ class UnsafeLoadWeightsOnly(Rule):
             self._pend(node, message=message)
             return
         fixed = with_keyword(node, "weights_only", cst.Name("True"))
-        self._pend(node, message=message, fix=Fix("unsafe", "Add `weights_only=True`", {node: fixed}))
+        self._pend(node, message=message, fix=Fix("unsafe", "Add `weights_only=True`", {node: fixed}, _RISK))

@@ -14,6 +14,12 @@ from torchdev_lint.syntax import argument, method_call
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
+# What may change where the fix is applied (the docs' "Fix safety").
+_RISK = (
+    "the file now holds a state dict: code that loads it must build the module and call "
+    "`load_state_dict`, while files saved before still load as whole modules"
+)
+
 
 class SaveWholeModule(Rule):
     code = "TDL103"
@@ -63,7 +69,8 @@ class SaveWholeModule(Rule):
         ## Fix safety
         Never safe: the fix saves `obj.state_dict()` instead of the module, which changes what the
         file holds; every reader of the file (often in another program) must then build the model
-        and call `load_state_dict`, so the fix is always unsafe. It writes no string and no name
+        and call `load_state_dict`, while files saved before still load as whole modules, so the
+        fix is always unsafe (its message says so). It writes no string and no name
         other than the saved expression's own, so it is valid wherever it lands (f-strings
         included).
         """
@@ -355,5 +362,5 @@ class SaveWholeModule(Rule):
                 waiting.append((call, arg, scope))
             elif probably_module(arg.value, scope):
                 fixed = arg.with_changes(value=method_call(arg.value, "state_dict"))
-                self.report(call, fix=Fix("unsafe", "Save `state_dict()` instead", {arg: fixed}))
+                self.report(call, fix=Fix("unsafe", "Save `state_dict()` instead", {arg: fixed}, _RISK))
         self.pending = waiting

@@ -23,6 +23,11 @@ from torchdev_lint.syntax import argument, method_call
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
+# What may change where the fix is applied (the docs' "Fix safety").
+_RISK = (
+    "the checkpoint now holds a state dict there: code that loads it must build the module and call "
+    "`load_state_dict`, while checkpoints saved before still hold the whole module"
+)
 _HANDED_MESSAGE = (
     "A whole module is passed to `{callee}`, which stores it in a checkpoint dict given to "
     "`torch.save`: it is pickled with its class path and devices; save its `state_dict()` "
@@ -76,7 +81,8 @@ class ModuleInCheckpointDict(Rule):
         ## Fix safety
         Never safe: the save side is rewritten to store `model.state_dict()` in the dict, which
         changes what the file holds; every reader of the checkpoint must then build the model and
-        call `load_state_dict`, so the fix is always unsafe. The load side has no fix (the model's
+        call `load_state_dict`, while checkpoints saved before still hold the whole module, so
+        the fix is always unsafe (its message says so). The load side has no fix (the model's
         class and constructor arguments are not known there), and neither has a call that hands
         a module to a checkpointing helper (what else the helper does with it is not known there).
         """
@@ -297,7 +303,7 @@ class ModuleInCheckpointDict(Rule):
                 replacements: dict[cst.CSTNode, cst.CSTNode] = {
                     slot: slot.with_changes(value=method_call(slot.value, "state_dict")) for slot in modules
                 }
-                self.report(call, fix=Fix("unsafe", "Store `state_dict()` instead", replacements))
+                self.report(call, fix=Fix("unsafe", "Store `state_dict()` instead", replacements, _RISK))
         self.saves = waiting
         handed = []
         for call, callee, args, scope in self.handed:

@@ -10,6 +10,7 @@ import libcst as cst
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import Move, as_move
 from torchdev_lint.analysis.item_moves import (
+    batched_loop,
     chain_root,
     comprehension_move,
     item_loop,
@@ -18,17 +19,12 @@ from torchdev_lint.analysis.item_moves import (
     moves_only,
     per_item_move,
 )
-from torchdev_lint.analysis.loops import (
-    depends_on,
-    loop_bound_names,
-    used_outside_loop,
-)
-from torchdev_lint.analysis.scopes import Scope, module_reference, resolve
+from torchdev_lint.analysis.loops import depends_on, loop_bound_names
+from torchdev_lint.analysis.scopes import Scope, resolve
 from torchdev_lint.analysis.tensor_collections import (
     collection_values,
     host_items_of_one_dtype,
     is_list,
-    one_shape,
     shapes_differ,
 )
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -38,6 +34,23 @@ if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
 _JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate"})
+# What may change where a fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.
+_DEVICE_ITEMS_RISK = (
+    "the items are not known to be host tensors: items on several devices (CPU and CUDA, two GPUs) "
+    "now make the join raise"
+)
+_CAST_ITEMS_RISK = (
+    "the items are not known to be host tensors of one dtype: items on several devices now make the "
+    "join raise, and mixed dtypes are promoted by the join before the move's cast instead of after it"
+)
+_CONVERTING_MOVE_RISK = (
+    "the move's other arguments now apply to the joined batch instead of each item: a memory format "
+    "may give other strides"
+)
+_BATCH_RISK = (
+    "the model runs once on the batch: outputs that depend on the other items (batch norm in "
+    "training mode) change, and batched kernels may round differently"
+)
 
 
 class PerItemTransferInLoop(Rule):
@@ -105,7 +118,8 @@ class PerItemTransferInLoop(Rule):
         `results.append(model(item.to(d)))`: the model is called once on the stacked batch and the
         outputs are split back into `results`. A model whose output for an item depends on the
         other items of the batch (batch norm in training mode) gives different results, and a
-        batched kernel may round differently. Otherwise no fix is offered.
+        batched kernel may round differently. Otherwise no fix is offered. An unsafe fix's message
+        says which of these reasons applies at its site.
         """
     invalid = (
         Invalid(
@@ -529,51 +543,10 @@ class PerItemTransferInLoop(Rule):
 
     def _batch_fix(self, loop: cst.For, model_call: cst.Call, move: Move, scope: Scope) -> Fix | None:
         """`for x in xs: out.append(model(x.to(d)))` → one model call on the stacked batch."""
-        body = loop.body
-        if loop.orelse is not None or not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+        statement = batched_loop(loop, model_call, move, scope, self.ctx.ancestors)
+        if statement is None:
             return None
-        line = body.body[0]
-        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
-            return None
-        expr = line.body[0]
-        if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.Call):
-            return None
-        append = expr.value
-        if not (
-            isinstance(append.func, cst.Attribute)
-            and append.func.attr.value == "append"
-            and len(append.args) == 1
-            and append.args[0].value is model_call
-            and len(model_call.args) == 1
-            and model_call.args[0].value is move.call
-            and isinstance(move.receiver, cst.Name)
-        ):
-            return None
-        shape = one_shape(loop.iter, scope)
-        torch_name = module_reference(scope, "torch")
-        item = move.receiver.value
-        if shape is None or torch_name is None or used_outside_loop(self.ctx.ancestors, loop, item):
-            return None
-        join, split = ("cat", "split") if shape[:1] == ("1",) else ("stack", "unbind")
-        joined = cst.Call(
-            func=cst.Attribute(value=torch_name, attr=cst.Name(join)), args=[cst.Arg(loop.iter)]
-        )
-        moved = method_call(joined, move.call.func.attr.value, tuple(move.call.args))  # type: ignore[attr-defined]
-        outputs = method_call(
-            model_call.with_changes(args=[cst.Arg(moved)]),
-            split,
-            [cst.Arg(cst.Integer("1" if join == "cat" else "0"))],
-        )
-        extend = append.with_changes(
-            func=append.func.with_changes(attr=cst.Name("extend")), args=[cst.Arg(outputs)]
-        )
-        if body.header.comment is not None or any(e.comment is not None for e in body.footer):
-            return None  # a comment on the `for` line or after the body would have nowhere to go
-        own = [e for e in line.leading_lines if e.comment is not None]
-        statement = line.with_changes(
-            body=[expr.with_changes(value=extend)], leading_lines=[*loop.leading_lines, *own]
-        )
-        return Fix("unsafe", "Call the model once on the stacked batch", {loop: statement})
+        return Fix("unsafe", "Call the model once on the stacked batch", {loop: statement}, _BATCH_RISK)
 
 
 def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move, scope: Scope) -> Fix | None:
@@ -596,5 +569,9 @@ def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move,
     )
     if comments(fixed) != comments(join):
         return None  # a comment in the comprehension would have nowhere to go
-    safe = host_items_of_one_dtype(comp.for_in.iter, scope) and moves_only(move)
-    return Fix("safe" if safe else "unsafe", "Join the items first, then move the batch once", {join: fixed})
+    risk, only = None, moves_only(move)
+    if not host_items_of_one_dtype(comp.for_in.iter, scope):
+        risk = _DEVICE_ITEMS_RISK if only else _CAST_ITEMS_RISK
+    elif not only:
+        risk = _CONVERTING_MOVE_RISK
+    return Fix.judged("Join the items first, then move the batch once", {join: fixed}, risk)

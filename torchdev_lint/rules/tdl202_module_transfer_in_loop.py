@@ -6,8 +6,22 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.invariant_moves import invariant_move
+from torchdev_lint.analysis.invariant_moves import invariant_move, runs_at_least_once
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+
+# What may change where the fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.
+_ZERO_TIMES_RISK = (
+    "the loop may run zero times: the module is then moved to the device (or the move raises on a "
+    "machine without one) where before it stayed put"
+)
+_LEAVES_EARLY_RISK = (
+    "an iteration may leave before the move (`break`, `continue`, `return`, `raise`, `yield`): the "
+    "module is then moved to the device where before it may have stayed put"
+)
+_HANDED_ON_RISK = (
+    "the module is handed to a call in the loop that may move it elsewhere (`offload(model)`): the "
+    "move no longer brings it back on every iteration"
+)
 
 
 class ModuleTransferInLoop(Rule):
@@ -61,8 +75,9 @@ class ModuleTransferInLoop(Rule):
         the module is not handed to any call in the loop (a helper such as `offload(model)` may
         move it back). Otherwise the fix is unsafe: over a loop that runs zero times, the module
         would end up on the device (or the move would raise on a machine without one) where before
-        it stayed put, and a helper that moves the module elsewhere each iteration would no
-        longer be undone.
+        it stayed put (so too where an iteration leaves before the move), and a helper that moves
+        the module elsewhere each iteration would no longer be undone. An unsafe fix's message
+        says which of these applies at its site.
         """
     invalid = (
         Invalid(
@@ -262,10 +277,10 @@ class ModuleTransferInLoop(Rule):
         if found is None or not flow.module_by_any_evidence(move.receiver, self.ctx):
             return
         hoisted = found.hoisted()
-        safe = found.always_runs and not found.handed_on
-        fix = (
-            Fix("safe" if safe else "unsafe", "Move the module once, before the loop", hoisted)
-            if hoisted
-            else None
-        )
+        risk = None
+        if not found.always_runs:
+            risk = _LEAVES_EARLY_RISK if runs_at_least_once(found.loop) else _ZERO_TIMES_RISK
+        elif found.handed_on:
+            risk = _HANDED_ON_RISK
+        fix = Fix.judged("Move the module once, before the loop", hoisted, risk) if hoisted else None
         self.report(node, fix=fix)

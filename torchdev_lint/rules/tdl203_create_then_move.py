@@ -6,7 +6,12 @@ import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import is_test_code
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.factory_values import DEVICE_FACTORIES, created_on_device, same_tensor_on_device
+from torchdev_lint.analysis.factory_values import (
+    DEVICE_FACTORIES,
+    DeviceDifference,
+    created_on_device,
+    device_difference,
+)
 from torchdev_lint.analysis.host_data import factory_creates_on_cpu
 from torchdev_lint.analysis.setup_code import runs_once
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -18,6 +23,13 @@ _FROM_DATA_MESSAGE = (
     "Array or CPU tensor copied into a new CPU tensor and then to the device; `device=` on the factory "
     "copies it once and saves the intermediate CPU tensor (the data still crosses from the host)"
 )
+
+# What may change where the fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.
+_RISKS: dict[DeviceDifference, str] = {
+    "random": "the numbers are drawn from the device's generator, not the CPU's: other random values",
+    "arithmetic": "the device computes the values in floating point: the last bits may differ from the CPU's",
+    "leaf": "with `requires_grad=` the result is now the leaf that receives `.grad`, not a copy of a CPU leaf",
+}
 
 
 class CreateThenMove(Rule):
@@ -103,10 +115,11 @@ class CreateThenMove(Rule):
         dtype, `linspace` and `logspace` (device kernels compute the values in floating point
         and may differ from the CPU's in the last bits), and factories given `requires_grad=`
         anything but `False` (`torch.zeros(3, requires_grad=True).cuda()` is a non-leaf copy of
-        a CPU leaf; with `device=` the result is itself the leaf that receives `.grad`).
-        No fix: factories taking `pin_memory`, `out` or `**kwargs`; moves with other arguments
-        (`memory_format`, `*args`, a device index held in a variable: `.cuda(rank)`); and where
-        no string literal can be written (nested f-strings).
+        a CPU leaf; with `device=` the result is itself the leaf that receives `.grad`). An
+        unsafe fix's message says which of these applies at its site. No fix: factories taking
+        `pin_memory`, `out` or `**kwargs`; moves with other arguments (`memory_format`, `*args`,
+        a device index held in a variable: `.cuda(rank)`); and where no string literal can be
+        written (nested f-strings).
         """
     invalid = (
         Invalid(
@@ -579,5 +592,6 @@ class CreateThenMove(Rule):
         if fixed is None:
             return None
         # Safe where the device-created tensor equals the moved one bit for bit, and is still not a leaf.
-        same = same_tensor_on_device(factory, factory_name, self.ctx.scope)
-        return Fix("safe" if same else "unsafe", "Pass `device=` to the factory", {call: fixed})
+        difference = device_difference(factory, factory_name, self.ctx.scope)
+        risk = None if difference is None else _RISKS[difference]
+        return Fix.judged("Pass `device=` to the factory", {call: fixed}, risk)

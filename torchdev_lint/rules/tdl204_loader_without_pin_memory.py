@@ -2,33 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import IntEnum
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
+from torchdev_lint.analysis import pinning
 from torchdev_lint.analysis.batches import batch_move, result_unused
-from torchdev_lint.analysis.datasets import collate_code, dataset_class_of
-from torchdev_lint.analysis.devices import CPU, as_move
-from torchdev_lint.analysis.flow_values import Kind
+from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.loaders import (
     TENSOR_DATASET_CLASSES,
-    LoaderFate,
-    built_from,
     dataset_argument,
     is_dataloader_call,
     is_loader,
     loader_fate,
     loader_origin,
-    moves_to_accelerator,
     places_on_device,
 )
-from torchdev_lint.analysis.parameters import passed_arguments
-from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.pinning import Residency
+from torchdev_lint.analysis.scopes import resolve
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
+from torchdev_lint.syntax import argument, has_star, with_keyword
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -49,26 +42,23 @@ class LoaderWithoutPinMemory(Rule):
     docs = """
         ## What it does
         Flags a `DataLoader(...)` call with no `pin_memory` argument whose batches are moved to a
-        device that is not known to be the CPU (`.cuda()`, `.to(device)`, also in tuple
-        assignments `x, y = x.cuda(), y.cuda()`, after unpacking `x, y = batch`, and with dtype
-        casts in front of or behind the move: `x.float().to(device)`, `x.long().cuda()`,
-        `x.to(torch.float32).to(device)`, `x.to(device).float()`). The loader is
-        followed to the loops that iterate it, directly or through wrapper calls (`enumerate`,
-        `zip`, `tqdm(loader)`, `logger.log_every(loader, n)`). A loader that leaves the function
-        (returned, passed on, stored, or bound at module level) is flagged when the file moves
-        batches of a loader of unknown origin (a parameter or attribute named like a loader),
-        or when it is passed to a project function, in any file, that moves the batches of
-        that parameter to a device (`train_one_epoch(model, loader, device)` in `engine.py`;
-        project analysis).
-        Not flagged: loaders given `pin_memory` or `**kwargs`; loaders whose batches are never
-        moved (or only to the CPU, or only cast: `x.float()`, `x.to(torch.float32)`), or whose moved batches
-        are bound to a name the function never reads (`x_gpu = x.to(device)`, the model given
-        `x`: a dead move, no evidence the batches are used on the device); loaders handed to a library that puts batches on the device
-        itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`), and, in a file that
-        does so, moves of batches of loaders of unknown origin (they may be the prepared ones);
-        loaders over data already on a device (a `TensorDataset` of tensors moved or created
-        there, a dataset class of the file or a `collate_fn` that moves data to a device), where
-        pinning would raise.
+        device not known to be the CPU (`.cuda()`, `.to(device)`, in tuple assignments, after
+        unpacking `x, y = batch`, behind or before dtype casts: `x.float().to(device)`,
+        `x.to(device).float()`). The loader is followed to the loops that iterate it, directly
+        or through wrapper calls (`enumerate`, `zip`, `tqdm(loader)`, `logger.log_every(loader,
+        n)`). A loader that leaves the function (returned, passed on, stored, bound at module
+        level) is flagged when the file moves batches of a loader of unknown origin (a parameter
+        or attribute named like a loader), or when it is passed to a project function, in any
+        file, that moves that parameter's batches to a device (project analysis).
+        Not flagged: loaders given `pin_memory` or `**kwargs`, or whose `pin_memory` the author
+        commented out (`# pin_memory=True` in the call or its line: a decision about that
+        loader); loaders whose batches are never moved (or only to the CPU, or only cast), or whose
+        moved batches are bound to a name the function never reads (`x_gpu = x.to(device)`, the
+        model given `x`); loaders handed to a library that puts batches on the device itself
+        (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`) and, in a file that does so,
+        moves of loaders of unknown origin; loaders over data already on a device (a
+        `TensorDataset` of tensors moved or created there, a dataset class of the file or a
+        `collate_fn` that moves data to a device), where pinning would raise.
 
         ## Why it matters
         A copy from ordinary (pageable) host memory to the GPU is staged through a pinned buffer
@@ -91,17 +81,20 @@ class LoaderWithoutPinMemory(Rule):
         ```
 
         ## Fix safety
-        Adds `pin_memory=True`. Pinning changes where a batch's host memory lives, not its values
-        or dtypes; on a machine without an accelerator PyTorch warns and skips pinning. Pinning a
-        tensor that is already on a device raises, so the fix is **safe** only where the dataset
-        is not known to hold tensors of unknown placement: a `TensorDataset` (or a tensor used
-        as the dataset) whose tensors the device flow shows on the CPU (factories without
-        `device=`, `torch.from_numpy`, `.cpu()`), or any other dataset (an instance of a
-        `Dataset` class, whose items the loader collates on the host; the file moving its
-        batches to the device shows they arrive there on the host). Over a `TensorDataset` whose
-        tensors come from elsewhere (parameters, function results, `torch.load`) the finding
-        carries **no fix**: they may already be on a device. Over data shown on a device
-        there is no finding at all.
+        Adds `pin_memory=torch.cuda.is_available()` (under the name the file binds torch to), or
+        `pin_memory=True` where every move of the loader's batches goes to CUDA unconditionally
+        (`.cuda()`, `.to("cuda")` in code that never asks whether CUDA is there: the program
+        cannot run without CUDA). A plain `True` in a program that also runs on the CPU would
+        print a warning every run and pin nothing; where the file binds no `torch` the finding
+        carries **no fix**. Pinning changes where a batch's host memory lives, not its values or
+        dtypes, on every device. Pinning a tensor already on a device raises, so the fix is
+        **safe** only where the dataset is not known to hold tensors of unknown placement: a
+        `TensorDataset` (or a tensor used as the dataset) whose tensors the device flow shows on
+        the CPU (factories without `device=`, `torch.from_numpy`, `.cpu()`), or any other dataset
+        (a `Dataset` instance, whose items the loader collates on the host). Over a
+        `TensorDataset` whose tensors come from elsewhere (parameters, function results,
+        `torch.load`) there is **no fix**: they may already be on a device. Over data shown on a
+        device there is no finding at all.
         """
     invalid = (
         Invalid(
@@ -120,13 +113,14 @@ class LoaderWithoutPinMemory(Rule):
             from torch.utils.data import DataLoader
 
             def train(model, dataset, device):
-                loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=True)
+                loader = DataLoader(dataset, batch_size=64, shuffle=True, pin_memory=torch.cuda.is_available())
                 for x, y in loader:
                     loss = model(x.to(device)).sum()
             """,
         ),
         Invalid(
             """
+            import torch
             import torch.utils.data as tud
             from torch.utils.data import DataLoader as DL
 
@@ -140,17 +134,18 @@ class LoaderWithoutPinMemory(Rule):
                 for step, batch in enumerate(train_loader):
                     model(batch["image"].cuda())
             """,
-            lines=(4, 8),
+            lines=(5, 9),
             fixed="""
+            import torch
             import torch.utils.data as tud
             from torch.utils.data import DataLoader as DL
 
             train_dl = DL(
                 train_set,
                 batch_size=32,
-                pin_memory=True,
+                pin_memory=torch.cuda.is_available(),
             )
-            val_dl = tud.DataLoader(val_set, pin_memory=True)
+            val_dl = tud.DataLoader(val_set, pin_memory=torch.cuda.is_available())
 
             def fit(model, train_loader):
                 for step, batch in enumerate(train_loader):
@@ -160,6 +155,7 @@ class LoaderWithoutPinMemory(Rule):
         # Unpacked in the body, moved in a tuple assignment, iterated through `log_every`.
         Invalid(
             """
+            import torch
             from torch.utils.data import DataLoader
 
             def train_one_epoch(model, dataset, device):
@@ -169,12 +165,13 @@ class LoaderWithoutPinMemory(Rule):
                     images, targets = batch
                     images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             """,
-            lines=(4,),
+            lines=(5,),
             fixed="""
+            import torch
             from torch.utils.data import DataLoader
 
             def train_one_epoch(model, dataset, device):
-                data_loader = DataLoader(dataset, batch_size=32, shuffle=True, pin_memory=True)
+                data_loader = DataLoader(dataset, batch_size=32, shuffle=True, pin_memory=torch.cuda.is_available())
                 metric_logger = MetricLogger(delimiter="  ")
                 for batch in metric_logger.log_every(data_loader, 10):
                     images, targets = batch
@@ -212,7 +209,7 @@ class LoaderWithoutPinMemory(Rule):
 
             def synthetic(model, steps):
                 data = TensorDataset(torch.randn(256, 8), torch.zeros(256))
-                loader = DataLoader(data, batch_size=64, pin_memory=True)
+                loader = DataLoader(data, batch_size=64, pin_memory=torch.cuda.is_available())
                 for (x, y), step in zip(loader, steps):
                     model(x.to(next(model.parameters()).device))
             """,
@@ -220,6 +217,7 @@ class LoaderWithoutPinMemory(Rule):
         # Iterated through a conditional expression.
         Invalid(
             """
+            import torch
             from torch.utils.data import DataLoader
 
             def predict(model, dataset, device, progress):
@@ -227,12 +225,13 @@ class LoaderWithoutPinMemory(Rule):
                 for b in tqdm(dl) if progress else dl:
                     b["pred"] = model(b["image"].to(device))
             """,
-            lines=(4,),
+            lines=(5,),
             fixed="""
+            import torch
             from torch.utils.data import DataLoader
 
             def predict(model, dataset, device, progress):
-                dl = DataLoader(dataset, batch_size=4, pin_memory=True)
+                dl = DataLoader(dataset, batch_size=4, pin_memory=torch.cuda.is_available())
                 for b in tqdm(dl) if progress else dl:
                     b["pred"] = model(b["image"].to(device))
             """,
@@ -240,6 +239,7 @@ class LoaderWithoutPinMemory(Rule):
         # Devices named through attributes and subscripts.
         Invalid(
             """
+            import torch
             from torch.utils.data import DataLoader
 
             class Trainer:
@@ -253,18 +253,19 @@ class LoaderWithoutPinMemory(Rule):
                 for images, labels in loader:
                     model(images.to(anchors[0].device), labels.to(anchors[0].device))
             """,
-            lines=(5, 10),
+            lines=(6, 11),
             fixed="""
+            import torch
             from torch.utils.data import DataLoader
 
             class Trainer:
                 def fit(self, dataset):
-                    loader = DataLoader(dataset, batch_size=16, pin_memory=True)
+                    loader = DataLoader(dataset, batch_size=16, pin_memory=torch.cuda.is_available())
                     for batch in loader:
                         self.encoder(batch["image"].to(self.encoder.device))
 
             def evaluate(model, dataset, anchors):
-                loader = DataLoader(dataset, batch_size=16, pin_memory=True)
+                loader = DataLoader(dataset, batch_size=16, pin_memory=torch.cuda.is_available())
                 for images, labels in loader:
                     model(images.to(anchors[0].device), labels.to(anchors[0].device))
             """,
@@ -288,7 +289,7 @@ class LoaderWithoutPinMemory(Rule):
 
             class Detector:
                 def decision_function(self, dataset):
-                    loader = torch.utils.data.DataLoader(dataset, batch_size=self.batch_size, pin_memory=True)
+                    loader = torch.utils.data.DataLoader(dataset, batch_size=self.batch_size, pin_memory=torch.cuda.is_available())
                     with torch.no_grad():
                         for data, idx in loader:
                             data_cuda = data.to(self.device).float()
@@ -316,12 +317,46 @@ class LoaderWithoutPinMemory(Rule):
 
             class COUTA:
                 def decision_function(self, dataset):
-                    dataloader = DataLoader(dataset=dataset, batch_size=self.batch_size, shuffle=False, pin_memory=True)
+                    dataloader = DataLoader(dataset=dataset, batch_size=self.batch_size, shuffle=False, pin_memory=torch.cuda.is_available())
                     for x, y in dataloader:
                         x = x.float().to(self.device)
                         self.net(x, y.long().cuda(), y.to(torch.float32).to(self.device))
                         self.net(y.type(torch.float32).to(self.device))
             """,
+        ),
+        # Batches that go to CUDA unconditionally: the program cannot run without it, `True`.
+        # Where the file binds no `torch` to write the availability test with: no fix.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(net, samples):
+                feeder = DataLoader(samples, batch_size=8)
+                for inputs, labels in feeder:
+                    net(inputs.cuda(), labels.to("cuda")).backward()
+            """,
+            lines=(5,),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(net, samples):
+                feeder = DataLoader(samples, batch_size=8, pin_memory=True)
+                for inputs, labels in feeder:
+                    net(inputs.cuda(), labels.to("cuda")).backward()
+            """,
+        ),
+        Invalid(
+            """
+            from torch.utils.data import DataLoader
+
+            def score(net, samples, device):
+                feeder = DataLoader(samples, batch_size=8)
+                for inputs, _ in feeder:
+                    net(inputs.to(device))
+            """,
+            lines=(4,),
         ),
     )
     valid = (
@@ -351,7 +386,16 @@ class LoaderWithoutPinMemory(Rule):
             b = DataLoader(ds, pin_memory=torch.cuda.is_available())
             c = DataLoader(ds, **loader_kwargs)
             d = DataLoader(ds, 32, True, None, None, 0, None, True)
+            e = DataLoader(ds, batch_size=8)  # no pin_memory: forked workers hang on it
+            f = DataLoader(
+                ds,
+                # pin_memory=True,
+            )
             for x, y in a:
+                x = x.to(device)
+            for x, y in e:
+                x = x.to(device)
+            for x, y in f:
                 x = x.to(device)
             """
         ),
@@ -473,25 +517,38 @@ class LoaderWithoutPinMemory(Rule):
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
-        self.unpinned: list[_Loader] = []
+        self.unpinned: list[pinning.UnpinnedLoader] = []
         self.tensor_datasets: dict[cst.Call, Residency] = {}
         self.moved: list[cst.Call] = []  # loaders whose batches are seen moved to a device
+        # Of them, those every seen move of whose batches fails without CUDA (`pinning.needs_cuda`).
+        self.cuda_only: dict[cst.Call, bool] = {}
         self.untraced_moves = False  # batches of loaders of unknown origin are moved
         self.delegates = False  # the file hands loaders to a library that places batches itself
 
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.ctx.scope
         if is_dataloader_call(node, scope):
-            if argument(node, _PIN_MEMORY_INDEX, "pin_memory") is None and not has_star(node, "**"):
+            line = next((a for a in reversed(self.ctx.ancestors) if type(a) is cst.SimpleStatementLine), node)
+            if (
+                argument(node, _PIN_MEMORY_INDEX, "pin_memory") is None
+                and not has_star(node, "**")
+                and not pinning.pin_commented_out(self.ctx.code_for(line))
+            ):
                 dataset = dataset_argument(node)
-                direct = None if dataset is None else self._tensor_residency(dataset, tensors_only=True)
-                self.unpinned.append(_Loader(node, loader_fate(node, self.ctx.ancestors), direct, scope))
+                direct = (
+                    None
+                    if dataset is None
+                    else pinning.tensor_residency(dataset, self.ctx, tensors_only=True)
+                )
+                self.unpinned.append(
+                    pinning.UnpinnedLoader(node, loader_fate(node, self.ctx.ancestors), direct, scope)
+                )
             return
         if places_on_device(node):
             self.delegates |= any(is_loader(arg.value, scope) for arg in node.args)
             return
         if resolve(node.func, scope) in TENSOR_DATASET_CLASSES:
-            found = [self._tensor_residency(arg.value) for arg in node.args]
+            found = [pinning.tensor_residency(arg.value, self.ctx) for arg in node.args]
             self.tensor_datasets[node] = max(found, default=Residency.HOST)
             return
         move = as_move(node, scope)
@@ -505,21 +562,27 @@ class LoaderWithoutPinMemory(Rule):
             if not origin.placed:  # batches a library already put on the device: the move is a no-op
                 self.moved.extend(origin.calls)
                 self.untraced_moves |= origin.unknown
+                for call in origin.calls:
+                    self.cuda_only[call] = self.cuda_only.get(call, True) and pinning.needs_cuda(
+                        batch.move, scope
+                    )
 
     def leave_Module(self, node: cst.Module) -> None:
         for loader in self.unpinned:
-            residency = self._residency(loader)
+            residency = pinning.loader_residency(
+                loader.call, loader.scope, loader.direct, self.tensor_datasets
+            )
             if residency is Residency.DEVICE or not self._batches_moved(loader):
                 continue
-            fixed = with_keyword(loader.call, "pin_memory", cst.Name("True"))
-            fix = (
-                Fix("safe", "Add `pin_memory=True`", {loader.call: fixed})
-                if residency is Residency.HOST
-                else None
-            )
+            value = pinning.pin_value(loader.scope, self.cuda_only.get(loader.call, False))
+            fix = None
+            if value is not None and residency is Residency.HOST:
+                text = self.ctx.code_for(value)
+                fixed = with_keyword(loader.call, "pin_memory", value)
+                fix = Fix("safe", f"Add `pin_memory={text}`", {loader.call: fixed})
             self.report(loader.call, fix=fix)
 
-    def _batches_moved(self, loader: _Loader) -> bool:
+    def _batches_moved(self, loader: pinning.UnpinnedLoader) -> bool:
         """Seen moved, passed to a project function that moves its batches, or it goes where this
         file cannot follow it and loaders of unknown origin are moved."""
         if any(call is loader.call for call in self.moved):
@@ -527,70 +590,6 @@ class LoaderWithoutPinMemory(Rule):
         fate = loader.fate
         if fate.delegated or self.delegates:
             return False  # the library puts the batches on the device: the file's moves are no-ops
-        facts = self.ctx.project
-        if facts is not None and any(
-            (callee := dotted_name(call.func)) is not None
-            and any(arg is handed for arg in passed_arguments(call, facts.moves_batches(callee)))
-            for call, handed in fate.handed
-        ):
-            return True  # a project function this file calls moves the batches of what it is passed
+        if pinning.handed_to_mover(fate, self.ctx.project):
+            return True
         return fate.escapes and self.untraced_moves
-
-    @overload
-    def _tensor_residency(
-        self, node: cst.BaseExpression, tensors_only: Literal[False] = False
-    ) -> Residency: ...
-    @overload
-    def _tensor_residency(
-        self, node: cst.BaseExpression, tensors_only: Literal[True]
-    ) -> Residency | None: ...
-    def _tensor_residency(self, node: cst.BaseExpression, tensors_only: bool = False) -> Residency | None:
-        """Where a tensor handed to a dataset lives, from the device flow and the moves that build it.
-
-        With `tensors_only`, None for a value not known to be a tensor.
-        """
-        value = flow.value_of(node, self.ctx)
-        scope = self.ctx.scope
-        moved = any(
-            isinstance(leaf, cst.Call) and (move := as_move(leaf, scope)) is not None and move.to_accelerator
-            for leaf in built_from(node, scope)
-        )
-        if moved or (value is not None and value.device is not None and value.device.on_accelerator):
-            return Residency.DEVICE
-        if value is not None and value.kind is Kind.TENSOR:
-            return Residency.HOST if value.device == CPU else Residency.UNKNOWN
-        if tensors_only:
-            return None
-        return Residency.HOST if value is not None and value.kind is Kind.OTHER else Residency.UNKNOWN
-
-    def _residency(self, loader: _Loader) -> Residency:
-        """Where the batches of a loader may live before it would pin them."""
-        found = [loader.direct] if loader.direct is not None else []
-        dataset = dataset_argument(loader.call)
-        for leaf in [] if dataset is None else built_from(dataset, loader.scope):
-            dataset_class = dataset_class_of(leaf, loader.scope)
-            if isinstance(leaf, cst.Call) and leaf in self.tensor_datasets:
-                found.append(self.tensor_datasets[leaf])
-            elif dataset_class is not None and moves_to_accelerator(dataset_class, loader.scope):
-                found.append(Residency.DEVICE)
-        collate = keyword(loader.call, "collate_fn")
-        code = None if collate is None else collate_code(collate.value, loader.scope)
-        if code is not None and moves_to_accelerator(code, loader.scope):
-            found.append(Residency.DEVICE)
-        return max(found, default=Residency.HOST)
-
-
-class Residency(IntEnum):
-    """Where a loader's data lives before it would pin it, from least to most in the way of pinning."""
-
-    HOST = 0  # host memory, or nothing says otherwise: pinning is safe
-    UNKNOWN = 1  # tensors of unknown provenance: they may be on a device, pinning would then raise
-    DEVICE = 2  # on a device: the loader must not pin it
-
-
-@dataclass(frozen=True)
-class _Loader:
-    call: cst.Call
-    fate: LoaderFate
-    direct: Residency | None  # where the dataset lives when it is itself a tensor
-    scope: Scope

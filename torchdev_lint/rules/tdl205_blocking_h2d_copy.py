@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.batches import HostWrite, batch_move, host_written_after, pinned_batch
+from torchdev_lint.analysis.accelerators import may_be_mps
+from torchdev_lint.analysis.batches import (
+    HostWrite,
+    batch_move,
+    collated_part,
+    host_written_after,
+    pinned_batch,
+)
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, positional, with_keyword
 
@@ -25,7 +30,8 @@ class BlockingH2dCopy(Rule):
     docs = """
         ## What it does
         Flags `batch.to(device)` / `batch.cuda()` without `non_blocking=True` when the batch comes
-        from a `DataLoader` created with `pin_memory=True` (iterated directly or through a wrapper
+        from a `DataLoader` created with `pin_memory=True` or `pin_memory=torch.cuda.is_available()`
+        (iterated directly or through a wrapper
         such as `enumerate(...)`, `tqdm(loader)` or `logger.log_every(loader, n)`, and also when
         the batch is unpacked first: `x, y = batch`); and, with the project analysis, a loop
         over a loader parameter (`def train_one_epoch(model, loader, device)`) when every call
@@ -67,12 +73,20 @@ class BlockingH2dCopy(Rule):
         (`a = x.numpy()`) is written in place, assigned into, passed to a call that may change
         it (anything but `torch.*` functions and builtins like `print`/`len`), returned or
         stored; rebinding the name (`x = x.to(device)`) ends the watch. It is also safe only
-        when the moved value is a part of the batch that the loader collated (an element,
-        `batch["image"]`, `x` in `for x, y in loader`), or the device flow knows it is a tensor:
-        a whole batch object of unknown type (`for batch in loader: batch.to(device)`) may have a
-        `.to()` that does not take `non_blocking`. Otherwise the fix is **unsafe**: the batch is
-        passed on (`augment(x)`), written at an index that may be a list entry (`x[i] = v`), or
-        its type is unknown. Where the batch is certainly written after the copy, there is no
+        where the moved value is proven a tensor: a part of a batch (`x` in `for x, y in loader`,
+        `batch["image"]`) from loaders that all collate with PyTorch's default (no `collate_fn`;
+        for a loader parameter, in every project call). A custom `collate_fn` may build a project
+        class whose `.to()` takes only a device (`NestedTensor.to(device)`: the first step would
+        raise `TypeError`), and a whole batch object (`for batch in loader: batch.to(device)`) may
+        be a mapping class with its own `.to()`. And it is safe only where the target cannot be
+        Apple's MPS, where non-blocking host-to-device copies have open corruption reports: not
+        where the target names MPS, nor, for a device variable, in a file that shows MPS can be
+        chosen (an `"mps"` string, `torch.backends.mps`, `torch.accelerator.current_accelerator()`,
+        `torch.get_default_device()`); a caller in another file choosing MPS is not seen. On the
+        CPU the copy is synchronous whatever `non_blocking` says; on CUDA and XPU it is ordered on
+        the current stream. Otherwise the fix is **unsafe**: the batch is passed on (`augment(x)`),
+        written at an index that may be a list entry (`x[i] = v`), its type is not proven, or the
+        target may be MPS. Where the batch is certainly written after the copy, there is no
         finding. Device-to-host copies, whose results the host reads, are never flagged.
         """
     invalid = (
@@ -279,7 +293,22 @@ class BlockingH2dCopy(Rule):
         written = host_written_after(batch, self.ctx.ancestors, scope)
         if written is HostWrite.CERTAIN:
             return  # a non-blocking copy would race with the write
-        tensor = not batch.whole or flow.is_tensor(move.receiver, self.ctx)
-        safety: FixSafety = "safe" if written is HostWrite.NONE and tensor else "unsafe"
+        # The flow takes every unpacked part of a batch for a tensor; a custom `collate_fn` may
+        # build anything, so only the loader's default collation proves it.
+        tensor = collated_part(batch, scope, self.ctx.project)
+        risk = None
+        if written is not HostWrite.NONE:
+            risk = (
+                "code after the copy may write the host batch (it is passed on, or written at an index that may"
+                " be a list entry) while the copy still reads it: the device may get the new values"
+            )
+        elif not tensor:
+            risk = (
+                "the moved value is not proven a tensor (a custom `collate_fn`, a whole batch object): its own"
+                " `.to()` may not take `non_blocking` and raise `TypeError`"
+            )
+        elif may_be_mps(move.device_node, scope):
+            risk = "the target may be Apple's MPS, where non-blocking host-to-device copies have open data-corruption reports"
         fixed = with_keyword(node, "non_blocking", cst.Name("True"))
-        self.report(node, fix=Fix(safety, "Add `non_blocking=True`", {node: fixed}))
+        fix = Fix.judged("Add `non_blocking=True`", {node: fixed}, risk)
+        self.report(node, fix=fix)

@@ -9,12 +9,14 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.every_iteration import runs_every_time, steered, value_read
+from torchdev_lint.analysis.guards import BENCHMARK_WORDS, name_words
+from torchdev_lint.analysis.host_reads import HostRead, call_read
 from torchdev_lint.analysis.kinds import module_by_syntax_or_name
 from torchdev_lint.analysis.loaders import is_loader, moves_to_accelerator
-from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, is_conditional_in, names_in
+from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, path_inside
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.analysis.units import remember
-from torchdev_lint.analysis.walk import first, visit
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
@@ -23,6 +25,19 @@ if TYPE_CHECKING:
 # Tensor methods that copy to the host and so wait for the device to finish.
 _SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
 _OPTIMIZER_NAME = ("optim", "opt", "scaler")
+_SYNCHRONIZE = "torch.cuda.synchronize"
+_SYNC_ADVICE = "synchronize only when you measure, every N steps or after the loop"
+_SYNC_MESSAGE = f"This waits for the device on every iteration of the training loop; {_SYNC_ADVICE}"
+# Names of functions whose loops time the device: their synchronize is the measurement.
+_MEASURE_WORDS = BENCHMARK_WORDS | {
+    "profile",
+    "profiler",
+    "profiling",
+    "timing",
+    "timeit",
+    "latency",
+    "throughput",
+}
 
 
 class SyncInLoop(Rule):
@@ -51,34 +66,69 @@ class SyncInLoop(Rule):
         it the device has nothing left to wait for. Opt-in: logging a loss each step is
         sometimes what you want.
 
+        An `if` whose test says that CUDA is there (`if torch.cuda.is_available():`,
+        `if use_cuda:`, `if x.is_cuda:`) is taken on every iteration on a GPU, so a read under it
+        is flagged like one outside it; `if torch.cuda.is_available() and step % 50 == 0:` is not
+        taken every iteration and stays silent. `torch.cuda.synchronize()` is flagged even in a
+        loop whose control flow depends on a read: `if loss.item() > limit: break` waits only for
+        the forward pass that computed `loss`, the synchronize for the backward pass and the
+        optimizer step as well.
+
+        A call in the loop of a function of the same file that reads on every call counts as a
+        read, and the finding is at that call, with the message naming the function and the
+        read: `step_loss(...)` returning `loss.item()`, `self.record(loss)` appending
+        `loss.item()`, `model(x)` whose class's `forward` reads `count.item()` for each sample
+        (the model built from a class of the file in the same function, or in `self.model = ...`),
+        `stopwatch()` calling `torch.cuda.synchronize()` under `if torch.cuda.is_available():`.
+        The finding is at the call because the loop is what makes the read cost every step:
+        the same function called after the loop or once per epoch is fine, and a
+        `# noqa: TDL206` on the call silences that loop only, not the function's other callers.
+        Reads in the function under an `if` (`if step % 50 == 0:`), of host data (NumPy), or
+        that decide the function's own control flow do not count, and a loop whose `if` tests
+        what such a function returns (`if batch_loss(...) > limit: break`) waits anyway. A
+        synchronize in a function named for measuring (`benchmark_forward`, `profile`,
+        `measure_latency`) is what it is for, and is not flagged. A
+        function of another file, or called through a parameter whose class is not known, is not
+        followed: unknown stays silent.
+
         ## Why it matters
         CUDA runs asynchronously: the host queues kernels and moves on. Reading a value on the host
         forces it to wait until every queued kernel has finished, so the next step cannot be
-        queued while the current one runs and the GPU idles between steps.
+        queued while the current one runs and the GPU idles between steps. A read hidden in a
+        helper costs the same as one written in the loop.
 
         ## Example
         ```python
-        for x, y in loader:
-            loss = criterion(model(x.to(device)), y.to(device))
+        def step_loss(model, x, y):
+            loss = criterion(model(x), y)
             loss.backward()
+            return loss.item()
+
+        for x, y in loader:
+            losses.append(step_loss(model, x.to(device), y.to(device)))
             optimizer.step()
-            total += loss.item()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
         ```
 
         ## Use instead
         ```python
+        def step_loss(model, x, y):
+            loss = criterion(model(x), y)
+            loss.backward()
+            return loss.detach()
+
         total = torch.zeros((), device=device)
         for step, (x, y) in enumerate(loader):
-            loss = criterion(model(x.to(device)), y.to(device))
-            loss.backward()
+            total += step_loss(model, x.to(device), y.to(device))
             optimizer.step()
-            total += loss.detach()
             if step % 100 == 0:
                 print(total.item() / (step + 1))
         ```
 
         ## Fix safety
-        No fix: where and how often to read values is a choice about logging, not a rewrite.
+        No fix: where and how often to read values is a choice about logging, not a rewrite;
+        a read inside a helper may be what its other callers need.
         """
     invalid = (
         Invalid(
@@ -110,6 +160,99 @@ class SyncInLoop(Rule):
                 return out
             """,
             lines=(4,),
+        ),
+        Invalid(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def fit(net, batches, opt, device, limit):
+                for xb, yb in batches:
+                    loss = F.mse_loss(net(xb.to(device)), yb.to(device))
+                    if loss.item() > limit:
+                        break
+                    loss.backward()
+                    opt.step()
+                    torch.cuda.synchronize()
+
+            def fit_epoch(encoder, feed, sgd, dev):
+                for src, tgt in feed:
+                    err = encoder(src.to(dev)).sub(tgt.to(dev)).pow(2).mean()
+                    err.backward()
+                    sgd.step()
+                    if torch.cuda.is_available():
+                        torch.cuda.synchronize()
+            """,
+            lines=(11, 19),
+        ),
+        Invalid(
+            """
+            import time
+            import torch
+            import torch.nn.functional as F
+
+            def step_loss(net, xb, yb):
+                loss = F.cross_entropy(net(xb), yb)
+                loss.backward()
+                return loss.item()
+
+            def stopwatch():
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+                return time.perf_counter()
+
+            def run(net, loader, opt, device):
+                curve = []
+                for xb, yb in loader:
+                    opt.zero_grad()
+                    curve.append(step_loss(net, xb.to(device), yb.to(device)))
+                    opt.step()
+                for xb, yb in loader:
+                    began = stopwatch()
+                    net(xb.to(device)).sum().backward()
+                    opt.step()
+                    print(stopwatch() - began)
+                return curve
+            """,
+            lines=(19, 22),
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Pooler(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.head = nn.Linear(width, 2)
+
+                def forward(self, feats, counts):
+                    pooled = []
+                    for row, count in zip(feats, counts):
+                        pooled.append(row[: int(count.item())].mean(0))
+                    return self.head(torch.stack(pooled))
+
+            class Runner:
+                def __init__(self, width, optimizer, device):
+                    self.pooler = Pooler(width).to(device)
+                    self.optimizer, self.device, self.seen = optimizer, device, []
+
+                def record(self, loss):
+                    self.seen.append(loss.item())
+
+                def epoch(self, loader):
+                    for feats, counts, target in loader:
+                        out = self.pooler(feats.to(self.device), counts.to(self.device))
+                        loss = (out - target.to(self.device)).abs().mean()
+                        loss.backward()
+                        self.optimizer.step()
+                    for feats, counts, target in loader:
+                        loss = self.pooler.head(feats.to(self.device)).sum()
+                        loss.backward()
+                        self.optimizer.step()
+                        self.record(loss)
+            """,
+            lines=(25, 33),
         ),
     )
     valid = (
@@ -186,6 +329,51 @@ class SyncInLoop(Rule):
                     model(x.to(device))
             """
         ),
+        Valid(
+            """
+            import numpy as np
+            import torch
+
+            def mean_loss(losses):
+                return torch.stack(losses).mean().item()
+
+            def maybe_log(step, loss, every):
+                if step % every == 0:
+                    print(step, loss.item())
+
+            def as_list(values):
+                return np.asarray(values).tolist()
+
+            def batch_loss(model, x, y):
+                loss = (model(x) - y).square().mean()
+                loss.backward()
+                return loss.item()
+
+            def train(model, loader, optimizer, device, limit):
+                kept = []
+                for step, (x, y) in enumerate(loader):
+                    loss = model(x.to(device)).sub(y.to(device)).abs().mean()
+                    loss.backward()
+                    optimizer.step()
+                    kept.append(loss.detach())
+                    maybe_log(step, loss, 100)
+                    as_list([step])
+                    if step % 50 == 0:
+                        torch.cuda.synchronize()
+                    if torch.cuda.is_available() and step % 50 == 0:
+                        torch.cuda.synchronize()
+                for x, y in loader:
+                    if batch_loss(model, x.to(device), y.to(device)) > limit:
+                        break
+                    optimizer.step()
+                return mean_loss(kept)
+
+            def benchmark_forward(model, batch, device, repeats):
+                for _ in range(repeats):
+                    model(batch.to(device))
+                    torch.cuda.synchronize()
+            """
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -194,25 +382,41 @@ class SyncInLoop(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         scope = self.ctx.scope
-        if not self._is_sync(node, scope):
+        direct = self._is_sync(node, scope)
+        if not direct and not isinstance(node.func, (cst.Name, cst.Attribute)):
             return
         loop = innermost_loop(self.ctx.ancestors)
-        if loop is None or is_conditional_in(self.ctx.ancestors, loop) or loop in self._reported:
+        if loop is None or loop in self._reported:
             return
-        if _host_tensor(node, self.ctx) or _kept_on_host(node, self.ctx.ancestors):
+        if not runs_every_time(path_inside(self.ctx.ancestors, loop), scope, per_item=False):
             return
-        if _copies_out(node) and not any(_trains(call) for call in calls_in(loop)):
+        if direct and (_host_tensor(node, self.ctx) or _kept_on_host(node, self.ctx.ancestors)):
+            return
+        trains = any(_trains(call) for call in calls_in(loop))
+        if direct and _copies_out(node) and not trains:
             return  # inference: the outputs have to reach the host for post-processing
         if not (self._is_training_loop(loop, scope) and self._uses_accelerator(scope)):
             return
-        if _steers(loop, scope):
+        message = None
+        if direct:
+            waits_only = self.ctx.qualname(node.func) == _SYNCHRONIZE
+            message = _SYNC_MESSAGE if waits_only else None
+        else:
+            read = call_read(node, scope, self.ctx, copies=trains)
+            if read is None:
+                return
+            waits_only = read.waits_only
+            message = _helper_message(read)
+        if not waits_only and self._steers(loop, scope):
             return  # the loop must read a value every iteration anyway (a stop test, an index)
+        if waits_only and _measures(scope):
+            return  # timing the device is what a benchmark's synchronize is for
         self._reported.add(loop)  # after the first read, the device has nothing left to wait for
-        self.report(node)
+        self.report(node, message)
 
     def _is_sync(self, node: cst.Call, scope: Scope) -> bool:
         func = node.func
-        if self.ctx.qualname(func) == "torch.cuda.synchronize":
+        if self.ctx.qualname(func) == _SYNCHRONIZE:
             return True
         if self.ctx.qualname(func) == "builtins.print":
             loop = innermost_loop(self.ctx.ancestors)
@@ -246,6 +450,43 @@ class SyncInLoop(Rule):
             owner.node,
             lambda: moves_to_accelerator(owner.node, owner),
         )
+
+    def _steers(self, loop: Loop, scope: Scope) -> bool:
+        """Does a host read in the loop decide its control flow (`if t.item() in stop: break`,
+        `x = t.item()` then `if x == 0:`, an index or a slice bound, also through a helper that
+        returns a read: `if batch_loss(...) > limit:`)? Then every iteration waits for the
+        device anyway, and no other read of a value costs a further wait."""
+
+        def is_read(node: cst.CSTNode) -> bool:
+            if value_read(node):
+                return True
+            if not isinstance(node, cst.Call):
+                return False
+            read = call_read(node, scope, self.ctx, copies=False)
+            return read is not None and not read.waits_only
+
+        return remember(self.ctx, "TDL206 steered", loop, lambda: steered(loop.body, is_read))
+
+
+def _measures(scope: Scope) -> bool:
+    """Is the code in a function or class that says it measures (`benchmark_forward`, `profile`)?"""
+    current: Scope | None = scope
+    while current is not None:
+        node = current.node
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _MEASURE_WORDS & name_words(node.name.value):
+            return True
+        current = current.parent
+    return False
+
+
+def _helper_message(read: HostRead) -> str:
+    where = f"`{read.function}` calls `{read.text}`" + (" for each item of a loop" if read.per_item else "")
+    then = (
+        _SYNC_ADVICE
+        if read.waits_only
+        else "return tensors, accumulate them on the device and read the value every N steps or after the loop"
+    )
+    return f"This call waits for the device on every iteration of the training loop ({where}); {then}"
 
 
 def _trains_or_infers(call: cst.Call, scope: Scope) -> bool:
@@ -299,54 +540,6 @@ def _kept_on_host(call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> bool:
     parent = ancestors[-2] if len(ancestors) >= 2 else None
     holder = ancestors[-3] if len(ancestors) >= 3 else None
     return isinstance(parent, cst.Arg) and isinstance(holder, cst.Call)
-
-
-def _steers(loop: Loop, scope: Scope) -> bool:
-    """Does a host read in the loop decide its control flow (`if t.item() in stop: break`,
-    `x = t.item()` then `if x == 0:`, an index or a slice bound)? Then every iteration waits
-    for the device anyway, and no other read in it costs a further wait."""
-    reads: set[str] = set()
-    smalls = _SmallStatements()
-    visit(loop.body, smalls)
-    for statement in smalls.found:
-        if isinstance(statement, cst.Assign) and _has_read(statement.value):
-            reads.update(t.target.value for t in statement.targets if isinstance(t.target, cst.Name))
-
-    def decides(node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.If, cst.While, cst.Assert)):
-            test: cst.CSTNode = node.test
-        elif isinstance(node, cst.SubscriptElement):
-            test = node.slice
-        else:
-            return False
-        return _has_read(test) or bool(names_in(test) & reads)
-
-    return first(loop.body, decides, prune=(cst.FunctionDef,)) is not None
-
-
-def _has_read(node: cst.CSTNode) -> bool:
-    """Does the expression read a value on the host (`.item()`, `.tolist()`)?"""
-    return first(node, _is_read) is not None
-
-
-def _is_read(node: cst.CSTNode) -> bool:
-    if not isinstance(node, cst.Call) or node.args:
-        return False
-    func = node.func
-    return isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist")
-
-
-class _SmallStatements(cst.CSTVisitor):
-    """The small statements of a loop body, in order (nested functions left out)."""
-
-    def __init__(self) -> None:
-        self.found: list[cst.BaseSmallStatement] = []
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.found.extend(node.body)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
 
 
 def _copies_out(call: cst.Call) -> bool:

@@ -8,12 +8,31 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.invariant_moves import InvariantMove, aliases, invariant_move, reads_only
+from torchdev_lint.analysis.invariant_moves import (
+    InvariantMove,
+    aliases,
+    invariant_move,
+    reads_only,
+    runs_at_least_once,
+)
 from torchdev_lint.analysis.kinds import is_tensor_factory_call
 from torchdev_lint.analysis.loops import names_in
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
 from torchdev_lint.analysis.walk import visit
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+
+# What may change where the fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.
+_ZERO_TIMES_RISK = (
+    "the loop may run zero times: the move now runs anyway (and raises on a machine without the device)"
+)
+_LEAVES_EARLY_RISK = (
+    "the move may not run on every iteration (the body may leave before it, or it sits in a "
+    "comprehension or lambda): it now runs anyway, and raises on a machine without the device"
+)
+_SHARED_RISK = (
+    "{tensor} may be changed by code the loop calls (it is not a local tensor only read here): each "
+    "iteration copied its current values, the hoisted copy keeps the first ones"
+)
 
 
 class InvariantTransferInLoop(Rule):
@@ -77,7 +96,8 @@ class InvariantTransferInLoop(Rule):
         is unsafe: over a loop that runs zero times the move would now run (and raise on a machine
         without the device), and a parameter, attribute or global tensor may be changed by code
         the loop calls (`optimizer.step()`, a helper), after which each iteration used to copy the
-        new values and the hoisted copy keeps the old ones.
+        new values and the hoisted copy keeps the old ones. An unsafe fix's message says which of
+        these applies at its site (and names the tensor).
         """
     invalid = (
         Invalid(
@@ -302,8 +322,15 @@ class InvariantTransferInLoop(Rule):
             title = f"Move it once, before the loop, into `{name}`"
         if edit is None:
             return None
-        safe = found.always_runs and _private_tensor(found.move.receiver, self.ctx.ancestors, scope)
-        return Fix("safe" if safe else "unsafe", title, edit)
+        risk = None
+        if not found.always_runs:
+            risk = _LEAVES_EARLY_RISK if runs_at_least_once(found.loop) else _ZERO_TIMES_RISK
+        elif not _private_tensor(found.move.receiver, self.ctx.ancestors, scope):
+            code = self.ctx.code_for(found.move.receiver)
+            risk = _SHARED_RISK.format(
+                tensor=f"`{code}`" if len(code) <= 40 and "\n" not in code else "the tensor"
+            )
+        return Fix.judged(title, edit, risk)
 
 
 # Torch factories whose result shares memory with their argument.

@@ -12,12 +12,17 @@ from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, names_i
 from torchdev_lint.analysis.scopes import assigned_values, dotted_name
 from torchdev_lint.analysis.units import remember
 from torchdev_lint.analysis.walk import visit
-from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import method_call
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
+
+# What may change where the fix is unsafe (the docs' "Fix safety"): code outside sees the accumulator.
+_ESCAPES_RISK = (
+    "`{name}` is {where}: code outside this function that differentiates through it "
+    "(`.backward()`, `torch.autograd.grad`) now raises or gets no gradient from the accumulated losses"
+)
 
 
 @dataclass(frozen=True)
@@ -80,8 +85,10 @@ class LossAccumulatedWithGraph(Rule):
         same device, without waiting for the device. It is **safe** when the accumulator is a
         local name of the function (not a parameter, not `global`/`nonlocal`) that the function
         neither returns nor yields: nothing outside can then depend on its graph. It is
-        **unsafe** when the accumulator is an attribute (`self.total`), a parameter, or is
-        returned or yielded: a caller might differentiate through it.
+        **unsafe** when the accumulator is an attribute (`self.total`), a parameter, a name from
+        outside the function (`global`/`nonlocal`), or is returned or yielded: a caller might
+        differentiate through it (`.backward()`, `torch.autograd.grad`), which then raises or gets
+        no gradient from the losses. The unsafe fix's message names which of these it is.
         """
     invalid = (
         Invalid(
@@ -359,9 +366,9 @@ class LossAccumulatedWithGraph(Rule):
         live = self._live_losses(added, facts.losses)
         if not live or self._reset_in(loop, name, node) or self._differentiated(name):
             return
-        safety: FixSafety = "unsafe" if self._escapes(name) else "safe"
         replacements: dict[cst.CSTNode, cst.CSTNode] = {old: method_call(old, "detach") for old in live}
-        self.report(node, fix=Fix(safety, "Accumulate `.detach()`ed losses", replacements))
+        risk = self._escapes(name)
+        self.report(node, fix=Fix.judged("Accumulate `.detach()`ed losses", replacements, risk))
 
     def _facts(self, loop: Loop) -> _LoopFacts:
         return remember(self.ctx, "losses of a training loop", loop, lambda: self._loop_facts(loop))
@@ -409,19 +416,26 @@ class LossAccumulatedWithGraph(Rule):
                 return True
         return False
 
-    def _escapes(self, name: str) -> bool:
-        """May code outside the function see the accumulator: attribute, parameter, global, returned?"""
+    def _escapes(self, name: str) -> str | None:
+        """What may change where the accumulator is detached, when code outside the function
+        may see it; None if it cannot."""
+        seen = self._seen_outside(name)
+        return None if seen is None else _ESCAPES_RISK.format(name=name, where=seen)
+
+    def _seen_outside(self, name: str) -> str | None:
+        """How code outside the function may see the accumulator: an attribute, a parameter, a
+        global, a returned or yielded value."""
         if "." in name:
-            return True
+            return "an attribute"
         found = self.ctx.scope.lookup(name)
         if found is None or found[0] is not self.ctx.scope.owner:
-            return True
+            return "a name from outside this function"
         if any(isinstance(binding.node, cst.Param) for binding in found[1]):
-            return True
+            return "a parameter"
         for node in _collect(self._function_body(), self.ctx).returns:
             if node.value is not None and name in names_in(node.value):
-                return True
-        return False
+                return "returned or yielded"
+        return None
 
     def _function_body(self) -> cst.CSTNode:
         for node in reversed(self.ctx.ancestors):

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 
 _FIX_TITLE = "Use one `device` variable chosen by `torch.cuda.is_available()`"
+_FIX_RISK = "the code then also runs on the CPU where it failed before, hiding a misconfigured GPU job"
 # The message where the move follows a tensor tested for CUDA (`if mask.is_cuda: filler = filler.cuda()`).
 _FOLLOW = (
     "CUDA hard-coded to follow `{tensor}`: it means the current GPU, not `{tensor}`'s, and on MPS/XPU the "
@@ -591,5 +592,5 @@ class HardcodedCuda(Rule):
         for uses in self.uses.take():
             message = None if uses.followed is None else _FOLLOW.format(tensor=uses.followed)
             replacements = uses.replacements()
-            fix = None if replacements is None else Fix("unsafe", _FIX_TITLE, replacements)
+            fix = None if replacements is None else Fix("unsafe", _FIX_TITLE, replacements, _FIX_RISK)
             self.report(uses.nodes[0], message, fix=fix)

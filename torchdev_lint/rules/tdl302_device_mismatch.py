@@ -467,5 +467,9 @@ class DeviceMismatch(Rule):
             to = ctx.code_for(conflict.target_expr)
             message += f"; move it with `.to({to})`"
             moved_to = method_call(conflict.moved, "to", [cst.Arg(conflict.target_expr.deep_clone())])
-            fix = Fix("unsafe", f"Move `{moved}` with `.to({to})`", {conflict.moved: moved_to})
+            risk = (
+                f"a copy of `{moved}` to `{to}` is made on each run, and the operation's result is on that "
+                f"device, where code after it may expect {source}"
+            )
+            fix = Fix("unsafe", f"Move `{moved}` with `.to({to})`", {conflict.moved: moved_to}, risk)
         self.report(conflict.node, message, fix)

@@ -8,10 +8,14 @@ import libcst as cst
 
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.scopes import assigned_values, dotted_name
-from torchdev_lint.diagnostics import FixSafety
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 MODE_METHODS = frozenset({"eval", "train"})
+# What may change where the fix is unsafe (the docs' "Fix safety").
+_ORDER_RISK = (
+    "{module} is not known to be built by a `torch.nn` class: its own `train()`, `to()` or `_apply()` "
+    "may make the order matter (a `train()` that builds tensors on the current device)"
+)
 
 
 class EvalBeforeTransfer(Rule):
@@ -58,8 +62,8 @@ class EvalBeforeTransfer(Rule):
         built by a `torch.nn` class (directly, or through a name bound only to such a call): their
         mode switch and their move touch different state. For any other class it is **unsafe**: a
         subclass may override `train()`, `to()` or `_apply()` so that the order matters (for
-        example a `train()` that builds tensors on the current device). Statements with other code
-        between them are reported without a fix.
+        example a `train()` that builds tensors on the current device); the unsafe fix's message
+        names the module. Statements with other code between them are reported without a fix.
         """
     invalid = (
         Invalid(
@@ -164,8 +168,8 @@ class EvalBeforeTransfer(Rule):
         fixed = mode.with_changes(
             func=mode.func.with_changes(value=placed, dot=node.func.dot), lpar=node.lpar, rpar=node.rpar
         )
-        safety: FixSafety = "safe" if self._standard_module(mode.func.value) else "unsafe"
-        self.report(mode, fix=Fix(safety, "Move first, then set the mode", {node: fixed}))
+        risk = self._order_risk(mode.func.value)
+        self.report(mode, fix=Fix.judged("Move first, then set the mode", {node: fixed}, risk))
 
     def visit_Module(self, node: cst.Module) -> None:
         self._check_block(node.body)
@@ -196,21 +200,27 @@ class EvalBeforeTransfer(Rule):
                                 body=first.body, trailing_whitespace=first.trailing_whitespace
                             ),
                         }
-                        standard = self._standard_module(cst.parse_expression(key))
-                        fix = Fix("safe" if standard else "unsafe", "Move first, then set the mode", swap)
+                        risk = self._order_risk(cst.parse_expression(key))
+                        fix = Fix.judged("Move first, then set the mode", swap, risk)
                     self.report(mode, fix=fix)
                     break
                 if _mentions(candidate, key):
                     break
 
-    def _standard_module(self, module: cst.BaseExpression) -> bool:
-        """Built by a `torch.nn` class (directly or through a name bound only to such): its
-        `train()`/`eval()` and `to()` touch different state, so their order cannot matter."""
+    def _order_risk(self, module: cst.BaseExpression) -> str | None:
+        """None for a module built by a `torch.nn` class (directly or through a name bound only
+        to such): its `train()`/`eval()` and `to()` touch different state, so their order cannot
+        matter. Otherwise what may change when they are swapped."""
         found = assigned_values(module, self.ctx.scope) if isinstance(module, cst.Name) else None
         values = found[0] if found is not None else [module]
-        return all(
+        if all(
             isinstance(value, cst.Call) and (self.ctx.qualname(value.func) or "").startswith("torch.nn.")
             for value in values
+        ):
+            return None
+        code = self.ctx.code_for(module).strip()
+        return _ORDER_RISK.format(
+            module=f"`{code}`" if len(code) <= 40 and "\n" not in code else "the module"
         )
 
     def _moves(self, statement: cst.BaseStatement, key: str) -> bool:

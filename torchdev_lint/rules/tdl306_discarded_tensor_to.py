@@ -289,6 +289,8 @@ class DiscardedTensorTo(Rule):
                     "unsafe",
                     f"Assign the result: `{receiver.value} = {receiver.value}.{method}(...)`",
                     {statement: assign},
+                    f"every later use of `{receiver.value}` now sees the result of `.{method}()` (its "
+                    "device or dtype), where it saw the original tensor: values may change downstream",
                 )
             self.report(
                 call,

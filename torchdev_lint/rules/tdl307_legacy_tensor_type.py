@@ -5,15 +5,28 @@ from __future__ import annotations
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.factory_values import created_on_device, filled
 from torchdev_lint.analysis.kinds import probably_module
 from torchdev_lint.analysis.scopes import module_reference
 from torchdev_lint.analysis.tensor_types import LegacyType, legacy_type, legacy_type_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import positional, with_keyword
+from torchdev_lint.syntax import comments, positional, with_keyword
 
 _DATA = (cst.List, cst.Tuple, cst.ListComp)
 # `torch.set_default_device` first shipped in torch 2.0.
 SET_DEFAULT_DEVICE_SINCE = (2, 0)
+# What may change where a fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.
+_CUDA_CAST_RISK = (
+    '`.type()` kept a CUDA tensor on the GPU it was on; `.to("cuda")` moves it to the current GPU'
+)
+_MODULE_CAST_RISK = (
+    "the receiver may be a module, whose `.type()` also cast its integer buffers and `.to()` does not"
+)
+_DEFAULT_RISK = (
+    "the default device is per thread (the tensor type was process-wide), costs a little on every torch "
+    "call, and neither clears nor is cleared by a tensor type an earlier `set_default_tensor_type` set"
+)
 
 
 class LegacyTensorType(Rule):
@@ -45,6 +58,7 @@ class LegacyTensorType(Rule):
         ## Example
         ```python
         buf = torch.cuda.FloatTensor(4, 16)
+        mask = torch.FloatTensor(4, 16).zero_().to(device)
         ids = torch.cuda.LongTensor([1, 2, 3])
         x = x.type(torch.cuda.HalfTensor)
         torch.set_default_tensor_type(torch.cuda.FloatTensor)
@@ -53,6 +67,7 @@ class LegacyTensorType(Rule):
         ## Use instead
         ```python
         buf = torch.empty(4, 16, dtype=torch.float32, device=device)
+        mask = torch.zeros(4, 16, dtype=torch.float32, device=device)
         ids = torch.tensor([1, 2, 3], dtype=torch.int64, device=device)
         x = x.to(device, torch.float16)
         torch.set_default_dtype(torch.float32)
@@ -68,11 +83,24 @@ class LegacyTensorType(Rule):
         No fix where the argument could be either a size or data (`T(x)`), where an alias is
         chosen at run time (its device or dtype is not known), or where `torch` is not bound.
 
+        What the chain does to the new tensor right after is folded in where one factory call
+        gives the same tensor, so that the fix writes no tensor created on the CPU only to be
+        filled or moved (TDL203's create-then-move): `T(n, m).zero_()` and `.fill_(0)` become
+        `torch.zeros(n, m, ...)`; `.fill_(<number literal>)` becomes `torch.full((n, m),
+        <number>, ...)` (`full` is `empty` then `fill_`: the number is cast to the dtype as
+        before, and `-0.0` keeps its sign); a following `.to(device)`/`.cuda()` becomes the
+        `device=`, as TDL203's fix writes it (`non_blocking` dropped; with a cast,
+        `.to(device, dtype)`, `zeros` and `empty` are created in the new dtype, `full` and
+        `tensor` on the device in their own dtype and then cast). Both orders are folded
+        (`T(n, m).cuda().zero_()`). Not folded: random fills (`.normal_()`: other numbers on a
+        device), a fill value that is not a number literal (a tensor may live elsewhere), a move
+        to the CPU, and a chain with a comment inside it.
+
         `x.type(T)` becomes `x.to(device, dtype)`: safe for a CPU class on what the analysis
         knows is a tensor. Unsafe for a `torch.cuda.*` class (`.type` leaves a tensor on the GPU
         it is on, `.to("cuda")` moves it to the current GPU) and where the receiver may be a
-        module (`Module.type` also casts integer buffers, `Module.to` does not); no fix on what
-        looks like a module.
+        module (`Module.type` also casts integer buffers, `Module.to` does not); the unsafe fix's
+        message says which of the two applies (or both). No fix on what looks like a module.
 
         `torch.set_default_tensor_type(T)` becomes two statements,
         `torch.set_default_dtype(<T's dtype>)` and `torch.set_default_device(<T's device>)`
@@ -179,6 +207,68 @@ class LegacyTensorType(Rule):
             lines=(2, 3),
             settings={"target_torch_version": "1.13"},
         ),
+        Invalid(
+            # The initialisation and the move that follow are folded into one factory call
+            # (a `.fill_()` with a number: `torch.full`, cast as before; `-0.0` keeps its sign).
+            """
+            import torch as th
+
+            def init_state(batch, hidden, device):
+                h = th.cuda.FloatTensor(batch, hidden).fill_(0)
+                c = th.FloatTensor(batch, hidden).zero_().to(device)
+                mask = th.ByteTensor(batch, 1).fill_(1).to(device=device, non_blocking=True)
+                bias = th.DoubleTensor(1, hidden).fill_(0.1).to(device, th.float16)
+                pad = th.LongTensor(batch, 2).cuda().fill_(-1)
+                ids = th.LongTensor([0, 1, 2]).to(device)
+                buf = th.HalfTensor(4, hidden).to(device)
+                neg = th.FloatTensor(2, 2).fill_(-0.0)
+                return h, c, mask, bias, pad, ids, buf, neg
+            """,
+            lines=(4, 5, 6, 7, 8, 9, 10, 11),
+            fixed="""
+            import torch as th
+
+            def init_state(batch, hidden, device):
+                h = th.zeros(batch, hidden, dtype=th.float32, device="cuda")
+                c = th.zeros(batch, hidden, dtype=th.float32, device=device)
+                mask = th.full((batch, 1), 1, dtype=th.uint8, device=device)
+                bias = th.full((1, hidden), 0.1, dtype=th.float64, device=device).to(th.float16)
+                pad = th.full((batch, 2), -1, dtype=th.int64, device="cuda")
+                ids = th.tensor([0, 1, 2], dtype=th.int64, device=device)
+                buf = th.empty(4, hidden, dtype=th.float16, device=device)
+                neg = th.full((2, 2), -0.0, dtype=th.float32, device="cpu")
+                return h, c, mask, bias, pad, ids, buf, neg
+            """,
+        ),
+        Invalid(
+            # Not folded: a random fill (other numbers on a device), a fill value that is no
+            # number literal, a move to the CPU, a comment inside the chain.
+            """
+            import torch
+
+            def noise(n, scale, device):
+                z = torch.FloatTensor(n, 8).normal_().to(device)
+                s = torch.FloatTensor(n, 8).fill_(scale).to(device)
+                c = torch.cuda.FloatTensor(n, 8).zero_().cpu()
+                w = (torch.FloatTensor(n, 8)  # weights
+                     .zero_()
+                     .to(device))
+                return z, s, c, w
+            """,
+            lines=(4, 5, 6, 7),
+            fixed="""
+            import torch
+
+            def noise(n, scale, device):
+                z = torch.empty(n, 8, dtype=torch.float32, device="cpu").normal_().to(device)
+                s = torch.empty(n, 8, dtype=torch.float32, device="cpu").fill_(scale).to(device)
+                c = torch.zeros(n, 8, dtype=torch.float32, device="cuda").cpu()
+                w = (torch.empty(n, 8, dtype=torch.float32, device="cpu")  # weights
+                     .zero_()
+                     .to(device))
+                return z, s, c, w
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -261,8 +351,51 @@ class LegacyTensorType(Rule):
         call = cst.Call(func=cst.Attribute(value=torch, attr=cst.Name(factory)), args=node.args)
         if not args:
             call = call.with_changes(args=[cst.Arg(cst.Integer("0"))])
-        call = with_keyword(with_keyword(call, "dtype", _dtype(torch, kind.dtype)), "device", device)
-        return Fix("safe", f"Use `torch.{factory}(..., dtype=..., device=...)`", {node: call})
+        call = with_keyword(call, "dtype", _dtype(torch, kind.dtype))
+        outer, fixed, moved = self._folded(node, call)
+        if not moved:
+            fixed = with_keyword(fixed, "device", device)
+        fixed = fixed.with_changes(lpar=outer.lpar, rpar=outer.rpar)
+        if outer is not node and comments(fixed) != comments(outer):  # a comment inside the chain
+            outer = node  # fix the construction only
+            fixed = with_keyword(call, "device", device).with_changes(lpar=node.lpar, rpar=node.rpar)
+        factory = _factory(fixed) or factory  # `torch.full(...).to(dtype)`: created on the device, then cast
+        return Fix("safe", f"Use `torch.{factory}(..., dtype=..., device=...)`", {outer: fixed})
+
+    def _folded(self, node: cst.Call, call: cst.Call) -> tuple[cst.Call, cst.Call, bool]:
+        """The construction `node`, rewritten as `call` (a factory without `device=`), together
+        with what the chain does to it right after, folded in where one factory call gives the
+        same tensor: `.zero_()`/`.fill_(0)` make `torch.zeros`, `.fill_(<number>)` makes
+        `torch.full` (`factory_values.filled`), and a move `.to(d)`/`.cuda()` becomes `device=`
+        (TDL203's rewrite, `created_on_device`), in either order. So the fix writes no tensor
+        created on the CPU and then moved or filled, which TDL203 asks to avoid. Returns the
+        outermost call folded in, its replacement, and whether a move was folded (then the
+        replacement has its device)."""
+        outer, fixed = node, call
+        moved = False
+        for depth in (1, 3):  # the chain's next two calls: `T(n).zero_().to(d)`
+            attribute, step = self.ctx.parent(depth), self.ctx.parent(depth + 1)
+            if not (
+                isinstance(attribute, cst.Attribute)
+                and attribute.value is outer
+                and isinstance(step, cst.Call)
+                and step.func is attribute
+            ):
+                break
+            factory = _factory(fixed)
+            init = filled(fixed, step) if factory == "empty" else None
+            move = None if moved or factory is None else as_move(step, self.ctx.scope)
+            if init is not None:
+                fixed = init
+            elif move is not None and move.to_accelerator:
+                on_device = created_on_device(step, fixed, factory or "", self.ctx.scope, self.ctx.string)
+                if not isinstance(on_device, cst.Call):  # None: the move does more than place it
+                    break
+                fixed, moved = on_device, True
+            else:
+                break
+            outer = step
+        return outer, fixed, moved
 
     def _cast_fix(self, node: cst.Call, kind: LegacyType) -> Fix | None:
         torch = self._torch()
@@ -285,8 +418,10 @@ class LegacyTensorType(Rule):
         )
         # `.type(torch.cuda.T)` keeps a tensor on the GPU it is on, `.to("cuda")` moves it to the
         # current one; `Module.type` also casts integer buffers, `Module.to` does not.
-        exact = not kind.cuda and flow.is_tensor(node.func.value, self.ctx)
-        return Fix("safe" if exact else "unsafe", "Use `.to(device, dtype)`", {node: fixed})
+        risks = [_CUDA_CAST_RISK] if kind.cuda else []
+        if not flow.is_tensor(node.func.value, self.ctx):
+            risks.append(_MODULE_CAST_RISK)
+        return Fix.judged("Use `.to(device, dtype)`", {node: fixed}, "; ".join(risks) or None)
 
     def _default_fix(self, node: cst.Call) -> Fix | None:
         """`torch.set_default_dtype(...)` and `torch.set_default_device(...)` in place of the call's statement."""
@@ -328,8 +463,15 @@ class LegacyTensorType(Rule):
             "unsafe",
             "Use `torch.set_default_dtype(...)` and `torch.set_default_device(...)`",
             {line: cst.FlattenSentinel([first, second])},
+            _DEFAULT_RISK,
         )
 
 
 def _dtype(torch: cst.Name, dtype: str) -> cst.Attribute:
     return cst.Attribute(value=torch, attr=cst.Name(dtype))
+
+
+def _factory(call: cst.Call) -> str | None:
+    """`zeros` for `torch.zeros(...)`; None for a factory call cast after it (`torch.full(...).to(dtype)`)."""
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else None

@@ -21,6 +21,11 @@ from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 # Methods whose override takes over how the module moves its state: the author handles devices.
 _MOVE_OVERRIDES = frozenset({"_apply", "to", "cuda", "__setattr__"})
+# What may change where the fix is applied (the docs' "Fix safety").
+_RISK = (
+    "as a buffer the tensor now also follows `model.half()`/`model.to(dtype)` (its values may change), "
+    "shows in `model.buffers()` (DistributedDataParallel broadcasts it) and is replaced by `model.to()`"
+)
 
 
 class UnregisteredModuleTensor(Rule):
@@ -573,4 +578,4 @@ class UnregisteredModuleTensor(Rule):
                 ),
             ],
         )
-        return Fix("unsafe", "Register it as a non-persistent buffer", {assignment: cst.Expr(call)})
+        return Fix("unsafe", "Register it as a non-persistent buffer", {assignment: cst.Expr(call)}, _RISK)

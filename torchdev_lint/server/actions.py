@@ -64,7 +64,8 @@ def quick_fixes(
             unsafe = fix.safety == "unsafe"
             actions.append(
                 types.CodeAction(
-                    title=f"{diagnostic.code}: {fix.message}{' (unsafe)' if unsafe else ''}",
+                    # An unsafe fix's message ends with `(unsafe: <what may change>)`.
+                    title=f"{diagnostic.code}: {fix.message}",
                     kind=types.CodeActionKind.QuickFix,
                     diagnostics=[shown],
                     is_preferred=not unsafe,
