@@ -27,7 +27,7 @@ ENGINE = """
 
     def train_one_epoch(model, loader, device):
         for images, targets in loader:
-            images, targets = images.to(device), targets.to(device)
+            images, targets = images.cuda(), targets.cuda()
             model(images, targets).backward()
 """
 MAIN = """
@@ -62,7 +62,7 @@ def test_one_fix_run_reaches_the_project_fixed_point(tmp_path: Path, jobs: str) 
     fixed = _texts(tmp_path)
     assert "pin_memory=torch.cuda.is_available()" in fixed["main.py"]
     # Only known after main.py was fixed: the loader every caller passes is now pinned.
-    assert "images.to(device, non_blocking=True), targets.to(device, non_blocking=True)" in fixed["engine.py"]
+    assert "images.cuda(non_blocking=True), targets.cuda(non_blocking=True)" in fixed["engine.py"]
     _fix(tmp_path, "-j", jobs)
     assert _texts(tmp_path) == fixed, "a second --fix changed the project"
 
@@ -120,13 +120,16 @@ def test_a_project_class_with_its_own_to_is_not_given_non_blocking(tmp_path: Pat
         'torch.device("mps" if torch.backends.mps.is_available() else "cpu")',
         "torch.accelerator.current_accelerator()",
         '"mps"',
+        "pick_device()",
     ],
-    ids=["mps-choice", "accelerator-api", "mps-literal"],
+    ids=["mps-choice", "accelerator-api", "mps-literal", "helper-result"],
 )
 def test_no_safe_non_blocking_where_the_target_may_be_mps(tmp_path: Path, choice: str) -> None:
     program = f"""
         import torch
         from torch.utils.data import DataLoader
+
+        from helpers import pick_device
 
         def run(model, dataset):
             device = {choice}
@@ -140,6 +143,21 @@ def test_no_safe_non_blocking_where_the_target_may_be_mps(tmp_path: Path, choice
     assert _texts(tmp_path) == before
     _fix(tmp_path, "--unsafe-fixes")
     assert "x.to(device, non_blocking=True)" in _texts(tmp_path)["train.py"]
+
+
+def test_a_device_parameter_may_be_mps(tmp_path: Path) -> None:
+    """The caller may pass `"mps"`: not proven CUDA or the CPU, so the fix is unsafe."""
+    program = """
+        from torch.utils.data import DataLoader
+
+        def run(model, dataset, device):
+            for x, y in DataLoader(dataset, batch_size=4, pin_memory=True):
+                model(x.to(device))
+    """
+    write_files(tmp_path, {"train.py": program})
+    before = _texts(tmp_path)
+    _fix(tmp_path)
+    assert _texts(tmp_path) == before
 
 
 def test_cuda_only_targets_keep_the_safe_fix(tmp_path: Path) -> None:

@@ -206,3 +206,62 @@ NON_MODULE_METHODS = frozenset(
     """item numpy tolist size dim numel view reshape unsqueeze squeeze permute transpose
     contiguous detach clone backward keys items values get update pop setdefault""".split()
 )
+
+# -- multi-GPU wrappers -----------------------------------------------------------------
+# Asked by TDL308 and `parallel_choice`.
+
+# Every public spelling of `nn.DataParallel` (one process driving every GPU). Resolved names are
+# compared exactly, so DistributedDataParallel and FullyShardedDataParallel never match.
+DATA_PARALLEL_CLASSES = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+    }
+)
+# Wrappers that train with one process per GPU: DDP, FSDP, FSDP2's `fully_shard`, `replicate`.
+DISTRIBUTED_WRAPPERS = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard.fully_shard",
+        "torch.distributed._composable.replicate",
+    }
+)
+# The same wrappers in other libraries (apex, fairscale), by their class names' endings.
+DISTRIBUTED_WRAPPER_SUFFIXES = ("DistributedDataParallel", "ShardedDataParallel")
+
+# -- private helpers and their public lines -------------------------------------------------
+# Asked by TDL309: private helpers that parse or place devices, each with the public line to
+# write instead (torch's own public functions call exactly these).
+
+_DEVICE_INDEX = "`torch.device(device).index` (or `torch.cuda.current_device()` when it is None)"
+PRIVATE_DEVICE_HELPERS = {
+    "torch._utils._get_device_index": _DEVICE_INDEX,
+    "torch.cuda._utils._get_device_index": _DEVICE_INDEX,
+    # Parses `Module.to`'s arguments; its result has already grown once (a fourth value, the memory format).
+    "torch._C._nn._parse_to": (
+        "`super().to(*args, **kwargs)` in the `to()` override and read the device from a parameter "
+        "or buffer afterwards (or keep the device in a registered buffer)"
+    ),
+    "torch._C._cuda_getDeviceCount": "`torch.cuda.device_count()`",
+    "torch._C._cuda_getDevice": "`torch.cuda.current_device()`",
+    "torch._C._cuda_setDevice": "`torch.cuda.set_device()`",
+    "torch._C._cuda_synchronize": "`torch.cuda.synchronize()`",
+    "torch._C._cuda_emptyCache": "`torch.cuda.empty_cache()`",
+    "torch._C._cuda_getCurrentStream": "`torch.cuda.current_stream()`",
+    "torch._C._cuda_getDefaultStream": "`torch.cuda.default_stream()`",
+    "torch._C._cuda_getArchFlags": "`torch.cuda.get_arch_list()`",
+    "torch._C._cuda_memoryStats": "`torch.cuda.memory_stats()`",
+    "torch._C._cuda_resetPeakMemoryStats": "`torch.cuda.reset_peak_memory_stats()`",
+    "torch._C._cuda_setMemoryFraction": "`torch.cuda.set_per_process_memory_fraction()`",
+    "torch._C._cuda_memorySnapshot": "`torch.cuda.memory_snapshot()`",
+    "torch._C._cuda_ipc_collect": "`torch.cuda.ipc_collect()`",
+    "torch._C._cuda_init": "`torch.cuda.init()`",
+    "torch._C._cuda_get_sync_debug_mode": "`torch.cuda.get_sync_debug_mode()`",
+    "torch._C._cuda_set_sync_debug_mode": "`torch.cuda.set_sync_debug_mode()`",
+}

@@ -78,15 +78,16 @@ class BlockingH2dCopy(Rule):
         for a loader parameter, in every project call). A custom `collate_fn` may build a project
         class whose `.to()` takes only a device (`NestedTensor.to(device)`: the first step would
         raise `TypeError`), and a whole batch object (`for batch in loader: batch.to(device)`) may
-        be a mapping class with its own `.to()`. And it is safe only where the target cannot be
-        Apple's MPS, where non-blocking host-to-device copies have open corruption reports: not
-        where the target names MPS, nor, for a device variable, in a file that shows MPS can be
-        chosen (an `"mps"` string, `torch.backends.mps`, `torch.accelerator.current_accelerator()`,
-        `torch.get_default_device()`); a caller in another file choosing MPS is not seen. On the
-        CPU the copy is synchronous whatever `non_blocking` says; on CUDA and XPU it is ordered on
+        be a mapping class with its own `.to()`. And it is safe only where the target is proven
+        not to be Apple's MPS, where non-blocking host-to-device copies have open corruption
+        reports: `.cuda()`, a literal CUDA or CPU device, or a name every assignment of which in
+        reach is one of these or a choice between them (`torch.device("cuda" if
+        torch.cuda.is_available() else "cpu")`). A device parameter, an attribute or a helper's
+        result may be MPS (the caller may pass `"mps"`). On the CPU the copy is synchronous
+        whatever `non_blocking` says; on CUDA and XPU it is ordered on
         the current stream. Otherwise the fix is **unsafe**: the batch is passed on (`augment(x)`),
         written at an index that may be a list entry (`x[i] = v`), its type is not proven, or the
-        target may be MPS. Where the batch is certainly written after the copy, there is no
+        target is not proven CUDA or the CPU. Where the batch is certainly written after the copy, there is no
         finding. Device-to-host copies, whose results the host reads, are never flagged.
         """
     invalid = (

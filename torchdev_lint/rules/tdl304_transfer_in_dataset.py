@@ -15,6 +15,7 @@ from torchdev_lint.analysis.datasets import (
     named_like_collate,
 )
 from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.kinds import is_module_subclass
 from torchdev_lint.rule import Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword
 
@@ -36,7 +37,9 @@ class TransferInDataset(Rule):
         `__getitem__`, `__getitems__` or `__iter__` of a class deriving from a
         `torch.utils.data.*Dataset` (directly or through classes of the same file), and inside
         collate functions: a function or lambda passed as `collate_fn=`, or a function named
-        like one (`collate_fn`, `pad_collate`, `collate_batch`).
+        like one (`collate_fn`, `pad_collate`, `collate_batch`). A method of an `nn.Module` class
+        named like one counts only where a loader is given it (`collate_fn=self.collate_captions`):
+        otherwise it runs in the module's forward pass, on the main process.
 
         A move to the `.device` of another value the function holds (a parameter, a local, a
         loop variable, or an attribute or subscript of one: `inc.to(value.device)`,
@@ -141,8 +144,36 @@ class TransferInDataset(Rule):
             """,
             lines=(7, 7, 11, 11),
         ),
+        # A module's method named like a collate function counts once a loader is given it.
+        Invalid(
+            """
+            from torch import nn
+            from torch.utils.data import DataLoader
+
+            class Captioner(nn.Module):
+                def collate_captions(self, items):
+                    return self.vocab(items).to(self.device)
+
+                def loader(self, captions):
+                    return DataLoader(captions, collate_fn=self.collate_captions)
+            """,
+            lines=(6,),
+        ),
     )
     valid = (
+        # ... and not before: it runs in the module's forward pass, on the main process.
+        Valid(
+            """
+            from torch import nn
+
+            class Captioner(nn.Module):
+                def collate_captions(self, items):
+                    return self.vocab(items).to(self.device)
+
+                def forward(self, captions):
+                    return self.decoder(self.collate_captions(captions))
+            """
+        ),
         Valid(
             """
             import torch
@@ -242,12 +273,17 @@ class TransferInDataset(Rule):
             if not isinstance(node, cst.FunctionDef):
                 continue
             name = node.name.value
-            if named_like_collate(name):
-                return True
             owner = ancestors[index - 2] if index >= 2 else None
-            if name in SAMPLE_METHODS and isinstance(owner, cst.ClassDef):
+            owner = owner if isinstance(owner, cst.ClassDef) else None
+            if owner is not None:
                 while scope.node is not owner and scope.parent is not None:
                     scope = scope.parent
-                return scope.parent is not None and is_dataset_class(owner, scope.parent)
+            around = scope.parent if owner is not None else None
+            if named_like_collate(name):
+                # A module's method runs in its forward pass, on the main process: a collate
+                # function only where a loader is given it (then reported in `leave_Module`).
+                return name if owner and around and is_module_subclass(owner, around) else True
+            if name in SAMPLE_METHODS and owner is not None and around is not None:
+                return is_dataset_class(owner, around)
             return name
         return False

@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING
-
 import libcst as cst
 
 from torchdev_lint.analysis.guards import instance_guarded
+from torchdev_lint.analysis.parallel_choice import (
+    data_parallel_backend,
+    distributed_alternative,
+    warned_against,
+)
+from torchdev_lint.analysis.torch_api import DATA_PARALLEL_CLASSES
 from torchdev_lint.rule import Invalid, Rule, Valid
-
-if TYPE_CHECKING:
-    from torchdev_lint.engine import FileContext
-
-# Every public spelling of the one class; resolved names are compared exactly so
-# that DistributedDataParallel and FullyShardedDataParallel never match.
-DATA_PARALLEL = frozenset(
-    {
-        "torch.nn.DataParallel",
-        "torch.nn.parallel.DataParallel",
-        "torch.nn.parallel.data_parallel.DataParallel",
-    }
-)
-
-
-# A file that also wraps models for distributed training (`DistributedDataParallel`,
-# a project's `smart_DDP`/`DDP` helper, FSDP) offers the recommended path already:
-# its DataParallel is the deliberate single-process fallback.
-_DISTRIBUTED_PATH = re.compile(
-    r"DistributedDataParallel|FullyShardedDataParallel|\bDDP\b|_DDP\b|\bDDP_|\bFSDP\b"
-)
 
 
 class DataParallel(Rule):
@@ -43,28 +25,48 @@ class DataParallel(Rule):
     docs = """
         ## What it does
         Flags constructions of `torch.nn.DataParallel` (also spelled
-        `torch.nn.parallel.DataParallel`), however the name is imported. Not flagged where
-        DataParallel is a deliberate choice next to the recommended path: in a file that also
-        wraps models in `DistributedDataParallel` or FSDP (or a project helper named `DDP`), where
-        DataParallel is the single-process fallback, and inside a class that implements a
-        DataParallel backend or strategy (its name says `DataParallel`/`DP`). Not flagged either
-        where the code runs only once the model is already a DataParallel: in the body of
+        `torch.nn.parallel.DataParallel`), however the name is imported.
+
+        Not flagged where DataParallel is the fallback branch of the decision that picks the
+        recommended path: the other branch of the same `if`/`elif`/`else` chain, conditional
+        expression or `match`, in the same function, wraps the model in
+        `DistributedDataParallel`, FSDP (`FullyShardedDataParallel`, `fully_shard`) or a helper
+        whose name says DDP/FSDP (`wrap_ddp`, `smart_DDP`). A DDP anywhere else (in another
+        function, at module level, in a separate `if` next to it, in the test of the `if`) is
+        no such decision, and the DataParallel is flagged. A DataParallel next to which the
+        program itself prints, warns or logs that DataParallel is not recommended (deprecated,
+        discouraged, slower) is always flagged: the program says the choice is wrong.
+
+        Not flagged either inside a class that implements a DataParallel backend or strategy
+        (its name says `DataParallel` or `DP`; a `DDP`/`FSDP` name does not count), and where
+        the code runs only once the model is already a DataParallel: in the body of
         `if isinstance(model, nn.DataParallel):` (statement or conditional expression; also a
         tuple of classes holding it, or the `else` of `if not isinstance(...)`), re-wrapping its
         parts (`nn.DataParallel(model.module.wide)`) follows the first wrap, which is reported
         where the choice is made. The `else` of such a test and the body of
         `if not isinstance(...)` are still flagged.
 
+        Earlier versions silenced every DataParallel of a file that mentioned DDP or FSDP anywhere
+        (a `smart_DDP` import, a class named `DDP...`); now only the decision itself counts.
+
         ## Why it matters
         `DataParallel` runs one Python process that scatters each batch over the GPUs, replicates
         the model on every forward pass and gathers outputs on GPU 0. The GIL, the replication and
         the unbalanced memory on the first GPU make it slower than `DistributedDataParallel` even
         on a single machine; PyTorch's documentation recommends DDP for all multi-GPU training.
-        It also hard-wires CUDA: it does nothing useful on MPS, XPU or CPU.
+        It also hard-wires CUDA: it does nothing useful on MPS, XPU or CPU. A DDP path elsewhere
+        in the file does not make a DataParallel wrap better: the program takes it whenever it
+        is not launched with `torchrun`, usually on the machines with the most GPUs.
 
         ## Example
         ```python
-        model = nn.DataParallel(model).cuda()
+        def spread(model, rank):
+            if rank == -1 and torch.cuda.device_count() > 1:
+                print("DataParallel not recommended, use torchrun")
+                model = nn.DataParallel(model)  # flagged: a separate decision, and warned against
+            if rank != -1:
+                model = DistributedDataParallel(model, device_ids=[rank])
+            return model
         ```
 
         ## Use instead
@@ -74,6 +76,8 @@ class DataParallel(Rule):
         local_rank = int(os.environ["LOCAL_RANK"])
         model = DistributedDataParallel(model.to(local_rank), device_ids=[local_rank])
         ```
+        Where a single-process fallback must stay, make it the other branch of the decision
+        that picks DDP: `model = DDP(model) if distributed else nn.DataParallel(model)`.
 
         ## Fix safety
         No fix: moving to DDP changes how the program is launched (one process per GPU), how data
@@ -117,6 +121,78 @@ class DataParallel(Rule):
             """,
             lines=(8, 10, 12),
         ),
+        Invalid(
+            # DDP in another function is no decision between the two.
+            """
+            import torch.nn as nn
+            from torch.nn.parallel import DistributedDataParallel
+
+            def wrap_for_cluster(encoder, rank):
+                return DistributedDataParallel(encoder, device_ids=[rank])
+
+            def wrap_for_workstation(encoder):
+                return nn.DataParallel(encoder)
+            """,
+            lines=(8,),
+        ),
+        Invalid(
+            # DDP at module level; the helper's DataParallel is unconditional.
+            """
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            ranked = DDP(backbone) if torch.distributed.is_initialized() else backbone
+
+            def replicate_heads(heads):
+                return torch.nn.DataParallel(heads)
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            # A separate `if` from the DDP one, and the program warns against its own wrap.
+            """
+            import warnings
+            from torch import nn
+
+            def spread(decoder, local_rank, gpus):
+                if local_rank < 0 and gpus > 1:
+                    warnings.warn("nn.DataParallel is not recommended here; launch with torchrun for DDP")
+                    decoder = nn.DataParallel(decoder)
+                if local_rank >= 0:
+                    decoder = nn.parallel.DistributedDataParallel(decoder, device_ids=[local_rank])
+                return decoder
+            """,
+            lines=(7,),
+        ),
+        Invalid(
+            # The fallback branch, but the program itself says DataParallel is the wrong choice.
+            """
+            from torch import nn
+            from torch.nn.parallel import DistributedDataParallel
+
+            def place(policy, launched_with_torchrun, log):
+                if launched_with_torchrun:
+                    policy = DistributedDataParallel(policy)
+                else:
+                    log.warning("[place] DP mode " "is slower than DDP and not recommended")
+                    policy = nn.DataParallel(policy)
+                return policy
+            """,
+            lines=(9,),
+        ),
+        Invalid(
+            # A DDP call in the test picks nothing; a class named after DDP is no DP backend.
+            """
+            from torch.nn import DataParallel
+
+            class DDPLauncher:
+                def single_node(self, critic, cfg):
+                    if not cfg.ddp_enabled():
+                        critic = DataParallel(critic)
+                    return critic
+            """,
+            lines=(6,),
+        ),
     )
     valid = (
         Valid(
@@ -146,18 +222,60 @@ class DataParallel(Rule):
             """
         ),
         Valid(
-            # The fallback next to a distributed path the file offers.
+            # The other branch of the `if` that picks DDP; a plain log line warns against nothing.
             """
             import torch
-            from utils import smart_DDP
+            from torch.nn.parallel import DistributedDataParallel as DDP
 
-            def setup(model, rank, cuda):
-                if cuda and rank == -1 and torch.cuda.device_count() > 1:
-                    log.warning("DP not recommended, use torchrun for DDP")
-                    model = torch.nn.DataParallel(model)
-                if cuda and rank != -1:
-                    model = smart_DDP(model)
-                return model
+            def distribute(unet, world_size, rank):
+                if world_size > 1:
+                    unet = DDP(unet.to(rank), device_ids=[rank])
+                else:
+                    print(f"one process, DataParallel over {torch.cuda.device_count()} GPUs")
+                    unet = torch.nn.DataParallel(unet)
+                return unet
+            """
+        ),
+        Valid(
+            # The other branch of a conditional expression.
+            """
+            from torch import nn
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            def wrapped(tagger, distributed):
+                return DDP(tagger) if distributed else nn.DataParallel(tagger)
+            """
+        ),
+        Valid(
+            # The last branch of an `elif` chain whose first branch picks FSDP, nested `if` inside.
+            """
+            import torch
+            from torch.distributed.fsdp import FullyShardedDataParallel
+
+            def shard_or_split(transformer, strategy):
+                if strategy == "fsdp":
+                    transformer = FullyShardedDataParallel(transformer)
+                elif strategy == "single":
+                    transformer = transformer.cuda()
+                else:
+                    if torch.cuda.device_count() > 1:
+                        transformer = torch.nn.DataParallel(transformer)
+                return transformer
+            """
+        ),
+        Valid(
+            # Another case of a `match` that picks a project's DDP helper.
+            """
+            from torch.nn import DataParallel
+            from .launch import wrap_ddp
+
+            def by_backend(speaker, backend):
+                match backend:
+                    case "ddp":
+                        return wrap_ddp(speaker)
+                    case "dp":
+                        return DataParallel(speaker)
+                return speaker
             """
         ),
         Valid(
@@ -202,27 +320,21 @@ class DataParallel(Rule):
         ),
     )
 
-    def __init__(self, ctx: FileContext) -> None:
-        super().__init__(ctx)
-        self._distributed: bool | None = None
-
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.qualname(node.func) not in DATA_PARALLEL:
+        if self.ctx.qualname(node.func) not in DATA_PARALLEL_CLASSES:
             return
-        if self._offers_distributed() or self._in_data_parallel_class():
+        ancestors, scope = self.ctx.ancestors, self.ctx.scope
+        if warned_against(node, ancestors):
+            self.report(node)  # the program itself says DataParallel is the wrong choice
             return
-        if instance_guarded(node, self.ctx.ancestors, self.ctx.scope, DATA_PARALLEL):
+        if distributed_alternative(node, ancestors, scope) or self._in_data_parallel_class():
+            return
+        if instance_guarded(node, ancestors, scope, DATA_PARALLEL_CLASSES):
             return  # the model is a DataParallel already: this wrap follows the first one
         self.report(node)
 
-    def _offers_distributed(self) -> bool:
-        """Does the file also wrap models for distributed training (a deliberate DP fallback)?"""
-        if self._distributed is None:  # the file's text is generated once, and only here
-            self._distributed = bool(_DISTRIBUTED_PATH.search(self.ctx.module.code))
-        return self._distributed
-
     def _in_data_parallel_class(self) -> bool:
-        for node in self.ctx.ancestors:
-            if isinstance(node, cst.ClassDef) and re.search(r"DataParallel|DP", node.name.value):
-                return True
-        return False
+        return any(
+            isinstance(node, cst.ClassDef) and data_parallel_backend(node.name.value)
+            for node in self.ctx.ancestors
+        )
