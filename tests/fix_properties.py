@@ -3,19 +3,23 @@
 A fix run (all rules, unsafe fixes included) must give source that still
 compiles, also on the oldest Python the tool supports (3.10), that keeps every
 comment, that a second run leaves unchanged, and that differs from the input
-only where a fix was reported. The fixer's own guard refuses fixes that would
+only where a fix was reported, and that has no line with trailing whitespace
+that the input did not have. The fixer's own guard refuses fixes that would
 break the first two; a refusal is a problem too (a rule wrote bad code: the
 guard must never be what keeps a file intact). "Where" is checked per line and per fix round
 (a fix may give rise to a finding in the next round): every line a round
 changed or deleted must lie in a statement holding a finding with a fix in the
-text that round started from, and every line it inserted elsewhere must be an
-import or the very expression of a fixed finding (a move hoisted out of a loop).
+text that round started from, or in an import statement (the fixer removes the
+imports whose last use a fix removed, and a block left empty gets `pass`), and
+every line it inserted elsewhere must be an import, `pass`, or the very
+expression of a fixed finding (a move hoisted out of a loop).
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -83,6 +87,7 @@ def check_fix_properties(
             outcome.problems.append(f"fixed source does not compile: {error}")
             return outcome
     outcome.problems.extend(_broken(result.module, first.source))
+    outcome.problems.extend(trailing_whitespace(source, first.source))
     second = fix_source(path, first.source, rules, settings, unsafe=True)
     if second.source != first.source:
         outcome.problems.append("not idempotent:\n" + _diff(first.source, second.source))
@@ -100,6 +105,17 @@ def check_fix_properties(
     if text != first.source:
         outcome.problems.append("rounds one by one end elsewhere:\n" + _diff(first.source, text))
     return outcome
+
+
+def trailing_whitespace(before: bytes, after: bytes) -> list[str]:
+    """Lines of `after` ending in whitespace that no line of `before` with the same text had (a
+    line moved to another indentation keeps its own)."""
+
+    def ending_in_space(text: bytes) -> Counter[str]:
+        return Counter(line.strip() for line in _lines(text) if line.rstrip("\r\n") != line.rstrip())
+
+    new = ending_in_space(after) - ending_in_space(before)
+    return [f"trailing whitespace after the fix: {line!r}" for line in sorted(new)]
 
 
 def _broken(original: cst.Module | None, fixed: bytes) -> list[str]:
@@ -156,6 +172,10 @@ def outside_findings(result: FileResult, before: bytes, after: bytes) -> list[st
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     regions: list[tuple[int, int]] = []
     moved: list[str] = []
+    for node in parents:
+        if isinstance(node, (cst.Import, cst.ImportFrom)):  # the fixer tidies imports a fix left unused
+            line = parents[node]
+            regions.append((positions[line].start.line, positions[line].end.line))
     for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True):
         if finding.fix is None or diagnostic.suppressed:
             continue
@@ -185,7 +205,9 @@ def outside_findings(result: FileResult, before: bytes, after: bytes) -> list[st
                 continue
             inserted = "".join(new[j1:j2])
             if all(
-                _IMPORT.match(line.strip()) or _DEVICE_DEFINITION.match(line.strip())
+                _IMPORT.match(line.strip())
+                or _DEVICE_DEFINITION.match(line.strip())
+                or line.strip() == "pass"
                 for line in new[j1:j2]
                 if line.strip()
             ):
@@ -193,7 +215,8 @@ def outside_findings(result: FileResult, before: bytes, after: bytes) -> list[st
             if any(text and text in _squash(inserted) for text in moved):
                 continue
             problems.append(f"inserted outside any finding before line {i1 + 1}: {inserted!r}")
-        elif not all(line in covered for line in range(i1 + 1, i2 + 1)):
+        # Changed or deleted: a blank line may go with a removed import (no more blank lines meet).
+        elif not all(line in covered or not old[line - 1].strip() for line in range(i1 + 1, i2 + 1)):
             problems.append(
                 f"changed lines {i1 + 1}-{i2} outside the fixed findings {regions}: "
                 f"{''.join(old[i1:i2])!r} -> {''.join(new[j1:j2])!r}"

@@ -7,7 +7,7 @@ import pytest
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Edit
 from torchdev_lint.engine import check_source
-from torchdev_lint.fixes import add_edits, apply_fixes
+from torchdev_lint.fixes import add_edits, apply_fixes, tidy_for
 from torchdev_lint.positions import LineIndex
 from torchdev_lint.rule import Invalid, Rule, all_rules, rules_by_code
 
@@ -41,7 +41,7 @@ def test_each_fix_edit_makes_exactly_the_fix(rule: type[Rule], example: Invalid)
         if finding.fix is None:
             continue
         assert diagnostic.fix is not None and diagnostic.fix.edits
-        expected = apply_fixes(result.module, [finding.fix]).code
+        expected = apply_fixes(result.module, [finding.fix], tidy_for(result)).code
         assert apply_edits(source, diagnostic.fix.edits) == expected
 
 

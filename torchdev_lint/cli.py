@@ -19,11 +19,13 @@ from torchdev_lint.config import (
     FileConfig,
     Settings,
     codes_for,
+    configured_line_length,
     did_you_mean,
     find_config,
     load_config,
     oldest_python,
     parse_version,
+    search_start,
     select_codes,
     select_rules,
     validate_selectors,
@@ -220,6 +222,7 @@ def _plan(args: argparse.Namespace, config: FileConfig, fix: bool) -> _Plan:
         settings=Settings(
             target_torch_version=version or Settings.target_torch_version,
             device_policy=config.device_policy or Settings.device_policy,
+            line_length=_line_length(args),
         ),
         unsafe_fixes=unsafe,
         fix=fix,
@@ -227,6 +230,15 @@ def _plan(args: argparse.Namespace, config: FileConfig, fix: bool) -> _Plan:
         with_edits=args.format in ("json", "sarif") or args.show_fixes,
         cache=cache,
     )
+
+
+def _line_length(args: argparse.Namespace) -> int | None:
+    """The project's line length, looked for as the settings are: from the folder of `--config`,
+    else of the checked paths; none with `--isolated`."""
+    if args.isolated:
+        return None
+    start = os.path.dirname(os.path.abspath(args.config)) if args.config else search_start(args.paths)
+    return configured_line_length(start)
 
 
 def _options(

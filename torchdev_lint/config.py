@@ -31,6 +31,9 @@ class Settings:
     target_torch_version: tuple[int, int] = (2, 6)
     # "portable": code should run without CUDA; "cuda-only": the project never runs without a GPU.
     device_policy: str = "portable"
+    # The line length the project's formatter keeps to (`configured_line_length`), or None: the
+    # fixer wraps the calls its fixes make longer than it. Read by the fixer, not by the rules.
+    line_length: int | None = None
 
     @classmethod
     def from_mapping(cls, values: dict[str, object]) -> Settings:
@@ -41,6 +44,9 @@ class Settings:
         policy = values.get("device_policy")
         if policy is not None:
             settings = dataclasses.replace(settings, device_policy=parse_device_policy(policy))
+        length = values.get("line_length")
+        if isinstance(length, int):
+            settings = dataclasses.replace(settings, line_length=length)
         return settings
 
 
@@ -213,14 +219,7 @@ def find_config(paths: Sequence[str]) -> str | None:
     Like ruff, the search starts at the folder holding all checked paths, so
     running from a subfolder or naming files finds the project's settings.
     """
-    absolute = [os.path.abspath(p) for p in paths] or [os.getcwd()]
-    try:
-        start = os.path.commonpath(absolute)
-    except ValueError:  # paths on different drives
-        start = os.getcwd()
-    if not os.path.isdir(start):
-        start = os.path.dirname(start)
-    directory = start
+    directory = search_start(paths)
     while True:
         candidate = os.path.join(directory, "pyproject.toml")
         if os.path.isfile(candidate):
@@ -235,6 +234,96 @@ def find_config(paths: Sequence[str]) -> str | None:
         if parent == directory:
             return None
         directory = parent
+
+
+def search_start(paths: Sequence[str]) -> str:
+    """The folder holding all of `paths` (the current one for none), where searches for settings start."""
+    absolute = [os.path.abspath(p) for p in paths] or [os.getcwd()]
+    try:
+        start = os.path.commonpath(absolute)
+    except ValueError:  # paths on different drives
+        start = os.getcwd()
+    return start if os.path.isdir(start) else os.path.dirname(start)
+
+
+# Where formatters and linters keep a line length, per tool in the order each tool reads its files
+# in one folder: (file, section, key); section "" is the top level of a TOML file.
+_LINE_LENGTHS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "ruff": (
+        (".ruff.toml", "", "line-length"),
+        ("ruff.toml", "", "line-length"),
+        ("pyproject.toml", "ruff", "line-length"),
+    ),
+    "black": (("pyproject.toml", "black", "line-length"),),
+    "flake8": (
+        ("setup.cfg", "flake8", "max-line-length"),
+        ("tox.ini", "flake8", "max-line-length"),
+        (".flake8", "flake8", "max-line-length"),
+    ),
+}
+
+
+# Every file `configured_line_length` may read, for callers that cache its answer by their stamps.
+LINE_LENGTH_FILES = tuple(dict.fromkeys(name for places in _LINE_LENGTHS.values() for name, _, _ in places))
+
+
+def configured_line_length(start: str) -> int | None:
+    """The line length the project keeps to, for fixes to wrap what they make longer: the smallest
+    of ruff's `line-length` (`.ruff.toml`, `ruff.toml`, `[tool.ruff]`), black's (`[tool.black]`)
+    and flake8's `max-line-length` (`[flake8]` of `setup.cfg`, `tox.ini`, `.flake8`), each read
+    from the nearest folder at or above `start` holding that tool's settings, as the tool reads
+    them (a ruff configuration without `line-length` means ruff's default, not a parent's). None
+    when no tool sets one. Files that cannot be read or parsed are skipped: they are another
+    tool's to report."""
+    found: list[int] = []
+    for places in _LINE_LENGTHS.values():
+        directory = os.path.abspath(start)
+        while True:
+            configured = _tool_setting(directory, places)
+            if configured is not None:
+                if configured[0] is not None:
+                    found.append(configured[0])
+                break
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
+    return min(found, default=None)
+
+
+def _tool_setting(directory: str, places: Sequence[tuple[str, str, str]]) -> tuple[int | None] | None:
+    """(the line length or None) from the first of a tool's files in `directory` that configures the
+    tool; None when none does."""
+    for name, section, key in places:
+        path = os.path.join(directory, name)
+        if not os.path.isfile(path):
+            continue
+        if name.endswith(".toml"):
+            try:
+                data: dict[str, object] | None = _load_toml(path)
+            except ConfigError:
+                continue
+            table = data if not section else (_section(data, section) if data is not None else None)
+        else:
+            table = _ini_section(path, section)
+        if table is None:
+            continue
+        value = table.get(key, table.get(key.replace("-", "_")))
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        return (value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None,)
+    return None
+
+
+def _ini_section(path: str, section: str) -> dict[str, object] | None:
+    import configparser
+
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read(path, encoding="utf-8")
+    except (configparser.Error, OSError, UnicodeDecodeError):
+        return None
+    return dict(parser.items(section)) if parser.has_section(section) else None
 
 
 def load_config(path: str, *, required: bool = False) -> FileConfig:

@@ -16,10 +16,16 @@ non-blocking): such follow-ups are fixed in later rounds too and counted
 apart. Before a round's result is kept, `grammar.guard_problem` checks it: a
 fix that would break the file (not parse on the oldest supported Python,
 drop a comment) is left out and its finding reported as not fixed, with why.
+
+Around a round's fixes the fixer tidies what they leave (`Tidy`): imports
+whose last use they removed go (`fix_imports`), and calls they make too long
+for the project's line length are wrapped (`fix_wrap`). The text edits a fix
+reports include both, so an editor applying them gets what `--fix` writes.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -29,6 +35,8 @@ from torchdev_lint.analysis.project_facts import FileFacts
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
 from torchdev_lint.engine import FileResult, Finding, check_module, check_source
+from torchdev_lint.fix_imports import imported_names, names_read, remove_unused_imports
+from torchdev_lint.fix_wrap import too_long, wrap_long_calls
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion, Survey, guard_problem
 from torchdev_lint.positions import LineIndex, Point
 from torchdev_lint.rule import Fix, Rule
@@ -74,11 +82,11 @@ def _with_reason(diagnostic: Diagnostic, reason: str | None) -> Diagnostic:
 
 
 class _Replacer(cst.CSTTransformer):
-    """Applies fixes in one transform and remembers what each original node became, to follow
-    findings across rounds."""
+    """Replaces nodes (by id) in one transform and remembers what each original node became, to
+    follow findings across rounds."""
 
-    def __init__(self, fixes: Sequence[Fix]) -> None:
-        self.replacements = {id(old): new for fix in fixes for old, new in fix.replacements.items()}
+    def __init__(self, replacements: Mapping[int, object]) -> None:
+        self.replacements = replacements
         self.became: dict[int, object] = {}
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
@@ -93,48 +101,137 @@ class _Replacer(cst.CSTTransformer):
         return None
 
 
-def _apply(module: cst.Module, fixes: Sequence[Fix]) -> tuple[cst.Module, _Replacer]:
-    replacer = _Replacer(fixes)
-    return module.visit(replacer), replacer
+@dataclass(frozen=True)
+class Tidy:
+    """What the fixer tidies around the fixes of one file: `imports`, remove the imports whose
+    last use they removed (not in a package's `__init__.py` or a stub, whose imports are its
+    interface); `line_length`, wrap the calls they make longer than it (`fix_wrap`), judged
+    against the text they apply to (`positions` of the replaced nodes and `lines`)."""
+
+    imports: bool = True
+    line_length: int | None = None
+    positions: Mapping[int, tuple[Point, Point]] = field(default_factory=dict)
+    lines: LineIndex | None = None
 
 
-def apply_fixes(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
-    """Apply non-overlapping fixes in one transform."""
-    return _apply(module, fixes)[0]
+def tidy_for(result: FileResult, settings: Settings | None = None) -> Tidy:
+    """How to tidy the fixes of a check's findings (settings: the check's own by default)."""
+    name = os.path.basename(result.path)
+    settings = settings or result.settings
+    return Tidy(
+        imports=name != "__init__.py" and not name.endswith(".pyi"),
+        line_length=settings.line_length if settings is not None else None,
+        positions=result.positions,
+        lines=result.lines,
+    )
 
 
-def add_edits(result: FileResult) -> None:
+Became = dict[int, object]  # by id of a node of the tree fixes applied to: the node it became
+
+
+def _apply(module: cst.Module, fixes: Sequence[Fix], tidy: Tidy | None = None) -> tuple[cst.Module, Became]:
+    replacer = _Replacer(
+        {id(old): _parenthesized(old, new) for fix in fixes for old, new in fix.replacements.items()}
+    )
+    fixed = module.visit(replacer)
+    became = replacer.became
+    if tidy is None:
+        return fixed, became
+    limit, lines = tidy.line_length, tidy.lines
+    long = too_long(module, fixes, tidy.positions, lines, limit) if limit is not None and lines else []
+    if long and limit is not None:
+        wrapped = wrap_long_calls(fixed, [became[id(old)] for old in long], set(became), limit)
+        if wrapped:
+            rewrap = _Replacer({id(call): new for call, new in wrapped.items()})
+            fixed = fixed.visit(rewrap)
+            became = _composed(became, rewrap.became)
+    if tidy.imports:
+        replaced = [old for fix in fixes for old in fix.replacements]
+        gone = names_read(replaced) - names_read(new for fix in fixes for new in fix.replacements.values())
+        candidates = gone & imported_names(module) if gone else set()
+        removed = remove_unused_imports(module, fixed, became, candidates) if candidates else None
+        if removed is not None:
+            fixed, later = removed
+            became = _composed(became, later)
+    return fixed, became
+
+
+def _parenthesized(old: cst.CSTNode, new: object) -> object:
+    """`new` in the parentheses of the expression it replaces, where it has none of its own: the
+    parentheses lie outside the replaced span (`(` / `x.to(d)` / `)` keeps its lines)."""
+    if (
+        isinstance(old, cst.BaseExpression)
+        and old.lpar
+        and isinstance(new, cst.BaseExpression)
+        and not new.lpar
+        and not isinstance(new, (cst.StarredElement, cst.Param))
+    ):
+        return new.with_changes(lpar=old.lpar, rpar=old.rpar)
+    return new
+
+
+def _composed(first: Became, second: Became) -> Became:
+    """What each node became through two transforms (`second` applied to `first`'s result)."""
+    return {key: second.get(id(node), node) for key, node in first.items()}
+
+
+def _tidies(module: cst.Module, fix: Fix, tidy: Tidy) -> bool:
+    """Whether tidying may change what the fix alone writes (cheap: the text around it, names)."""
+    limit, lines = tidy.line_length, tidy.lines
+    if limit is not None and lines is not None and too_long(module, [fix], tidy.positions, lines, limit):
+        return True
+    if not tidy.imports:
+        return False
+    gone = names_read(fix.replacements) - names_read(fix.replacements.values())
+    return bool(gone and gone & imported_names(module))
+
+
+def apply_fixes(module: cst.Module, fixes: Sequence[Fix], tidy: Tidy | None = None) -> cst.Module:
+    """Apply non-overlapping fixes in one transform (then tidy, see `Tidy`)."""
+    return _apply(module, fixes, tidy)[0]
+
+
+def add_edits(result: FileResult, settings: Settings | None = None) -> None:
     """Give each fix of a check its text edits (`check_source` leaves them out: computing them
-    re-generates code once per fix, and only JSON, SARIF and fix previews show them)."""
+    re-generates code once per fix, and only JSON, SARIF and fix previews show them), tidied as
+    the fixer tidies it alone (`Tidy`; settings: the check's own by default)."""
     module, lines = result.module, result.lines
     if module is None or lines is None:
         return
+    tidy = tidy_for(result, settings)
     result.diagnostics = [
         diagnostic
         if finding.fix is None or diagnostic.fix is None
         else replace(
             diagnostic,
-            fix=replace(diagnostic.fix, edits=fix_edits(module, finding.fix, result.positions, lines)),
+            fix=replace(diagnostic.fix, edits=fix_edits(module, finding.fix, result.positions, lines, tidy)),
         )
         for finding, diagnostic in zip(result.findings, result.diagnostics, strict=True)
     ]
 
 
 def fix_edits(
-    module: cst.Module, fix: Fix, positions: Mapping[int, tuple[Point, Point]], lines: LineIndex
+    module: cst.Module,
+    fix: Fix,
+    positions: Mapping[int, tuple[Point, Point]],
+    lines: LineIndex,
+    tidy: Tidy | None = None,
 ) -> tuple[Edit, ...]:
-    """The text edits a fix makes.
+    """The text edits a fix makes (tidied as the fixer tidies it alone, with `tidy`).
 
     An expression replaced by another one-line expression is an edit of the
     old one's span, generated from the new node alone. A fix that adds, removes or
     replaces statements (whose text depends on indentation and the lines
-    around them) is found by diffing the code before and after applying it.
+    around them), or that tidying changes, is found by diffing the code before
+    and after applying it.
     """
+    if tidy is not None and _tidies(module, fix, tidy):
+        return _diffed_edits(module, fix, lines, tidy)
     edits = []
     for old, new in fix.replacements.items():
         text = _expression_text(module, old, new)
         if text is None:
-            return _diffed_edits(module, fix, lines)
+            return _diffed_edits(module, fix, lines, tidy)
         start, end = positions[id(old)]
         edits.append(_edit(lines, start, end, text))
     return tuple(sorted(edits, key=lambda edit: (edit.line, edit.column)))
@@ -144,17 +241,17 @@ def _expression_text(module: cst.Module, old: cst.CSTNode, new: object) -> str |
     """The code that replaces `old`'s span (which excludes its parentheses), or None if not an expression."""
     if not isinstance(old, cst.BaseExpression) or not isinstance(new, cst.BaseExpression):
         return None
-    if new.lpar != old.lpar or new.rpar != old.rpar:
-        return None  # parentheses changed: they lie outside the span
+    if new.lpar and (new.lpar != old.lpar or new.rpar != old.rpar):
+        return None  # parentheses changed: they lie outside the span (none: the old ones stay)
     text = module.code_for_node(new.with_changes(lpar=(), rpar=()))
     if "\n" in text or "\r" in text:
         return None  # continuation lines are indented by the block around them: generate in place
     return text
 
 
-def _diffed_edits(module: cst.Module, fix: Fix, lines: LineIndex) -> tuple[Edit, ...]:
+def _diffed_edits(module: cst.Module, fix: Fix, lines: LineIndex, tidy: Tidy | None) -> tuple[Edit, ...]:
     before = module.code
-    after = apply_fixes(module, [fix]).code
+    after = apply_fixes(module, [fix], tidy).code
     start = 0
     limit = min(len(before), len(after))
     while start < limit and before[start] == after[start]:
@@ -189,9 +286,9 @@ class _Ledger:
         return self.records[_key(finding)]
 
     def advance(
-        self, before: FileResult, applied: Sequence[Finding], tracker: _Replacer, after: FileResult
+        self, before: FileResult, applied: Sequence[Finding], became: Became, after: FileResult
     ) -> None:
-        self._alive.append((before, tracker))
+        self._alive.append((before, became))
         done = {id(finding) for finding in applied}
         carried: dict[tuple[str, int], _Record] = {}
         for finding in before.findings:
@@ -199,9 +296,9 @@ class _Ledger:
                 continue
             record = self.record(finding)
             carried[(finding.rule.code, id(finding.node))] = record
-            became = tracker.became.get(id(finding.node))
-            if became is not None:
-                carried[(finding.rule.code, id(became))] = record
+            node = became.get(id(finding.node))
+            if node is not None:
+                carried[(finding.rule.code, id(node))] = record
         self.records = {_key(f): carried.get(_key(f)) or _Record(follow_up=True) for f in after.findings}
 
 
@@ -243,7 +340,10 @@ def fix_source(
                 if applied == 0 and result.module.bytes != source:
                     # LibCST drops form feeds and a final lone CR: writing would change other lines.
                     raise SourceError(path, "cannot fix: LibCST does not reproduce this file exactly")
-                module, tracker, kept = _apply_guarded(result.module, chosen, ledger, oldest_python, guard)
+                tidy = tidy_for(result, settings)
+                module, became, kept = _apply_guarded(
+                    result.module, chosen, ledger, oldest_python, guard, tidy
+                )
                 if not kept:
                     continue  # every chosen fix was refused (and recorded so): choose again
                 rounds += 1
@@ -252,7 +352,7 @@ def fix_source(
                 applied += len(kept)
                 follow_ups += sum(ledger.record(finding).follow_up for finding in kept)
                 after = check_module(path, module, rules, settings, project=project)
-                ledger.advance(result, kept, tracker, after)
+                ledger.advance(result, kept, became, after)
                 result = after
         new_source = source if applied == 0 or result.module is None else result.module.bytes
     except RecursionError:  # LibCST's transformer and code generation recurse
@@ -292,20 +392,21 @@ def _follow_ups(
 ) -> dict[int, tuple[Diagnostic, ...]]:
     """By id of a finding of `result`: the findings its fix alone gives rise to (only where any fix does)."""
     ledger = _Ledger(result)
+    tidy = tidy_for(result, settings)
     chosen, _ = _choose(result, ledger, unsafe=True)
-    together, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
+    together, became = _apply(module, [f.fix for f in chosen if f.fix is not None], tidy)
     after = check_module(result.path, together, rules, settings, project=result.project)
-    ledger.advance(result, chosen, tracker, after)
+    ledger.advance(result, chosen, became, after)
     if not _new_findings(after, ledger):
         return {}
     caused = {}
     for finding in chosen:
         assert finding.fix is not None
-        alone, tracker = _apply(module, [finding.fix])
+        alone, became = _apply(module, [finding.fix], tidy)
         after = check_module(result.path, alone, rules, settings, project=result.project)
-        add_edits(after)
+        add_edits(after, settings)
         own = _Ledger(result)
-        own.advance(result, [finding], tracker, after)
+        own.advance(result, [finding], became, after)
         caused[id(finding)] = tuple(_new_findings(after, own))
     return caused
 
@@ -352,35 +453,36 @@ def _apply_guarded(
     ledger: _Ledger,
     oldest: PythonVersion,
     guard: Callable[[str], str | None] | None = None,
-) -> tuple[cst.Module, _Replacer, list[Finding]]:
+    tidy: Tidy | None = None,
+) -> tuple[cst.Module, Became, list[Finding]]:
     """Apply the chosen fixes, leaving out those that break the file; refused findings are recorded."""
     before = Survey(module, oldest)
 
     def problem_of(fixed: cst.Module) -> str | None:
         return (guard(fixed.code) if guard is not None else None) or guard_problem(before, fixed, oldest)
 
-    fixed, tracker = _apply(module, [f.fix for f in chosen if f.fix is not None])
+    fixed, became = _apply(module, [f.fix for f in chosen if f.fix is not None], tidy)
     if problem_of(fixed) is None:
-        return fixed, tracker, chosen
+        return fixed, became, chosen
     # Find the culprits: first each fix alone, then (for fixes that only break together) one by one.
     kept: list[Finding] = []
     for finding in chosen:
         assert finding.fix is not None
-        problem = problem_of(_apply(module, [finding.fix])[0])
+        problem = problem_of(_apply(module, [finding.fix], tidy)[0])
         if problem is None:
             kept.append(finding)
         else:
             ledger.record(finding).not_applied = problem
-    fixed, tracker = _apply(module, [f.fix for f in kept if f.fix is not None])
+    fixed, became = _apply(module, [f.fix for f in kept if f.fix is not None], tidy)
     if problem_of(fixed) is not None:
         together: list[Finding] = []
         for finding in kept:
             trial = [f.fix for f in (*together, finding) if f.fix is not None]
-            problem = problem_of(_apply(module, trial)[0])
+            problem = problem_of(_apply(module, trial, tidy)[0])
             if problem is None:
                 together.append(finding)
             else:
                 ledger.record(finding).not_applied = problem
         kept = together
-        fixed, tracker = _apply(module, [f.fix for f in kept if f.fix is not None])
-    return fixed, tracker, kept
+        fixed, became = _apply(module, [f.fix for f in kept if f.fix is not None], tidy)
+    return fixed, became, kept

@@ -11,7 +11,7 @@ from torchdev_lint.analysis.kinds import probably_module
 from torchdev_lint.analysis.scopes import module_reference
 from torchdev_lint.analysis.tensor_types import LegacyType, legacy_type, legacy_type_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import comments, positional, with_keyword
+from torchdev_lint.syntax import comments, positional, prepended, with_keyword
 
 _DATA = (cst.List, cst.Tuple, cst.ListComp)
 # `torch.set_default_device` first shipped in torch 2.0.
@@ -348,7 +348,11 @@ class LegacyTensorType(Rule):
         device = self._device(kind, node)
         if device is None:
             return None
-        call = cst.Call(func=cst.Attribute(value=torch, attr=cst.Name(factory)), args=node.args)
+        call = cst.Call(
+            func=cst.Attribute(value=torch, attr=cst.Name(factory)),
+            args=node.args,
+            whitespace_before_args=node.whitespace_before_args,  # the layout of the arguments stays
+        )
         if not args:
             call = call.with_changes(args=[cst.Arg(cst.Integer("0"))])
         call = with_keyword(call, "dtype", _dtype(torch, kind.dtype))
@@ -410,11 +414,11 @@ class LegacyTensorType(Rule):
         device = self._device(kind, node)
         if device is None:
             return None
-        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        dtype = cst.Arg(_dtype(torch, kind.dtype), comma=comma if rest else cst.MaybeSentinel.DEFAULT)
-        fixed = node.with_changes(
-            func=node.func.with_changes(attr=cst.Name("to")),
-            args=[cst.Arg(device, comma=comma), dtype, *rest],
+        # The type argument becomes the dtype where it stands, its comma and line breaks kept.
+        dtype = node.args[0].with_changes(value=_dtype(torch, kind.dtype))
+        fixed = prepended(
+            node.with_changes(func=node.func.with_changes(attr=cst.Name("to")), args=[dtype, *rest]),
+            cst.Arg(device),
         )
         # `.type(torch.cuda.T)` keeps a tensor on the GPU it is on, `.to("cuda")` moves it to the
         # current one; `Module.type` also casts integer buffers, `Module.to` does not.

@@ -9,7 +9,7 @@ import libcst as cst
 from torchdev_lint.analysis.scopes import dotted_name, module_reference
 from torchdev_lint.analysis.walk import walk
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import has_star, keyword, with_keyword
+from torchdev_lint.syntax import has_star, keyword, prepended, with_keyword
 
 # Deprecated spelling → the class of `torch.amp` that replaces it.
 _DEPRECATED = {
@@ -98,8 +98,9 @@ class DeprecatedCudaAmp(Rule):
         nor does `*args`. The fix writes `torch.amp....`, so it is offered only where the name
         `torch` (or the alias the file imports it as) is bound to the torch module, and where a
         string literal can be written (inside an f-string it takes the other quote); otherwise
-        the finding comes without a fix. An import of the old name that becomes unused stays in
-        place.
+        the finding comes without a fix. An import of the old name that the fix leaves unused
+        is removed with it (the fixer does so for every rule, see the README's fix section);
+        one still used elsewhere stays.
         """
     invalid = (
         Invalid(
@@ -139,7 +140,6 @@ class DeprecatedCudaAmp(Rule):
             lines=(5, 9, 11),
             fixed="""
             import torch
-            from torch.cuda.amp import autocast, GradScaler
 
             class Net(torch.nn.Module):
                 @torch.amp.autocast("cuda", dtype=torch.float16, cache_enabled=True)
@@ -167,7 +167,6 @@ class DeprecatedCudaAmp(Rule):
             lines=(3, 5, 6),
             fixed="""
             import torch as T
-            from torch.cuda import amp
             with T.amp.autocast("cuda", enabled=True, dtype=T.float16, cache_enabled=True):
                 pass
             scaler = T.amp.GradScaler("cuda", enabled=cuda)
@@ -187,6 +186,25 @@ class DeprecatedCudaAmp(Rule):
             import torch
             scaler = torch.cuda.amp.GradScaler()
             with torch.amp.autocast("cuda", dtype=torch.float16, cache_enabled=True):
+                pass
+            """,
+            settings={"target_torch_version": "2.1"},
+        ),
+        Invalid(
+            # An imported name the fix leaves unused leaves its import; one still used stays.
+            """
+            import torch
+            from torch.cuda.amp import autocast, GradScaler  # mixed precision
+            scaler = GradScaler()
+            with autocast(dtype=torch.bfloat16, cache_enabled=True):
+                pass
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+            from torch.cuda.amp import GradScaler  # mixed precision
+            scaler = GradScaler()
+            with torch.amp.autocast("cuda", dtype=torch.bfloat16, cache_enabled=True):
                 pass
             """,
             settings={"target_torch_version": "2.1"},
@@ -329,13 +347,13 @@ class DeprecatedCudaAmp(Rule):
         device = self.ctx.string("cuda", at=node)
         if torch_ref is None or device is None:
             return None
-        args = _new_arguments(node, new_name, device)
-        if args is None:
+        fixed = _new_arguments(node, new_name, device)
+        if fixed is None:
             return None
         func = cst.Attribute(
             value=cst.Attribute(value=torch_ref, attr=cst.Name("amp")), attr=cst.Name(new_name)
         )
-        fixed = node.with_changes(func=func, args=args)
+        fixed = fixed.with_changes(func=func)
         if new_name == "autocast":
             # The old class fixes these; the new one inherits them from an enclosing autocast.
             if keyword(fixed, "dtype") is None:
@@ -381,8 +399,8 @@ class DeprecatedCudaAmp(Rule):
         return found
 
 
-def _new_arguments(call: cst.Call, new_name: str, device: cst.SimpleString) -> list[cst.Arg] | None:
-    """`"cuda"` first, then the original arguments (autocast's positional ones as keywords)."""
+def _new_arguments(call: cst.Call, new_name: str, device: cst.SimpleString) -> cst.Call | None:
+    """The call with `"cuda"` first, then the original arguments (autocast's positional ones as keywords)."""
     if has_star(call, "*") or (new_name == "autocast" and has_star(call, "**")):
         return None
     rest = list(call.args)
@@ -397,10 +415,4 @@ def _new_arguments(call: cst.Call, new_name: str, device: cst.SimpleString) -> l
                     equal=cst.AssignEqual(whitespace_before=_NO_SPACE, whitespace_after=_NO_SPACE),
                 )
                 index += 1
-    first = cst.Arg(value=device)
-    if rest:
-        separator = call.whitespace_before_args
-        if not isinstance(separator, cst.ParenthesizedWhitespace):
-            separator = cst.SimpleWhitespace(" ")
-        first = first.with_changes(comma=cst.Comma(whitespace_after=separator))
-    return [first, *rest]
+    return prepended(call.with_changes(args=rest), cst.Arg(value=device))

@@ -18,7 +18,7 @@ from torchdev_lint.analysis.project_facts import FileFacts
 from torchdev_lint.config import ConfigError
 from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
 from torchdev_lint.engine import FileResult, Finding, check_source, parse
-from torchdev_lint.fixes import fix_edits, fix_source
+from torchdev_lint.fixes import fix_edits, fix_source, tidy_for
 from torchdev_lint.server.project import Project, Projects
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class Lint:
         finding, result = self.findings[index], self.result
         if finding.fix is None or result is None or result.module is None or result.lines is None:
             return ()
-        return fix_edits(result.module, finding.fix, result.positions, result.lines)
+        return fix_edits(result.module, finding.fix, result.positions, result.lines, tidy_for(result))
 
 
 @dataclass

@@ -16,16 +16,18 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torchdev_lint.analysis.project import ProjectIndex
 from torchdev_lint.analysis.project_facts import ProjectPass, project_pass
 from torchdev_lint.cache import FOLDER, ResultCache
 from torchdev_lint.config import (
+    LINE_LENGTH_FILES,
     ConfigError,
     FileConfig,
     Settings,
     codes_for,
+    configured_line_length,
     find_config,
     load_config,
     oldest_python,
@@ -68,6 +70,8 @@ class Projects:
         self._tables: dict[str | None, tuple[tuple[int, int] | None, _Table]] = {}
         self._passes: dict[str, ProjectPass] = {}
         self._scratch: str | None = None  # summaries of projects without a configured cache
+        # By folder: the line length found from there, with the stamps of the files it read.
+        self._line_lengths: dict[str, tuple[tuple[tuple[int, int] | None, ...], int | None]] = {}
 
     def project_pass(self, path: str, project: Project) -> ProjectPass:
         """Pass 1 over the project folder of the file at `path`, as `torchdev-lint check` run there
@@ -127,7 +131,24 @@ class Projects:
             codes = set(codes_for(path, [r.code for r in rules], config.per_file_ignores, config.root))
             rules = tuple(r for r in rules if r.code in codes)
             excluded = is_excluded(path, [*(config.exclude or ()), *config.extend_exclude], config.root)
-        return Project(config, rules, table.settings, table.oldest_python, excluded, table.cache_directory)
+        settings = table.settings
+        if path is not None:
+            settings = replace(settings, line_length=self._line_length(os.path.dirname(path)))
+        return Project(config, rules, settings, table.oldest_python, excluded, table.cache_directory)
+
+    def _line_length(self, folder: str) -> int | None:
+        """The line length fixes keep to in `folder` (`configured_line_length`), looked for again
+        only when one of the files it may read changed (a few `stat` calls per check)."""
+        folder = os.path.abspath(folder)
+        stamps = tuple(
+            _file_stamp(os.path.join(d, n)) for d in _folders_up(folder) for n in LINE_LENGTH_FILES
+        )
+        known = self._line_lengths.get(folder)
+        if known is not None and known[0] == stamps:
+            return known[1]
+        length = configured_line_length(folder)
+        self._line_lengths[folder] = (stamps, length)
+        return length
 
     def _table(self, config_path: str | None) -> _Table:
         stamp = _stamp(config_path)
@@ -161,6 +182,21 @@ def _stamp(path: str | None) -> tuple[int, int] | None:
         status = os.stat(path)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror or error}") from None
+    return status.st_mtime_ns, status.st_size
+
+
+def _folders_up(folder: str) -> list[str]:
+    found = [folder]
+    while os.path.dirname(found[-1]) != found[-1]:
+        found.append(os.path.dirname(found[-1]))
+    return found
+
+
+def _file_stamp(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
     return status.st_mtime_ns, status.st_size
 
 
