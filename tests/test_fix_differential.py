@@ -584,7 +584,102 @@ TDL203 = [
                 torch.linspace(0, 1, 7).to(device),  # not-safe
             )
         """,
-    )
+    ),
+    program(
+        "TDL203",
+        "casts-and-arithmetic",
+        """
+        import numpy as np
+        import torch
+
+        device = "cuda"
+
+
+        def case_casts_folded():  # zeros/ones/eye: the last cast becomes `dtype=`
+            n = 5
+            return (
+                torch.zeros(n).long().cuda(),  # safe-fix
+                torch.ones(2, 3).bool().to(device),  # safe-fix
+                torch.eye(3).half().float().to(device),  # safe-fix
+                torch.zeros(4).to(torch.int8).to(device, torch.float64),  # safe-fix
+                torch.ones(3).double().to(device, non_blocking=True),  # safe-fix
+                torch.zeros_like(torch.ones(2, 3).t()).int().cuda(),  # safe-fix
+            )
+
+
+        def case_casts_kept():  # other factories: made on the device, cast there
+            return (
+                torch.arange(300, dtype=torch.int32).byte().to(device),  # safe-fix
+                torch.full((3,), 7).float().cuda(),  # safe-fix
+                torch.full((2,), 300.7).half().to(device, torch.float64),  # safe-fix
+                torch.tensor(np.array([0.1, 1e-8, 65504.5, 1e39, -0.0])).float().to(device),  # safe-fix
+                torch.arange(0, 1, 0.1).long().cuda(),  # not-safe
+            )
+
+
+        def case_integer_arithmetic():
+            offset = len("abc")
+            return (
+                (torch.arange(6, dtype=torch.long) + offset).cuda(),  # safe-fix
+                (torch.arange(6, dtype=torch.int32) * 3 - 1).to(device),  # safe-fix
+                (2 * torch.arange(5, dtype=torch.int64)).to(device),  # safe-fix
+                (torch.arange(7, dtype=torch.long) // 2).cuda(),  # safe-fix
+                (torch.arange(7, dtype=torch.long) % -3).cuda(),  # safe-fix
+                (torch.full((3,), 3, dtype=torch.int64) * 2**62).cuda(),  # safe-fix
+                (torch.ones(3, dtype=torch.bool) + 2).to(device),  # safe-fix
+            )
+
+
+        def case_integer_overflow():
+            return (torch.zeros(3, dtype=torch.uint8) + 300).to(device)  # safe-fix
+
+
+        def case_float_arithmetic():
+            scale = 0.1
+            return (
+                (torch.ones(4) * 0.5).to(device),  # safe-fix
+                (torch.ones(2, 2) * scale + 1e-8).cuda(),  # safe-fix
+                (torch.full((3,), 0.1) - 0.3).to(device),  # safe-fix
+                (torch.arange(5, dtype=torch.long) * 0.1).to(device),  # safe-fix
+                (torch.eye(3, dtype=torch.float64) * (1 / 3)).to(device),  # safe-fix
+                (1.5 - torch.zeros(3)).cuda(),  # safe-fix
+                (torch.ones(3) * 0.1).to(device, torch.float16),  # safe-fix
+            )
+
+
+        def case_unsafe_arithmetic():
+            n = torch.tensor(3).item()
+            return (
+                (torch.arange(6, dtype=torch.long) / 3).to(device),  # not-safe
+                (torch.ones(3) ** 0.5).cuda(),  # not-safe
+                (torch.ones(3) // 0.3).cuda(),  # not-safe
+                (torch.arange(6, dtype=torch.long) // n).to(device),  # not-safe
+                (torch.ones(3, dtype=torch.half) * 0.1).cuda(),  # not-safe
+                (torch.arange(6) + 1).cuda(),  # not-safe
+                (torch.randn(3) * 2).cuda(),  # not-safe
+            )
+
+
+        def case_zero_divisor():
+            zero = int("0")
+            return (torch.arange(4, dtype=torch.long) % zero).cuda()  # not-safe
+
+
+        def case_parentheses():
+            x = (torch.ones(3) + 1).cuda() * 2  # safe-fix
+            y = [(torch.zeros(2) - 1).cuda(), {"k": (torch.ones(1) * 3).to(device)}]  # safe-fix
+            return x, y, f"{(torch.zeros(2) + 1).cuda()}", f'{torch.zeros(2).long().cuda()}'
+
+
+        def case_cast_after_move():
+            return torch.zeros(3).cuda().long(), torch.arange(4, dtype=torch.int32).to(device).float()  # safe-fix
+
+
+        def case_not_numbers():
+            base = torch.ones(3)
+            return (torch.arange(3) + base).cuda(), (torch.ones(3) * base).to(device), torch.zeros(3).long().half()
+        """,
+    ),
 ]
 
 DTYPES = ["None", "torch.float64", "torch.float16", "torch.bfloat16", "torch.int64", "torch.bool"]

@@ -91,7 +91,7 @@ def created_on_device(
         return None
     if any(keyword(factory, name) is not None for name in _NO_FIX_FACTORY_KEYWORDS):
         return None
-    target = _move_arguments(move, scope, string)
+    target = move_arguments(move, scope, string)
     if target is None:
         return None
     device, dtype = target
@@ -182,7 +182,7 @@ def _same(value: cst.BaseExpression, given: cst.Arg | None) -> bool:
     return given is not None and value.deep_equals(given.value)
 
 
-def _move_arguments(
+def move_arguments(
     call: cst.Call, scope: Scope, string: Callable[[str, cst.CSTNode], cst.SimpleString | None]
 ) -> tuple[cst.BaseExpression, cst.BaseExpression | None] | None:
     """(device, dtype) of a `.to(...)`/`.cuda(...)` call, or None when it does more than that.

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TypeGuard
 
 import libcst as cst
 
 from torchdev_lint.analysis.parameters import passed_arguments
+from torchdev_lint.analysis.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.scopes import (
     Binding,
     Scope,
@@ -228,6 +230,55 @@ def probably_module(node: cst.BaseExpression, scope: Scope) -> bool:
     if not (module_by_syntax(node, scope, in_place_moves=True) or _named_like_module(node, scope)):
         return False
     return not contradicts_module(node, scope)
+
+
+def saved_module(
+    node: cst.BaseExpression, scope: Scope, parent: Callable[[cst.CSTNode], cst.CSTNode | None]
+) -> bool:
+    """`probably_module` for the object a `torch.save` call is given, where a name's `torch.load`
+    bindings veto only what their reason covers: the load's own result saved again
+    (`model = torch.load(p)` then `torch.save(model, out)`, often a dict). `parent` climbs from
+    `node` (a name) to its function.
+
+    A name that straight-line code binds to a module built here right before the save
+    (`model = nn.Sequential(...)`, a class of the file) is that module, whatever else the name is
+    bound to; one whose binding at the save is not known (branches) and that is bound both to
+    loads and to a module built here (a reload after the save, a resume branch) is judged by its
+    other bindings: one builds a module and none, nor a method called on it, says it is not one.
+    """
+    if probably_module(node, scope):
+        return True
+    if not isinstance(node, cst.Name):
+        return False
+    found = scope.lookup(node.value)
+    if found is None:
+        return False
+    owner, bindings = found
+    reaching = reaching_assignment(node, parent) if owner is scope.owner else None
+    if reaching is not None and reaching.value is not None and not is_self_move(reaching.value, node.value):
+        return constructs_module(reaching.value, owner)
+    kept = [b for b in bindings if b.value is None or not is_self_move(b.value, node.value)]
+    rest = [b for b in kept if b.value is None or not _loaded_whole(b.value, owner)]
+    return (
+        len(rest) < len(kept)
+        and any(_binding_is_module(b, owner) for b in rest)
+        and not any(_binding_is_not_module(b, owner) for b in rest)
+        and not any(
+            method in NON_MODULE_METHODS for method, _ in scope.owner.method_calls.get(node.value, ())
+        )
+    )
+
+
+def _loaded_whole(value: cst.BaseExpression, scope: Scope) -> bool:
+    """`torch.load(...)`, possibly moved or cast (`.to(d)`, `.eval()`): not an item of it."""
+    while isinstance(value, cst.Call):
+        func = value.func
+        if resolve(func, scope) == "torch.load":
+            return True
+        if not (isinstance(func, cst.Attribute) and func.attr.value in SAME_KIND_METHODS):
+            return False
+        value = func.value
+    return False
 
 
 def _named_like_module(node: cst.BaseExpression, scope: Scope) -> bool:

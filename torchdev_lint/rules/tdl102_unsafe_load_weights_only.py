@@ -9,6 +9,7 @@ import libcst as cst
 from torchdev_lint.analysis.checkpoint_loads import falls_back_after_safe_load, is_test_code, pickling_format
 from torchdev_lint.analysis.checkpoint_saves import SAVED_OBJECT, SavedFiles
 from torchdev_lint.analysis.host_loads import temporary_of_object
+from torchdev_lint.analysis.own_files import Identity, OwnFiles, identity
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
@@ -41,11 +42,22 @@ class UnsafeLoadWeightsOnly(Rule):
         before 2.6 the default was `False`. (Calls passing `**kwargs` are left alone, and so are
         loads in tests (`test_*.py`, `*_test.py`, `conftest.py`, or `test_*` functions of a
         module that imports pytest or unittest), which read back files they have just written,
-        and loads of what the program itself has just serialized: a path the same function
+        and loads of what the program itself has serialized: a path the same function
         has saved to, an in-memory `io.BytesIO` buffer read by the class (or function) that
-        saves into such buffers, or a `self.<attr>` file that the class's `__del__` removes and
+        saves into such buffers, a `self.<attr>` file that the class's `__del__` removes and
         that the file writes for it (a method saves to `self.<attr>`, or a function saves to a
-        path and passes that path to the class's constructor).) A load in an `except` handler
+        path and passes that path to the class's constructor), or a file that the module saves
+        to elsewhere under the same identity: the same literal path or constant of the file
+        (`"runs/whole_net.pt"`, `GRAPH_SNAPSHOT`), a path with the same distinctive literal
+        word, constant or configuration key (`os.path.join(out, "ema_full.pt")`,
+        `cfg.vocab_cache`), or the same path of `self` attributes in one class (`self.resume_file`,
+        written by one method and read by another); a file opened on a path
+        (`with open(p, "wb") as f:`, `with atomic_write(p) as tmp:`) stands for the path.)
+        A generic name is never the identity of a file: a save to the `path` (`f`, `filename`,
+        `ckpt_path`, `checkpoint_path`, `fname`...) parameter of one function says nothing of a
+        load of another function's `path`, nor does a generic file name
+        (`os.path.join(d, "model.pt")`, `args.output`), which any other program may have written.
+        A load in an `except` handler
         of a `try` whose body loads the same path expression with `weights_only=True` is left
         alone: the program tried the safe load first and falls back only when it failed (a
         fallback reading another path, or after a try that was not a safe load, is flagged).
@@ -60,17 +72,35 @@ class UnsafeLoadWeightsOnly(Rule):
         arbitrary code on your machine with your permissions. `weights_only=True` restricts
         unpickling to tensors, primitive types and dicts/lists of them, which is all a state
         dict needs. PyTorch made it the default in 2.6; code that must also run on older
-        releases has to say so explicitly.
+        releases has to say so explicitly. A file that the same module writes, named the same
+        way where it is read, is the program's own output; one whole-module save to some
+        `path` does not make every load of a `path` in the file one of those.
 
         ## Example
         ```python
         state = torch.load("model.pt", weights_only=False)
         ```
 
+        ```python
+        def export(net, path):
+            torch.save(net, path)  # a whole module
+
+        def restore(path):  # another `path`: any file at all
+            return torch.load(path, weights_only=False)
+        ```
+
         ## Use instead
         ```python
         state = torch.load("model.pt", map_location="cpu", weights_only=True)
         model.load_state_dict(state)
+        ```
+
+        ```python
+        def export(net, path):
+            torch.save(net.state_dict(), path)
+
+        def restore(net, path):
+            net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         ```
 
         ## Fix safety
@@ -246,6 +276,61 @@ class UnsafeLoadWeightsOnly(Rule):
                 return Reader(path)
             """,
         ),
+        # A generic name is no file's identity: one function's `path` (saved whole, from host
+        # memory) is not another's; a generic file name may be anyone's; another class's attribute.
+        Invalid(
+            """
+            import os
+            import torch
+
+            def export_whole(net, path):
+                torch.save(net.cpu(), path)
+
+            def import_whole(path):
+                return torch.load(path, map_location="cpu", weights_only=False)
+
+            def stash_encoder(encoder, out_dir):
+                with open(os.path.join(out_dir, "net.pth"), "wb") as fh:
+                    torch.save(encoder, fh)
+
+            def fetch_encoder(src_dir):
+                return torch.load(os.path.join(src_dir, "net.pth"), weights_only=False)
+
+            class Publisher:
+                def persist(self, package):
+                    torch.save(package, self.ckpt_file)
+
+            class Subscriber:
+                def restore(self):
+                    return torch.load(self.ckpt_file, weights_only=False)
+            """,
+            lines=(8, 15, 23),
+            fixed="""
+            import os
+            import torch
+
+            def export_whole(net, path):
+                torch.save(net.cpu(), path)
+
+            def import_whole(path):
+                return torch.load(path, map_location="cpu", weights_only=True)
+
+            def stash_encoder(encoder, out_dir):
+                with open(os.path.join(out_dir, "net.pth"), "wb") as fh:
+                    torch.save(encoder, fh)
+
+            def fetch_encoder(src_dir):
+                return torch.load(os.path.join(src_dir, "net.pth"), weights_only=True)
+
+            class Publisher:
+                def persist(self, package):
+                    torch.save(package, self.ckpt_file)
+
+            class Subscriber:
+                def restore(self):
+                    return torch.load(self.ckpt_file, weights_only=True)
+            """,
+        ),
     )
     valid = (
         Valid(
@@ -377,27 +462,78 @@ class UnsafeLoadWeightsOnly(Rule):
                 assert ckpt["epoch"] == 1
             """
         ),
+        # Files the module itself writes, named the same way at both ends: a literal path, a
+        # constant of the file, a distinctive file name or configuration key, the same `self`
+        # attribute in one class (written through an atomic-write helper).
+        Valid(
+            """
+            import os
+            import torch
+
+            GRAPH_SNAPSHOT = "snapshots/latest.pkl"
+
+            def keep_full(net):
+                torch.save(net, "exp/whole_net.pt")
+
+            def reopen_full():
+                return torch.load("exp/whole_net.pt", weights_only=False)
+
+            def dump_graph(graph):
+                torch.save(graph, GRAPH_SNAPSHOT)
+
+            def undump_graph():
+                return torch.load(GRAPH_SNAPSHOT, weights_only=False)
+
+            def write_vocab(vocab, cfg):
+                with open(cfg.vocab_cache, "wb") as fh:
+                    torch.save(vocab, fh)
+
+            def read_vocab(cfg):
+                return torch.load(cfg.vocab_cache, weights_only=False)
+
+            def stash_teacher(teacher, out):
+                torch.save(teacher, os.path.join(out, "ema_teacher_full.pt"))
+
+            def fetch_teacher(src):
+                return torch.load(os.path.join(src, "ema_teacher_full.pt"), weights_only=False)
+
+            class Experiment:
+                def __init__(self, folder):
+                    self.resume_file = folder / "resume.th"
+
+                def _serialize(self, package):
+                    with replace_atomically(self.resume_file) as tmp:
+                        torch.save(package, tmp)
+
+                def _restore(self):
+                    return torch.load(self.resume_file, "cpu", weights_only=False)
+            """
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self.saved = SavedFiles()
-        # Findings judged once the file is known: it may serialize into buffers after the load,
-        # or save the temporary file of an object that loads it; the last item says it is one.
-        self.pending: list[tuple[cst.Call, Scope, str | None, Fix | None, bool]] = []
+        self.own = OwnFiles()
+        # Findings judged once the file is known: it may save the file later, serialize into
+        # buffers after the load, or save the temporary file of an object that loads it. Each
+        # with the identity of the file read (`own_files.identity`) and whether it is such a
+        # temporary file.
+        self.pending: list[tuple[cst.Call, Scope, str | None, Fix | None, Identity | None, bool]] = []
 
     def _pend(self, node: cst.Call, message: str | None = None, fix: Fix | None = None) -> None:
         path = argument(node, 0, "f")
         temporary = path is not None and temporary_of_object(path.value, self.ctx.ancestors)
-        self.pending.append((node, self.ctx.scope, message, fix, temporary))
+        found = None if path is None else identity(path.value, self.ctx.scope, self.ctx.ancestors)
+        self.pending.append((node, self.ctx.scope, message, fix, found, temporary))
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":
             return
-        for call, load_scope, message, fix, temporary in self.pending:
+        for call, load_scope, message, fix, found, temporary in self.pending:
             path = argument(call, 0, "f")
             if path is None or not (
-                self.saved.read_back("torch.load", path.value, load_scope)
+                self.own.reads_own_file(path.value, load_scope, found)
                 or (temporary and self.saved.written_for_object(path.value, load_scope))
             ):
                 self.report(call, message, fix)
@@ -407,6 +543,9 @@ class UnsafeLoadWeightsOnly(Rule):
         name = self.ctx.qualname(node.func)
         if name in SAVED_OBJECT:
             self.saved.note(node, name, self.ctx)
+            path = argument(node, 1, "f")
+            if path is not None:
+                self.own.note_save(path.value, self.ctx)
             return
         if name != "torch.load":
             return

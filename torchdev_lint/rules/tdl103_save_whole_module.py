@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.kinds import probably_module
+from torchdev_lint.analysis.kinds import saved_module
+from torchdev_lint.analysis.reaching_bindings import parents_along
 from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, method_call
@@ -36,11 +38,19 @@ class SaveWholeModule(Rule):
         subclass (`torch.nn.*`, a class of the file deriving from `nn.Module`, a
         `torchvision.models` factory), used as a module in the same function (`.eval()`,
         `.parameters()`, a bare `model.to(device)` statement...), or named like one (`model`,
-        `net`, `self.model`, `teacher_model`) and bound to nothing that is a dict, a tensor, a
-        `state_dict()` or a `torch.load` result. A parameter named like a model that the function
+        `net`, `self.model`, `teacher_model`) and bound to nothing that is a dict, a tensor or a
+        `state_dict()`. A parameter named like a model that the function
         reads as a dict or tensor (a string key, `model["infos"]`; a dict or tensor method,
         `model.items()`), or passes to a function of the same file that does, is data, not a
         module: its save is left alone. A module built in the function is flagged all the same.
+
+        A `torch.load` result saved again (`model = torch.load(p)`, then `torch.save(model, out)`:
+        often a dict being converted) is left alone, but only that: a name bound to a module built
+        in the program (`nn.Sequential(...)`, a class of the file) is flagged where that module
+        reaches the save, even when the name is also bound to a `torch.load` result, later (the
+        file reopened after the save) or in another branch (`model = torch.load(p) if resume else
+        Net()` written as an `if`). Where straight-line code shows which binding reaches the save,
+        that binding decides.
 
         ## Why it matters
         Saving a module pickles the object: its class is stored by import path, so the file only
@@ -55,6 +65,7 @@ class SaveWholeModule(Rule):
         model = Net().to(device)
         train(model)
         torch.save(model, "model.pt")
+        model = torch.load("model.pt", weights_only=False)  # does not hide the save above
         ```
 
         ## Use instead
@@ -228,8 +239,74 @@ class SaveWholeModule(Rule):
                 torch.save(clf.state_dict(), path)
             """,
         ),
+        # A module built here, then reopened from the file (or loaded in another branch): the
+        # load does not say what the built module is.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class Pooler(nn.Module):
+                def forward(self, x):
+                    return x.mean(1)
+
+            def snapshot_then_reopen(dest):
+                stack = nn.Sequential(nn.Conv1d(1, 4, 3), nn.GELU())
+                torch.save(stack, dest)
+                stack = torch.load(dest, weights_only=False)
+                return stack
+
+            def warm_start(resume, dest):
+                if resume:
+                    pool = torch.load(dest, map_location="cpu", weights_only=False)
+                else:
+                    pool = Pooler()
+                torch.save(pool, dest)
+            """,
+            lines=(10, 19),
+            fixed="""
+            import torch
+            from torch import nn
+
+            class Pooler(nn.Module):
+                def forward(self, x):
+                    return x.mean(1)
+
+            def snapshot_then_reopen(dest):
+                stack = nn.Sequential(nn.Conv1d(1, 4, 3), nn.GELU())
+                torch.save(stack.state_dict(), dest)
+                stack = torch.load(dest, weights_only=False)
+                return stack
+
+            def warm_start(resume, dest):
+                if resume:
+                    pool = torch.load(dest, map_location="cpu", weights_only=False)
+                else:
+                    pool = Pooler()
+                torch.save(pool.state_dict(), dest)
+            """,
+        ),
     )
     valid = (
+        # What reaches the save is the load itself: a file re-saved, whatever the name held before.
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+            def repack(sources, dest):
+                head = nn.Linear(8, 1)
+                head.eval()
+                for src in sources:
+                    head = torch.load(src, map_location="cpu")
+                    torch.save(head, dest)
+
+            def shrink(src, dest):
+                blob = nn.Identity()
+                blob = torch.load(src, map_location="cpu")
+                torch.save(blob, dest)
+            """
+        ),
         Valid(
             """
             import torch
@@ -341,14 +418,16 @@ class SaveWholeModule(Rule):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         # Saves waiting for their scope to be traversed: module evidence includes later uses.
-        self.pending: list[tuple[cst.Call, cst.Arg, Scope]] = []
+        # Each with the parents of the saved object up to the file (which binding reaches it).
+        self.pending: list[tuple[cst.Call, cst.Arg, Scope, Callable[[cst.CSTNode], cst.CSTNode | None]]] = []
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.ctx.qualname(node.func) != "torch.save":
             return
         arg = argument(node, 0, "obj")
         if arg is not None:
-            self.pending.append((node, arg, self.ctx.scope))
+            parent = parents_along([*self.ctx.ancestors, arg, arg.value])
+            self.pending.append((node, arg, self.ctx.scope, parent))
 
     def leave_scope(self, scope: Scope) -> None:
         self._decide()
@@ -357,10 +436,10 @@ class SaveWholeModule(Rule):
         """Judge the saves of the scope being left, now that all its uses are known."""
         current = self.ctx.scope
         waiting = []
-        for call, arg, scope in self.pending:
+        for call, arg, scope, parent in self.pending:
             if scope.owner is not current:
-                waiting.append((call, arg, scope))
-            elif probably_module(arg.value, scope):
+                waiting.append((call, arg, scope, parent))
+            elif saved_module(arg.value, scope, parent):
                 fixed = arg.with_changes(value=method_call(arg.value, "state_dict"))
                 self.report(call, fix=Fix("unsafe", "Save `state_dict()` instead", {arg: fixed}, _RISK))
         self.pending = waiting

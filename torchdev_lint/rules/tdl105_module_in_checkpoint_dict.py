@@ -51,8 +51,15 @@ class ModuleInCheckpointDict(Rule):
         holds a module object as a value (`{"model": model, "epoch": 3}`, or `ckpt["model"] = model`
         in the function that builds `ckpt`), reported at the `torch.save(` call; and a `torch.load(...)` whose item is used as a module
         (`torch.load(p)["model"].eval()`, `ckpt = torch.load(p)` then `ckpt["model"](x)` or
-        `net = ckpt["model"]; net.eval()`, `ckpt["model"].to(device).eval()`; a name rebound from the
-        path it loads, `ckpt = torch.load(ckpt)`, counts), reported at the `torch.load(` call.
+        `net = ckpt["model"]; net.cuda()`, `ckpt["model"].to(device).eval()`; a name rebound from the
+        path it loads, `ckpt = torch.load(ckpt)`, counts), reported at the `torch.load(` call. The
+        item may be taken with `.get("ema")`, as either of two (`ckpt.get("ema") or ckpt["model"]`)
+        and moved or cast on the way; a name also bound to something else (`net = Net()` before,
+        `ckpt = ckpt["model"]` from the checkpoint to its item) counts at the uses that straight-line
+        code reaches from the item. In a notebook, the code cells are one program: the load in one
+        cell and the item's use in another are the same finding. An item only handed to
+        `load_state_dict`, read (`ckpt["model"].yaml`), or moved without another module use (a
+        tensor: `ckpt["scale"].to(d)`) is left alone.
         Across functions and files (project analysis): a module passed to a
         project function that stores that parameter as a value of a dict it gives to
         `torch.save` (`save_checkpoint(model, optimizer, path)` with `utils.save_checkpoint`
@@ -63,11 +70,17 @@ class ModuleInCheckpointDict(Rule):
         A checkpoint dict looks like the portable format, but a module inside it is pickled whole:
         the file loads only where the model's class is importable under the same path, only with
         `weights_only=False` (which runs arbitrary code from the file), and with its tensors on the
-        device they were saved from.
+        device they were saved from. The reader that takes `ckpt["model"]` out and uses it as a
+        module depends on all three even when the file was written by another program (a
+        released checkpoint): that load is where the format is chosen for it, so it is reported too.
 
         ## Example
         ```python
         torch.save({"model": model, "optimizer": optimizer.state_dict(), "epoch": epoch}, path)
+
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        model = ckpt["model"]  # the pickled module, taken out of the dict
+        model.cuda()
         ```
 
         ## Use instead
@@ -171,6 +184,27 @@ class ModuleInCheckpointDict(Rule):
                 torch.save(ckpt, path)
             """,
         ),
+        # Items taken with `.get`, one of two, or into a name that held something else.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def serve(bundle_path, feats):
+                bundle = torch.load(bundle_path, map_location="cpu", weights_only=False)
+                head = nn.Linear(3, 3)
+                head = bundle["head"]
+                head.cuda()
+                return head(feats)
+
+            def ensemble(bundle_path, feats):
+                bundle = torch.load(bundle_path, map_location="cpu", weights_only=False)
+                bundle = (bundle.get("swa") or bundle["ranker"]).to("cpu").float()
+                bundle.eval()
+                return torch.load(bundle_path, weights_only=False)["scorer"].forward(feats)
+            """,
+            lines=(5, 12, 15),
+        ),
         # A name rebound from the path to the loaded checkpoint is the checkpoint.
         Invalid(
             """
@@ -212,6 +246,21 @@ class ModuleInCheckpointDict(Rule):
                 model.eval()
                 state = torch.load(path)["state_dict"]
                 model.load_state_dict(state)
+            """
+        ),
+        # Items that are state dicts, read, or moved like tensors: not used as modules.
+        Valid(
+            """
+            import torch
+
+            def warm(head, bundle_path):
+                head.load_state_dict(torch.load(bundle_path, map_location="cpu")["head"])
+                bundle = torch.load(bundle_path, map_location="cpu")
+                head.load_state_dict(bundle.get("swa") or bundle["head"])
+                scale = bundle["scale"].to("cpu")
+                labels = bundle["head"].classes
+                head.eval()
+                return scale, labels
             """
         ),
         # The parameter is a module unless the path branch replaced it: not the loaded object.
@@ -256,7 +305,7 @@ class ModuleInCheckpointDict(Rule):
         # Calls of a project function that stores these arguments in a saved dict (project facts).
         self.handed: list[tuple[cst.Call, str, list[cst.Arg], Scope]] = []
         self.load_scopes: set[Scope] = set()
-        self.item_uses: dict[Scope, set[str]] = defaultdict(set)
+        self.item_uses: dict[Scope, list[cst.BaseExpression]] = defaultdict(list)
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.ctx.qualname(node.func)
@@ -283,9 +332,8 @@ class ModuleInCheckpointDict(Rule):
                 self.report(loaded[0])
         else:
             receiver = unmoved(receiver)  # `ckpt["model"].to(device).eval()` uses the item
-            key = dotted_name(receiver.value) if isinstance(receiver, cst.Subscript) else None
-            if key is not None:
-                self.item_uses[scope.owner].add(key)
+            if isinstance(receiver, cst.Subscript) and dotted_name(receiver.value) is not None:
+                self.item_uses[scope.owner].append(receiver.value)
 
     def leave_scope(self, scope: Scope) -> None:
         self._decide()
@@ -314,6 +362,6 @@ class ModuleInCheckpointDict(Rule):
         self.handed = handed
         if current in self.load_scopes:
             self.load_scopes.discard(current)
-            for call, item in loads_used_as_modules(current, self.item_uses.pop(current, set())):
+            for call, item in loads_used_as_modules(current, self.item_uses.pop(current, [])):
                 if item:
                     self.report(call)

@@ -6,16 +6,10 @@ import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import is_test_code
 from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.factory_values import (
-    DEVICE_FACTORIES,
-    DeviceDifference,
-    created_on_device,
-    device_difference,
-)
+from torchdev_lint.analysis.factory_chains import factory_chain, fix_risk, on_device
 from torchdev_lint.analysis.host_data import factory_creates_on_cpu
 from torchdev_lint.analysis.setup_code import runs_once
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import keyword
 
 # torch builds a tensor from a list or number on the host whatever `device=` says, and
 # copies an array or tensor source straight to `device=` (torch/csrc/utils/tensor_new.cpp).
@@ -23,13 +17,10 @@ _FROM_DATA_MESSAGE = (
     "Array or CPU tensor copied into a new CPU tensor and then to the device; `device=` on the factory "
     "copies it once and saves the intermediate CPU tensor (the data still crosses from the host)"
 )
-
-# What may change where the fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.
-_RISKS: dict[DeviceDifference, str] = {
-    "random": "the numbers are drawn from the device's generator, not the CPU's: other random values",
-    "arithmetic": "the device computes the values in floating point: the last bits may differ from the CPU's",
-    "leaf": "with `requires_grad=` the result is now the leaf that receives `.grad`, not a copy of a CPU leaf",
-}
+_CHAIN_MESSAGE = (
+    "Tensor created on the CPU, cast or computed there, and then copied to the device; pass `device=` "
+    "to the factory instead"
+)
 
 
 class CreateThenMove(Rule):
@@ -43,7 +34,12 @@ class CreateThenMove(Rule):
         Flags a tensor factory (`torch.zeros`, `ones`, `empty`, `full`, `rand`, `randn`,
         `randint`, `arange`, `linspace`, `eye`, `tensor`, `zeros_like`, ...) whose result is
         immediately moved to a device in the same chain: `torch.zeros(3).to(device)`,
-        `torch.randn(2, 2).cuda()`. Not flagged: casts to a dtype only, moves to another tensor
+        `torch.randn(2, 2).cuda()`, also after dtype casts or arithmetic with Python numbers made
+        on the CPU on the way: `torch.zeros(n).long().cuda()`, `torch.arange(n).float().to(d)`,
+        `(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)` (a number: a literal,
+        `len(...)`, `x.size(0)`, `x.shape[1]`, `.item()`, a parameter annotated `int`/`float`, a
+        name bound only to one). Not flagged: casts to a dtype only, arithmetic with a tensor or
+        an operand not known to be a number (`(torch.arange(n) + x).cuda()`), moves to another tensor
         (`.to(other)`), moves to the CPU, factories already given `device=`,
         `torch.from_numpy(a).to(d)` (it has no `device=`), a factory drawing from an explicit
         `generator=` (a CPU generator cannot fill device memory), and test code. A `*_like(x)`
@@ -88,6 +84,7 @@ class CreateThenMove(Rule):
         mask = torch.ones(seq_len, seq_len).to(device)
         ids = torch.arange(seq_len).cuda()
         half = torch.zeros(3).to(device, torch.float16)
+        pos = (torch.arange(seq_len, dtype=torch.long) + offset).to(device)
         ```
 
         ## Use instead
@@ -95,6 +92,7 @@ class CreateThenMove(Rule):
         mask = torch.ones(seq_len, seq_len, device=device)
         ids = torch.arange(seq_len, device="cuda")
         half = torch.zeros(3, device=device, dtype=torch.float16)
+        pos = torch.arange(seq_len, dtype=torch.long, device=device) + offset
         ```
 
         ## Fix safety
@@ -120,9 +118,22 @@ class CreateThenMove(Rule):
         `pin_memory`, `out` or `**kwargs`; moves with other arguments (`memory_format`, `*args`,
         a device index held in a variable: `.cuda(rank)`); and where no string literal can be
         written (nested f-strings).
+
+        Casts and arithmetic between factory and move stay after the factory, now on the device
+        (`torch.arange(n, dtype=torch.int32, device=d).float()`), except that a chain of casts
+        only on `zeros`, `ones`, `empty`, `eye` or their `*_like` forms becomes `dtype=`
+        (`torch.zeros(n, dtype=torch.long, device="cuda")`). Safe where the factory alone is and
+        every step gives the same bits on the device: casts (the same conversion); `+`, `-`, `*`
+        of an integer, float32 or float64 tensor and a Python number (one exactly rounded
+        operation); `//` and `%` of an integer tensor by a non-zero integer literal. Unsafe: `/`
+        (CUDA divides by a number as a multiplication by its reciprocal), `**` and floating `//`
+        and `%` (other kernels), an integer `//` or `%` by what may be zero (the CPU raises, a
+        GPU does not), and arithmetic in half precision or in a dtype the code does not show.
         """
     invalid = (
         Invalid(
+            # Casts and arithmetic with Python numbers on the way (unsafe: `odd`, from an `arange`
+            # of no integer dtype, and `frac`, a division); a cast after the move.
             """
             import numpy as np
             import torch
@@ -131,8 +142,16 @@ class CreateThenMove(Rule):
             x = torch.zeros(3).to(device, torch.float16)
             y = torch.tensor(np.load(path)).to(device=dev, non_blocking=True)
             label = f"{torch.zeros(1).cuda()}"
+            start = len(prefix)
+            codes = torch.zeros(seq).long().cuda()
+            steps = torch.arange(seq, dtype=torch.int32).float().to(device)
+            pos = (torch.arange(seq, dtype=torch.long) + start).to(device)
+            half = (torch.ones(seq, seq) * 0.5).cuda()
+            odd = (torch.arange(seq) * 2 + 1).to(device)
+            frac = (torch.arange(seq, dtype=torch.long) / y.size(0)).to(device, torch.float64)
+            flags = torch.zeros(seq).cuda().bool()
             """,
-            lines=(3, 4, 5, 6, 7),
+            lines=(3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15),
             fixed="""
             import numpy as np
             import torch
@@ -141,6 +160,14 @@ class CreateThenMove(Rule):
             x = torch.zeros(3, dtype=torch.float16, device=device)
             y = torch.tensor(np.load(path), device=dev)
             label = f"{torch.zeros(1, device='cuda')}"
+            start = len(prefix)
+            codes = torch.zeros(seq, dtype=torch.long, device="cuda")
+            steps = torch.arange(seq, dtype=torch.int32, device=device).float()
+            pos = torch.arange(seq, dtype=torch.long, device=device) + start
+            half = torch.ones(seq, seq, device="cuda") * 0.5
+            odd = torch.arange(seq, device=device) * 2 + 1
+            frac = (torch.arange(seq, dtype=torch.long, device=device) / y.size(0)).to(torch.float64)
+            flags = torch.zeros(seq, device="cuda").bool()
             """,
         ),
         Invalid(
@@ -496,29 +523,24 @@ class CreateThenMove(Rule):
             """
         ),
         Valid(
+            # Casts to a dtype only; not a factory's result moved (arithmetic with a tensor, or with
+            # what may be one), or moved to the CPU; a CPU generator used on purpose (reproducible).
             """
+            import numpy as np
             import torch
             a = torch.zeros(3).to(torch.float16)
-            b = torch.zeros(3).to(dtype=torch.float64)
+            b = torch.zeros(3).to(dtype=torch.float64).long().to(torch.int8)
             c = torch.zeros(3).to(other_tensor)
             d = torch.zeros(3, device=device).to(torch.float16)
             e = torch.ones(2, device="cuda").to(device)
             f = torch.zeros(3).to(x.dtype)
-            """
-        ),
-        Valid(
-            # Not a factory's result moved, or moved to the CPU; a CPU generator used on purpose
-            # (reproducible whatever the device).
-            """
-            import numpy as np
-            import torch
             a = torch.from_numpy(np.zeros(3)).to(device)
             b = torch.stack(items).to(device)
             c = torch.zeros(3).cpu()
             d = torch.zeros(3).to("cpu")
             x = torch.zeros(3)
             y = x.to(device)
-            z = torch.zeros(3).float().to(device)
+            z = (torch.arange(3) + x).cuda() + (torch.ones(3) * weights).to(device)
             zeros = np.zeros(3).to(device)
             g = torch.Generator().manual_seed(0)
             v = torch.rand(3, generator=g).to(device)
@@ -535,13 +557,8 @@ class CreateThenMove(Rule):
                 mask = torch.zeros_like(latents).to(device, dtype)
                 ones = torch.ones_like(s).to(s.device)
                 return cache, noise, mask, ones
-            """
-        ),
-        Valid(
-            # `torch.tensor(t)` of a tensor already on the device, or moved to its own device.
-            """
-            import torch
 
+            # `torch.tensor(t)` of a tensor already on the device, or moved to its own device.
             def copy(t, device):
                 on_gpu = torch.ones(3, device="cuda")
                 a = torch.tensor(on_gpu).to(device)
@@ -564,34 +581,20 @@ class CreateThenMove(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         move = as_move(node, self.ctx.scope)
-        if move is None or not move.to_accelerator or not isinstance(move.receiver, cst.Call):
+        if move is None or not move.to_accelerator:
             return
-        factory = move.receiver
-        name = self.ctx.qualname(factory.func)
-        if name is None or not name.startswith("torch.") or name[6:] not in DEVICE_FACTORIES:
-            return
-        factory_name = name[6:]
-        if factory_name == "as_tensor":
-            # It aliases an array or tensor and builds Python data on the host: `device=`
-            # would make the same host tensor and the same copy.
-            return
-        # A CPU `generator=` makes creating on the CPU the way to get reproducible numbers.
-        if keyword(factory, "device") is not None or keyword(factory, "generator") is not None:
+        chain = factory_chain(move.receiver, self.ctx.scope)
+        if chain is None:
             return
         if is_test_code(self.ctx.path, self.ctx.ancestors, self.ctx.scope):
             return  # a test's speed does not matter; its tensors are built the way it reads best
         if runs_once(self.ctx):
             return  # setup run once: nothing measurable to save
-        if not factory_creates_on_cpu(factory, factory_name, move.device_node, self.ctx):
+        if not factory_creates_on_cpu(chain.factory, chain.name, move.device_node, self.ctx):
             return
-        message = _FROM_DATA_MESSAGE if factory_name == "tensor" else None
-        self.report(node, message=message, fix=self._fix(node, factory, factory_name))
-
-    def _fix(self, call: cst.Call, factory: cst.Call, factory_name: str) -> Fix | None:
-        fixed = created_on_device(call, factory, factory_name, self.ctx.scope, self.ctx.string)
-        if fixed is None:
-            return None
+        message = _FROM_DATA_MESSAGE if chain.name == "tensor" else _CHAIN_MESSAGE if chain.steps else None
+        fixed = on_device(node, chain, self.ctx.scope, self.ctx.string, self.ctx.parent())
         # Safe where the device-created tensor equals the moved one bit for bit, and is still not a leaf.
-        difference = device_difference(factory, factory_name, self.ctx.scope)
-        risk = None if difference is None else _RISKS[difference]
-        return Fix.judged("Pass `device=` to the factory", {call: fixed}, risk)
+        risk = fix_risk(chain, self.ctx.scope)
+        fix = None if fixed is None else Fix.judged("Pass `device=` to the factory", {node: fixed}, risk)
+        self.report(node, message=message, fix=fix)
