@@ -3,7 +3,7 @@
 `batch_move` recognises `x.to(d)` in `for x, y in loader:` (or on a part
 unpacked from the batch) as the one transfer per step training needs
 (`result_unused`: unless the moved batch is bound to a name nothing reads);
-`pinned_batch` says whether the loader that yields it pins memory, and
+`batch_loaders` says whether the loaders that yield it pin memory (and collate by default), and
 `host_written_after` whether the host batch may be written while a
 non-blocking copy from it is still reading it (TDL205's fix safety).
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import libcst as cst
 
@@ -59,7 +59,7 @@ class BatchMove:
     `whole` says the moved value is the batch itself (`for batch in loader: batch.to(d)`),
     which even PyTorch's default collation may make a mapping class with a `.to()` of its own,
     where a part of a batch (`x` in `for x, y in loader`, `batch["image"]`) is what the
-    default collation made a tensor (`collated_part`).
+    default collation made a tensor (`BatchLoaders.collated_part`).
     """
 
     move: Move
@@ -219,18 +219,24 @@ def _through_comprehensions(name: str, ancestors: Sequence[cst.CSTNode]) -> str:
     return name
 
 
-def pinned_batch(batch: BatchMove, scope: Scope, facts: PinnedParameters | None = None) -> bool:
-    """Do all the loaders the batch may come from pin memory (and none places it on the device)?
-    A loader that is a parameter counts as pinned when the project facts say every call passes one."""
-    return loader_origin(batch.loop.iter, scope).pinned(facts.pinned if facts is not None else None)
+class BatchLoaders(NamedTuple):
+    """What the loaders a moved batch may come from say of it (`batch_loaders`)."""
+
+    # All of them pin memory (and none places batches on the device); a loader parameter counts
+    # as pinned when the project facts say every call passes one.
+    pinned: bool
+    # The moved value is a part of a batch that PyTorch's default collation made (`x` in
+    # `for x, y in loader`, `batch["image"]`), so a tensor, not a project class whose `.to()` may
+    # take other arguments. A whole batch (`batch.to(d)`) may be a collated mapping class.
+    collated_part: bool
 
 
-def collated_part(batch: BatchMove, scope: Scope, facts: PinnedParameters | None = None) -> bool:
-    """Is the moved value a part of a batch that PyTorch's default collation made (`x` in
-    `for x, y in loader`, `batch["image"]`), so a tensor, not a project class whose `.to()`
-    may take other arguments? A whole batch (`batch.to(d)`) may be a collated mapping class."""
+def batch_loaders(batch: BatchMove, scope: Scope, facts: PinnedParameters | None = None) -> BatchLoaders:
+    """Follow the batch's loop to its loaders once and say what they make of it."""
     origin = loader_origin(batch.loop.iter, scope)
-    return not batch.whole and origin.collated(facts.collated if facts is not None else None)
+    pinned = origin.pinned(facts.pinned if facts is not None else None)
+    collated = not batch.whole and origin.collated(facts.collated if facts is not None else None)
+    return BatchLoaders(pinned, collated)
 
 
 class PinnedParameters(Protocol):

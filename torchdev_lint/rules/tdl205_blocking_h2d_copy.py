@@ -7,10 +7,9 @@ import libcst as cst
 from torchdev_lint.analysis.accelerators import may_be_mps
 from torchdev_lint.analysis.batches import (
     HostWrite,
+    batch_loaders,
     batch_move,
-    collated_part,
     host_written_after,
-    pinned_batch,
 )
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -289,14 +288,17 @@ class BlockingH2dCopy(Rule):
         if len(positional(node)) >= (2 if cuda else 3):
             return
         batch = batch_move(move, self.ctx.ancestors, scope)
-        if batch is None or not pinned_batch(batch, scope, self.ctx.project):
+        if batch is None:
+            return
+        loaders = batch_loaders(batch, scope, self.ctx.project)
+        if not loaders.pinned:
             return
         written = host_written_after(batch, self.ctx.ancestors, scope)
         if written is HostWrite.CERTAIN:
             return  # a non-blocking copy would race with the write
         # The flow takes every unpacked part of a batch for a tensor; a custom `collate_fn` may
         # build anything, so only the loader's default collation proves it.
-        tensor = collated_part(batch, scope, self.ctx.project)
+        tensor = loaders.collated_part
         risk = None
         if written is not HostWrite.NONE:
             risk = (
