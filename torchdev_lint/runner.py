@@ -296,21 +296,24 @@ def _fix_to_fixed_point(
     what remains after the last one."""
     given = options.project
     options = with_project(paths, options)
-    reports = {path: report for path, report in zip(paths, _reports(paths, options, jobs, {}), strict=True)}
+    reports = dict(zip(paths, _reports(paths, options, jobs, {}), strict=True))
+    changed = any(report.fixed for report in reports.values())
     for _ in range(MAX_PROJECT_ROUNDS - 1):
-        if given is not None or not any(r.fixed for r in reports.values()):
-            break
         before = options.project
+        # Facts handed in by the caller, or none at all (`NO_PROJECT`): nothing to recompute.
+        if not changed or given is not None or before is None:
+            break
         options = with_project(paths, replace(options, project=None))
-        assert before is not None and options.project is not None
+        after = options.project
+        assert after is not None  # `with_project` made facts for these paths a round ago
         todo = [
             path
             for path in dict.fromkeys(paths)
-            if reports[path].error is None and before.digest(path) != options.project.digest(path)
+            if reports[path].error is None and before.digest(path) != after.digest(path)
         ]
-        if not todo:
-            break
+        changed = False
         for path, report in zip(todo, _reports(todo, options, jobs, {}), strict=True):
+            changed = changed or report.fixed > 0
             earlier = reports[path]
             report.fixed += earlier.fixed
             report.follow_ups += earlier.follow_ups
