@@ -67,6 +67,34 @@ def test_one_fix_run_reaches_the_project_fixed_point(tmp_path: Path, jobs: str) 
     assert _texts(tmp_path) == fixed, "a second --fix changed the project"
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_diff_shows_the_project_fixed_point_and_writes_nothing(
+    tmp_path: Path, jobs: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--diff` is what `--fix` would write: every round, though no round's fixes are written."""
+    fixed_root, shown_root = tmp_path / "fixed", tmp_path / "shown"
+    _project(fixed_root)
+    _project(shown_root)
+    before = _texts(shown_root)
+    _fix(fixed_root, "-j", jobs)
+    capsys.readouterr()
+    assert (
+        main(["check", "--diff", "--select", "ALL", "--no-cache", "--isolated", "-j", jobs, str(shown_root)])
+        == 1
+    )
+    diff = capsys.readouterr().out
+    assert _texts(shown_root) == before, "--diff wrote a file"
+    done = subprocess.run(
+        ["patch", "-p1", "-d", str(shown_root)],
+        input=diff.replace(f"a/{shown_root}/", "a/").replace(f"b/{shown_root}/", "b/"),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _texts(shown_root) == _texts(fixed_root)
+
+
 def test_torchdev_fix_counts_the_fixes_of_every_round(tmp_path: Path) -> None:
     _project(tmp_path)
     done = subprocess.run(

@@ -106,6 +106,7 @@ class FileReport:
     fixed: int = 0  # fixes applied (or, with --diff, that would be), follow-ups included
     follow_ups: int = 0  # of them, fixes of findings that other fixes gave rise to
     diff: str = ""
+    fixed_source: bytes | None = None  # with --diff, the fixed text when the fixes changed the file
     error: str | None = None
 
 

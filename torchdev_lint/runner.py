@@ -14,8 +14,8 @@ import io
 import os
 import re
 import tokenize
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -55,6 +55,9 @@ class CheckOptions:
     oldest_python: PythonVersion = OLDEST_PYTHON
     # Facts from other files of the project (pass 1, see `with_project`); None: each file alone.
     project: ProjectFacts | None = None
+    # Texts to read instead of the disk, by path as given: `--diff`'s fixes of earlier rounds
+    # (nothing is written), the language server's unsaved buffers.
+    texts: Mapping[str, bytes] = field(default_factory=dict)
 
 
 # Set (non-empty) in the environment, each file is checked on its own, without pass 1: an
@@ -73,7 +76,8 @@ def with_project(paths: Sequence[str], options: CheckOptions) -> CheckOptions:
     if options.project is not None or os.environ.get(NO_PROJECT):
         return options
     directory = options.cache.directory if options.cache is not None else None
-    return replace(options, project=project_facts(paths, parse, directory))
+    texts = {os.path.abspath(path): text for path, text in options.texts.items()}
+    return replace(options, project=project_facts(paths, parse, directory, texts=texts))
 
 
 def rules_for(path: str, options: CheckOptions) -> tuple[type[Rule], ...]:
@@ -127,7 +131,7 @@ def _process(
     module: cst.Module | None = None
     try:
         if source is None:
-            source = read_source(path)
+            source = options.texts.get(path) or read_source(path)
     except SourceError as error:
         report.error = str(error)
         return report, None
@@ -178,6 +182,7 @@ def _process(
             if outcome.source != source:
                 if options.diff:
                     report.diff = unified_diff(path, source, outcome.source)
+                    report.fixed_source = outcome.source
                 else:
                     try:
                         write_atomic(path, outcome.source)
@@ -274,15 +279,12 @@ def _process_files(
     paths: Sequence[str], options: CheckOptions, jobs: int
 ) -> tuple[list[FileReport], CheckOptions]:
     """The reports, and the options the files were checked with (with the project facts)."""
-    if options.fix and not options.diff:
-        remove_stale_temp_files(paths)  # left by a fixer that was killed while writing
+    if options.fix or options.diff:
+        if not options.diff:
+            remove_stale_temp_files(paths)  # left by a fixer that was killed while writing
         return _fix_to_fixed_point(paths, options, jobs)
     # Once here: workers receive the facts with the options.
-    done: dict[str, FileReport] = {}
-    if options.diff:
-        options = with_project(paths, options)
-    else:
-        options, done = _first_pass(paths, options, jobs)
+    options, done = _first_pass(paths, options, jobs)
     return _reports(paths, options, jobs, done), options
 
 
@@ -293,7 +295,8 @@ def _fix_to_fixed_point(
     no file changes: a fix in one file can make another file's fix safe or give it a finding
     (pinning a loader here makes the copies of its batches there worth making non-blocking), and
     a second run must change nothing. Each file's report sums its fixes over the rounds and holds
-    what remains after the last one."""
+    what remains after the last one. With `--diff` nothing is written: each round reads the texts
+    the earlier ones fixed, and a file's diff goes from its text on disk to its last fixed text."""
     given = options.project
     options = with_project(paths, options)
     reports = dict(zip(paths, _reports(paths, options, jobs, {}), strict=True))
@@ -303,6 +306,9 @@ def _fix_to_fixed_point(
         # Facts handed in by the caller, or none at all (`NO_PROJECT`): nothing to recompute.
         if not changed or given is not None or before is None:
             break
+        if options.diff:
+            fixed = {path: r.fixed_source for path, r in reports.items() if r.fixed_source is not None}
+            options = replace(options, texts={**options.texts, **fixed})
         options = with_project(paths, replace(options, project=None))
         after = options.project
         assert after is not None  # `with_project` made facts for these paths a round ago
@@ -317,6 +323,10 @@ def _fix_to_fixed_point(
             earlier = reports[path]
             report.fixed += earlier.fixed
             report.follow_ups += earlier.follow_ups
+            if report.fixed_source is None:  # unchanged this round (`--diff`): the earlier diff holds
+                report.fixed_source, report.diff = earlier.fixed_source, earlier.diff
+            elif earlier.fixed_source is not None:
+                report.diff = unified_diff(path, read_source(path), report.fixed_source)
             reports[path] = report
     return [reports[path] for path in paths], options
 
@@ -431,8 +441,8 @@ class _Questions(NamedTuple):
         """Do `facts` answer every question as no facts do (a field read whole empty, no member
         looked up present)? A check is deterministic and sees its facts only through these
         fields, so the check with them then finds exactly the same."""
-        for field, present in facts._asdict().items():
-            if present and (field in self.whole or not present.isdisjoint(self.members.get(field, ()))):
+        for name, present in facts._asdict().items():
+            if present and (name in self.whole or not present.isdisjoint(self.members.get(name, ()))):
                 return False
         return True
 

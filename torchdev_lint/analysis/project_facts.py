@@ -129,16 +129,19 @@ def project_facts(
     parse: Parse,
     cache_directory: str | None = None,
     summaries: Mapping[str, Summary] | None = None,
+    texts: Mapping[str, bytes] | None = None,
 ) -> ProjectFacts:
     """Pass 1 over `paths` (and the project files they lead to): the facts of each path.
 
     `parse(path, source)` returns a LibCST module or raises SourceError (the engine's parse,
     which refuses what would crash the parser). `summaries` (by absolute path) are files'
     summaries already made from a parse of their current text (the runner's checks make them
-    from their own trees, see `needs_parse`): they are used instead of parsing again.
+    from their own trees, see `needs_parse`): they are used instead of parsing again. `texts`
+    (by absolute path) are files' texts to read instead of what the disk holds (fixes not
+    written: `--diff`, the language server's buffers).
     """
     given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
-    analysis = _Pass(parse, cache_directory, set(given), summaries or {})
+    analysis = _Pass(parse, cache_directory, set(given), summaries or {}, texts or {})
     for path in given:
         analysis.add(path)
     facts = analysis.run()
@@ -148,7 +151,7 @@ def project_facts(
 def project_pass(paths: Iterable[str], parse: Parse, cache_directory: str | None = None) -> ProjectPass:
     """Pass 1 over `paths`, kept so that a file's facts can be asked again with another summary
     of its own (the language server: an unsaved buffer's text), without reading the project."""
-    analysis = _Pass(parse, cache_directory, {os.path.abspath(p) for p in paths if p.endswith(".py")}, {})
+    analysis = _Pass(parse, cache_directory, {os.path.abspath(p) for p in paths if p.endswith(".py")}, {}, {})
     for path in sorted(analysis.checked):
         analysis.add(path)
     facts = analysis.run()
@@ -176,7 +179,7 @@ class ProjectPass:
 def recorded_facts(path: str, parse: Parse, cache_directory: str) -> tuple[FileFacts | None, PassInputs]:
     """`project_facts([path], ...).of(path)`, with everything the pass read to find them."""
     absolute = os.path.abspath(path)
-    analysis = _Pass(parse, cache_directory, {absolute}, {})
+    analysis = _Pass(parse, cache_directory, {absolute}, {}, {})
     analysis.inputs = PassInputs({}, {}, analysis.index.probes)
     analysis.add(absolute)
     return analysis.run().get(absolute), analysis.inputs
@@ -196,11 +199,17 @@ class _Pass:
     """Summaries of the files read so far, and the fixed point over them."""
 
     def __init__(
-        self, parse: Parse, cache_directory: str | None, checked: set[str], known: Mapping[str, Summary]
+        self,
+        parse: Parse,
+        cache_directory: str | None,
+        checked: set[str],
+        known: Mapping[str, Summary],
+        texts: Mapping[str, bytes],
     ) -> None:
         self.inputs: PassInputs | None = None  # kept only when asked for (`recorded_facts`)
         self.checked = checked
         self.known = known
+        self.texts = texts  # read instead of the disk (`project_facts`)
         self.index = ProjectIndex()
         self.parse = parse
         self.cache_directory = cache_directory
@@ -313,10 +322,12 @@ class _Pass:
         self.seen.add(path)
         if path not in self.checked and not self._in_scope(path):
             return None
-        try:
-            source: bytes | None = read_source(path)
-        except SourceError:
-            source = None
+        source: bytes | None = self.texts.get(path)
+        if source is None:
+            try:
+                source = read_source(path)
+            except SourceError:
+                source = None
         if self.inputs is not None:
             self.inputs.sources[path] = source
         return source

@@ -22,6 +22,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from torchdev_lint import __version__
+from torchdev_lint.config import ConfigError
 from torchdev_lint.server.actions import (
     FIX_ALL,
     KINDS,
@@ -34,6 +35,7 @@ from torchdev_lint.server.actions import (
 from torchdev_lint.server.documents import Document, Lint, fix_all, lint, path_of
 from torchdev_lint.server.edits import Positions
 from torchdev_lint.server.project import Projects, inside
+from torchdev_lint.server.project_fix import FIX_PROJECT, Buffer, project_edit
 
 DEBOUNCE_S = 0.15
 T = TypeVar("T")
@@ -118,9 +120,13 @@ class TorchDevLintServer(LanguageServer):
 
 
 def _actions(
-    document: Document, result: Lint, params: types.CodeActionParams, encoding: str, versioned: bool
+    document: Document,
+    result: Lint,
+    params: types.CodeActionParams,
+    server: TorchDevLintServer,
 ) -> list[types.CodeAction]:
     """On the worker: the actions asked for (a fix's edits and the fix-all cost code generation)."""
+    encoding, versioned = server.encoding, server.versioned_edits
     positions = Positions(result.text, encoding)
     only = params.context.only
     actions: list[types.CodeAction] = []
@@ -129,7 +135,7 @@ def _actions(
     if wanted(FIX_ALL, only) and any(
         d.fix is not None and d.fix.safety == "safe" for d in result.diagnostics
     ):
-        fixed = fix_all(document, result)
+        fixed = fix_all(document, result, server.projects)
         if fixed is not None:
             actions.append(fix_all_action(document, result, fixed, positions, versioned))
     return actions
@@ -183,7 +189,32 @@ def build() -> TorchDevLintServer:
         result = await ls.current(document)
         if result is None or result.error is not None:
             return []
-        return await ls.in_worker(_actions, document, result, params, ls.encoding, ls.versioned_edits)
+        return await ls.in_worker(_actions, document, result, params, ls)
+
+    @server.command(FIX_PROJECT)
+    async def fix_project(ls: TorchDevLintServer, uri: str) -> int:
+        """Fix every file of the project of the document at `uri` as `check --fix` would; the number
+        of files the client was asked to change."""
+        path = path_of(uri)
+        if path is None:
+            return 0
+        buffers = {
+            os.path.abspath(d.path): Buffer(d.uri, d.text, d.version)
+            for d in ls.documents.values()
+            if d.path is not None
+        }
+        try:
+            edit = await ls.in_worker(
+                project_edit, os.path.abspath(path), ls.projects, buffers, ls.encoding, ls.versioned_edits
+            )
+        except ConfigError as error:
+            ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, str(error)))
+            return 0
+        if edit is None:
+            return 0
+        label = "torchdev-lint: fix the project"
+        await ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit, label=label))
+        return len(edit.document_changes or ()) or len(edit.changes or {})
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: TorchDevLintServer, *args: object) -> None:

@@ -19,6 +19,7 @@ from torchdev_lint.config import ConfigError
 from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
 from torchdev_lint.engine import FileResult, Finding, check_source, parse
 from torchdev_lint.fixes import fix_edits, fix_source, tidy_for
+from torchdev_lint.runner import MAX_PROJECT_ROUNDS
 from torchdev_lint.server.project import Project, Projects
 
 if TYPE_CHECKING:
@@ -131,32 +132,46 @@ def _facts(passed: ProjectPass | None, path: str, module: cst.Module | None, tex
         return passed.of(path)
 
 
-def fix_all(document: Document, lint: Lint) -> str | None:
-    """The checked text with every safe fix applied as `--fix` applies them; None when nothing changes."""
+def fix_all(document: Document, lint: Lint, projects: Projects) -> str | None:
+    """The checked text with every safe fix applied as `--fix` applies them; None when nothing changes.
+
+    Fixed until the document's own facts stop changing, as `--fix` fixes a file again when its
+    fixes changed what the project tells it (the other files stay as they are: the
+    `torchdev-lint.fixProject` command fixes those)."""
     project = lint.project
     if project is None or project.excluded or lint.error is not None:
         return None
-    encoding = _declared_encoding(lint.text)
+    name = document.path or document.uri
+    passed = None
+    if document.path is not None and os.path.isfile(document.path):
+        passed = projects.project_pass(document.path, project)
+    encoding = declared_encoding(lint.text)
+    text, facts = lint.text, lint.facts
     try:
-        source = lint.text.encode(encoding)
-        outcome = fix_source(
-            document.path or document.uri,
-            source,
-            project.rules,
-            project.settings,
-            oldest_python=project.oldest_python,
-            project=lint.facts,
-        )
-        fixed = outcome.source.decode(encoding)
+        for _ in range(MAX_PROJECT_ROUNDS):
+            outcome = fix_source(
+                name,
+                text.encode(encoding),
+                project.rules,
+                project.settings,
+                oldest_python=project.oldest_python,
+                project=facts,
+            )
+            fixed = outcome.source.decode(encoding)
+            refreshed = _facts(passed, name, outcome.result.module, fixed)
+            text, changed = fixed, fixed != text
+            if not changed or refreshed == facts:
+                break
+            facts = refreshed
     except (SourceError, UnicodeError):
         return None
-    return fixed if fixed != lint.text else None
+    return text if text != lint.text else None
 
 
 _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)", re.ASCII)
 
 
-def _declared_encoding(text: str) -> str:
+def declared_encoding(text: str) -> str:
     """The encoding the text's coding cookie declares (the fixer re-encodes with it), else UTF-8."""
     for line in text.splitlines()[:2]:
         match = _CODING.match(line)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from torchdev_lint.analysis.project import ProjectIndex
@@ -37,6 +38,7 @@ from torchdev_lint.engine import parse
 from torchdev_lint.files import discover, is_excluded
 from torchdev_lint.grammar import PythonVersion
 from torchdev_lint.rule import Rule
+from torchdev_lint.runner import CheckOptions
 
 
 @dataclass(frozen=True)
@@ -77,25 +79,35 @@ class Projects:
         """Pass 1 over the project folder of the file at `path`, as `torchdev-lint check` run there
         finds its files; without a project, over the files beside it (a file in a home folder must
         not read the whole tree below). Summaries are cached on disk."""
-        index = ProjectIndex()  # a fresh one: folders and markers may have changed
-        scope = index.scope(path)
+        scope = ProjectIndex().scope(path)  # a fresh index: folders and markers may have changed
         found = self._passes.get(scope)
         if found is None:
-            config = project.config
-            exclude = [*(config.exclude or ()), *config.extend_exclude]
-            if index.root(path) is None:
-                names = sorted(n for n in os.listdir(scope) if n.endswith(".py"))
-                found_files = [os.path.join(scope, n) for n in names]
-                files = [
-                    f for f in found_files if os.path.isfile(f) and not is_excluded(f, exclude, config.root)
-                ]
-            else:
-                files, _ = discover(
-                    [scope], exclude, root=config.root, respect_gitignore=True, include_notebooks=False
-                )
-            found = project_pass(files, parse, project.cache_directory or self._scratch_directory())
+            found = project_pass(
+                project_files(path, project), parse, project.cache_directory or self._scratch_directory()
+            )
             self._passes[scope] = found
         return found
+
+    def fix_options(
+        self, path: str, project: Project, texts: Mapping[str, bytes]
+    ) -> tuple[list[str], CheckOptions]:
+        """The files of the project of the file at `path` (those `project_pass` reads) and the
+        options `torchdev-lint check --diff` run on its folder would fix them with, reading
+        `texts` (unsaved buffers, by path) instead of the disk."""
+        scope = ProjectIndex().scope(path)
+        table = self._table(project.config.path)
+        config = table.config
+        options = CheckOptions(
+            rules=table.rules,
+            settings=replace(table.settings, line_length=self._line_length(scope)),
+            diff=True,
+            per_file_ignores=config.per_file_ignores,
+            root=config.root,
+            with_edits=False,
+            oldest_python=table.oldest_python,
+            texts=texts,
+        )
+        return project_files(path, project), options
 
     def saved(self, path: str) -> list[str]:
         """A file was saved: the passes of the project folders holding it (returned) are made again
@@ -168,6 +180,24 @@ class Projects:
         )
         self._tables[config_path] = (stamp, table)
         return table
+
+
+def project_files(path: str, project: Project) -> list[str]:
+    """The Python files of the project folder of the file at `path`, as `torchdev-lint check` run
+    there finds them; without a project, the files beside it (a file in a home folder must not
+    read the whole tree below)."""
+    index = ProjectIndex()
+    scope = index.scope(path)
+    config = project.config
+    exclude = [*(config.exclude or ()), *config.extend_exclude]
+    if index.root(path) is not None:
+        files, _ = discover(
+            [scope], exclude, root=config.root, respect_gitignore=True, include_notebooks=False
+        )
+        return files
+    names = sorted(n for n in os.listdir(scope) if n.endswith(".py"))
+    beside = [os.path.join(scope, n) for n in names]
+    return [f for f in beside if os.path.isfile(f) and not is_excluded(f, exclude, config.root)]
 
 
 def inside(path: str, folder: str) -> bool:
