@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchdev_lint.analysis.guards import name_words
+from torchdev_lint.analysis.library_models import Fact, apis, pickled_checkpoint_finder
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.requirements import test_file_name
 from torchdev_lint.analysis.scopes import (
@@ -66,7 +67,6 @@ LOADERS = {
 # Uses of a container that read it without depending on where its tensors live.
 _HARMLESS_BUILTINS = frozenset({"builtins.isinstance", "builtins.len"})
 # Calls that take NumPy arrays: what they receive was pickled from host memory.
-_HOST_CONSUMERS = frozenset({"torch.from_numpy", "numpy.asarray", "numpy.array"})
 # Methods returning an item of a dict checkpoint: the item is then judged by its own uses.
 _ITEM_METHODS = frozenset({"get", "pop"})
 # Name positions that bind or name something rather than read the variable.
@@ -163,7 +163,7 @@ class UseIndex:
         func = call.func
         if resolve(func, scope) in _HARMLESS_BUILTINS:
             return True
-        if is_rng_setter(func, scope) or resolve(func, scope) in _HOST_CONSUMERS:
+        if is_rng_setter(func, scope) or resolve(func, scope) in apis(Fact.HOST_CONSUMER):
             self._receivers.append(func)
             return True
         if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
@@ -317,7 +317,7 @@ def is_rng_setter(func: cst.BaseExpression, scope: Scope) -> bool:
     name = resolve(func, scope)
     if name is None:
         return False
-    if name in ("random.setstate", "numpy.random.set_state"):
+    if name == "random.setstate":
         return True
     return name.rsplit(".", 1)[-1].startswith("set_rng_state")
 
@@ -328,7 +328,7 @@ def restores_host_data(receiver: cst.BaseExpression, scope: Scope) -> bool:
     return (
         holds_numbers_only(receiver)
         or is_rng_setter(receiver, scope)
-        or resolve(receiver, scope) in _HOST_CONSUMERS
+        or resolve(receiver, scope) in apis(Fact.HOST_CONSUMER)
     )
 
 
@@ -359,18 +359,13 @@ def names_host_file(path: cst.BaseExpression, scope: Scope) -> bool:
     return False
 
 
-# Libraries whose checkpoints pickle arbitrary objects (client state, optimizer classes):
-# reading them needs `weights_only=False`.
-_PICKLING_FORMATS = ("deepspeed.",)
-
-
 def pickling_format(path: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
     """A path a DeepSpeed helper found (`get_optim_files(dir)[0]`, `get_model_state_file(...)`),
     directly or through names bound to it: a checkpoint format that pickles arbitrary objects."""
     stack: list[cst.CSTNode] = [path]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Call) and (resolve(node.func, scope) or "").startswith(_PICKLING_FORMATS):
+        if isinstance(node, cst.Call) and pickled_checkpoint_finder(resolve(node.func, scope) or ""):
             return True
         if isinstance(node, cst.Name) and depth < 2:
             assigned = assigned_values(node, scope)

@@ -20,6 +20,7 @@ from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts, module_
 from torchdev_lint.analysis.flow_devices import device_expression
 from torchdev_lint.analysis.flow_record import Record
 from torchdev_lint.analysis.flow_values import LOADER, OTHER, TENSOR, Kind, State, Value
+from torchdev_lint.analysis.library_models import host_module
 from torchdev_lint.analysis.scopes import dotted_name, resolve
 from torchdev_lint.analysis.torch_api import (
     ALWAYS_NONSCALAR_FACTORIES,
@@ -132,14 +133,14 @@ class Calls:
             value = self.record.values.get(location.value) if location is not None else None
             device = value.device if value is not None and value.kind is Kind.DEVICE else None
             return Value(Kind.MODULE, device, stateful=True)
-        if name in READERS or name.startswith("numpy."):
+        if name in READERS or host_module(name):
             for arg, value in zip(node.args, args, strict=True):
                 if value is not None and value.pending is not None:
                     self.record.read(value, arg.value)
             return OTHER
         if name.startswith("builtins."):
             return None if name not in ("builtins.len", "builtins.isinstance") else OTHER
-        if not name.startswith(("torch.", "numpy.", "math.")):
+        if not (name.startswith(("torch.", "math.")) or host_module(name)):
             state.sync()  # an imported helper of unknown behaviour may synchronise
         if name.startswith("torch.nn.functional."):
             last = name[len("torch.nn.functional.") :]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.library_models import host_module
 from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 from torchdev_lint.syntax import positional
 
@@ -53,7 +54,7 @@ def is_numpy_array(source: cst.BaseExpression, scope: Scope) -> bool:
     return all(
         isinstance(value, cst.Call)
         and (
-            (resolve(value.func, scope) or "").startswith("numpy.")
+            host_module(resolve(value.func, scope) or "")
             or (isinstance(value.func, cst.Attribute) and value.func.attr.value == "numpy")
         )
         for value in values

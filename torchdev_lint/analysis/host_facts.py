@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.host_values import HOST, LIBRARIES, Condition
+from torchdev_lint.analysis.host_values import HOST, Condition
+from torchdev_lint.analysis.library_models import value_libraries
 from torchdev_lint.analysis.load_facts import EXTERNAL, LOADED, local_key
 from torchdev_lint.analysis.returned_values import function_condition, returns_of
 from torchdev_lint.analysis.saved_files import distinctive, path_shape
@@ -60,7 +61,7 @@ class PassOneFacts:
             return ()
         return [
             (library, frozenset({json.dumps([EXTERNAL, reference[1], reference[2], library])}))
-            for library in LIBRARIES
+            for library in value_libraries()
         ]
 
     def loaded(self, path: cst.BaseExpression, scope: Scope) -> Condition | None:
@@ -94,7 +95,7 @@ class FileHostFacts:
         if self._facts is None or not isinstance(self._import(head, scope), cst.ImportFrom):
             return ()  # `import k2` itself: the name resolves to the module already
         modules = self._facts.external_modules  # looked up member by member (the runner records them)
-        return [(library, HOST) for library in LIBRARIES if (head, library) in modules]
+        return [(library, HOST) for library in value_libraries() if (head, library) in modules]
 
     def loaded(self, path: cst.BaseExpression, scope: Scope) -> Condition | None:
         known = self._facts is not None and local_key(path_shape(path, scope)) in self._facts.host_saved

@@ -27,6 +27,7 @@ from typing import Protocol
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import LOADERS, UseIndex
+from torchdev_lint.analysis.library_models import Fact, apis, host_module
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.torch_api import MOVE_METHODS
@@ -45,15 +46,12 @@ class HostFacts(Protocol):
         """A call of a function the tables below do not know: when is its result host data?"""
 
     def libraries(self, head: str, scope: Scope) -> Iterable[tuple[str, Condition]]:
-        """The third-party modules among `LIBRARIES` that the name `head` may stand for though it
+        """The third-party modules among `library_models.value_libraries()` that the name `head` may stand for though it
         is imported from a project package (`from . import k2`), each with its condition."""
 
     def loaded(self, path: cst.BaseExpression, scope: Scope) -> Condition | None:
         """`torch.load(path)`: when does it read a file the project saves only from host memory?"""
 
-
-# The third-party modules whose functions the tables below know.
-LIBRARIES = ("k2", "numpy", "torch")
 
 # Functions that write a file a loader may read back, and the name of the parameter they save.
 SAVED_OBJECT = {"torch.save": "obj", "torch.jit.save": "m"}
@@ -68,24 +66,9 @@ _MOVES = MOVE_METHODS | {"type", "xpu", "mps", "npu", "hpu", "ipu"}
 _HOST_BUILTINS = frozenset(f"builtins.{name}" for name in ("len", "int", "float", "str", "bool"))
 _HOST_LITERALS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
 _HOST_CONSTANTS = frozenset({"None", "True", "False"})
-# Constructors whose result is always in host memory.
-_HOST_CONSTRUCTORS = frozenset({"torch.from_numpy", "k2.Fsa.from_str", "k2.Fsa.from_openfst"})
 # torch factories: on the CPU unless given `device=`; `tensor` copies its data's device.
 _HOST_FACTORIES = frozenset(
     "zeros ones empty full rand randn randint randperm arange linspace logspace eye".split()
-)
-# Functions whose result is on their first argument's device (k2 FSA algorithms, an FSA made
-# from a dict of tensors).
-_SAME_DEVICE = frozenset(
-    {
-        "torch.tensor",
-        "k2.Fsa.from_dict",
-        "k2.arc_sort",
-        "k2.top_sort",
-        "k2.connect",
-        "k2.remove_epsilon",
-        "k2.determinize",
-    }
 )
 # Empty containers a function then fills item by item.
 _EMPTY = frozenset({"builtins.dict", "builtins.list"})
@@ -201,13 +184,13 @@ class _Judge:
         self, name: str, call: cst.Call, scope: Scope, attributes: bool
     ) -> Condition | None | _Unlisted:
         """What the tables say of a call of `name`."""
-        if name in _HOST_BUILTINS or name in _HOST_CONSTRUCTORS or name.startswith("numpy."):
+        if name in _HOST_BUILTINS or name in apis(Fact.HOST_RESULT) or host_module(name):
             return HOST
         if keyword(call, "device") is not None:
             return _Unlisted.UNLISTED
         if name.startswith("torch.") and name[6:] in _HOST_FACTORIES:
             return HOST
-        if name in _SAME_DEVICE:
+        if name in apis(Fact.SAME_DEVICE):
             given = positional(call)
             return self.value(given[0].value, scope, attributes) if given else None
         if name == "torch.load":

@@ -18,6 +18,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.guards import is_availability_call
+from torchdev_lint.analysis.library_models import Fact, apis
 from torchdev_lint.analysis.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.walk import first
@@ -32,9 +33,6 @@ TENSOR_DATASET_CLASSES = frozenset(
 _PASS_THROUGH_BUILTINS = frozenset(
     {"enumerate", "iter", "zip", "reversed", "filter", "map", "list", "tuple", "sorted"}
 )
-# Methods through which a library takes a loader over and puts its batches on the
-# device itself (accelerate's `Accelerator.prepare`, Lightning Fabric's `setup_dataloaders`).
-DEVICE_PLACING_METHODS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders"})
 _LOADER_NAME = re.compile(r"loader|(^|_)dl($|_)|(^|_)dls($|_)", re.IGNORECASE)
 _BATCH_NAME = re.compile(r"batch|(^|_)(iter|iterator)($|_)", re.IGNORECASE)
 _MAX_DEPTH = 6
@@ -71,7 +69,7 @@ def places_on_device(node: cst.CSTNode) -> TypeGuard[cst.Call]:
     return (
         isinstance(node, cst.Call)
         and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value in DEVICE_PLACING_METHODS
+        and node.func.attr.value in apis(Fact.PLACES_BATCHES)
     )
 
 

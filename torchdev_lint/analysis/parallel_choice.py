@@ -16,8 +16,9 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from torchdev_lint.analysis.library_models import Fact, endings
 from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
-from torchdev_lint.analysis.torch_api import DISTRIBUTED_WRAPPER_SUFFIXES, DISTRIBUTED_WRAPPERS
+from torchdev_lint.analysis.torch_api import DISTRIBUTED_WRAPPERS
 from torchdev_lint.analysis.walk import first
 
 _BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
@@ -80,7 +81,7 @@ def _wraps_distributed(node: cst.CSTNode, scope: Scope) -> bool:
     if name in DISTRIBUTED_WRAPPERS:
         return True
     last = name.rsplit(".", 1)[-1]
-    if last.endswith(DISTRIBUTED_WRAPPER_SUFFIXES):
+    if last.endswith(endings(Fact.DISTRIBUTED_WRAPPER)):
         return True
     return any(word.lower() in _DISTRIBUTED_WORDS for word in _WORDS.findall(last))
 
@@ -121,6 +122,6 @@ def _literal_text(value: cst.BaseExpression) -> str:
 def data_parallel_backend(class_name: str) -> bool:
     """Does a class's name say it implements a DataParallel backend (`DataParallelStrategy`,
     `DPEngine`, `MyDP`)? A DDP/FSDP name (`DDPTrainer`, `FSDPStrategy`) does not."""
-    for distributed in DISTRIBUTED_WRAPPER_SUFFIXES:
+    for distributed in endings(Fact.DISTRIBUTED_WRAPPER):
         class_name = class_name.replace(distributed, "")
     return "DataParallel" in class_name or "DP" in _WORDS.findall(class_name)

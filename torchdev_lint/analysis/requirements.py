@@ -18,16 +18,12 @@ from typing import Protocol
 import libcst as cst
 
 from torchdev_lint.analysis.guards import BENCHMARK_WORDS, CUDA_WORDS, name_words, says_missing, says_present
+from torchdev_lint.analysis.library_models import Fact, apis
 from torchdev_lint.analysis.process_groups import Initialization
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve
 from torchdev_lint.analysis.walk import children, walk
 from torchdev_lint.syntax import keyword, positional
 
-# Libraries that only run on NVIDIA GPUs: a module importing one is CUDA-only code (`setGPU` picks
-# an NVIDIA GPU as it is imported and fails without one).
-CUDA_ONLY_LIBRARIES = frozenset(
-    {"tensorrt", "torch_tensorrt", "pycuda", "cupy", "apex", "flash_attn", "cutlass", "setGPU"}
-)
 # Calls that raise without CUDA, made to claim a GPU on purpose.
 _CUDA_CLAIMS = frozenset({"torch.cuda.set_device", "torch.cuda.current_device"})
 # `with torch.cuda.stream(s):` / `with torch.cuda.device(i):` bodies run on a GPU.
@@ -522,7 +518,7 @@ def _cuda_only_module(name: str) -> bool:
     """`tensorrt`, `apex.amp`, `fused_layer_norm_cuda`, `numba.cuda`, `nccl_ops`; not `torch.cuda` (it
     has a CPU side), nor a function named after CUDA (`get_cuda_rng_tracker`, `is_torch_cuda_available`)."""
     root = name.split(".", 1)[0]
-    if root in CUDA_ONLY_LIBRARIES:
+    if root in apis(Fact.CUDA_ONLY):
         return True
     return root != "torch" and any(_names_cuda_module(part) for part in name.split("."))
 

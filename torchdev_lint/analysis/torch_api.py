@@ -232,8 +232,6 @@ DISTRIBUTED_WRAPPERS = frozenset(
         "torch.distributed._composable.replicate",
     }
 )
-# The same wrappers in other libraries (apex, fairscale), by their class names' endings.
-DISTRIBUTED_WRAPPER_SUFFIXES = ("DistributedDataParallel", "ShardedDataParallel")
 
 # -- private helpers and their public lines -------------------------------------------------
 # Asked by TDL309: private helpers that parse or place devices, each with the public line to
