@@ -34,6 +34,9 @@ class Fact(Enum):
     # It takes host data only: a loaded checkpoint value handed to it needs no `map_location`
     # (`checkpoint_loads`).
     HOST_CONSUMER = "takes host data only"
+    # Creates learnable state in a store of the library's own, which `Module.to()` never moves
+    # (`module_classes`).
+    PARAM_STORE = "parameter store"
     # A class whose name ends so is a distributed (DDP-like) wrapper of a module (`parallel_choice`).
     DISTRIBUTED_WRAPPER = "distributed wrapper"
 
@@ -66,6 +69,21 @@ import torch
 def restore(path):
     state = torch.load(path)
     return {call}
+"""
+_STORED = """\
+import {root}
+import torch
+from torch import nn
+
+class Topics(nn.Module):
+    def __init__(self, n_words, n_topics):
+        super().__init__()
+        self.prior = torch.tensor([1.0, 0.5])
+        self.shape = (n_topics, n_words)
+
+    def guide(self, docs):
+        loc = {api}("loc", torch.zeros(self.shape))
+        return (loc + self.prior) @ docs
 """
 _CUDA_ONLY = """\
 import {api}
@@ -157,6 +175,20 @@ MODELS: tuple[Model, ...] = (
     _consumer('np.asarray(state["table"])', "makes a host array of what it is given"),
     _consumer('np.array(state["table"])', "makes a host array of what it is given"),
     _consumer('np.random.set_state(state["numpy_rng"])', "NumPy's generator state is host data"),
+    Model(
+        "pyro.param",
+        Fact.PARAM_STORE,
+        "Pyro's param store holds the state; the module runs where the default device puts it",
+        _STORED.format(root="pyro", api="pyro.param"),
+        ("TDL313", 8),
+    ),
+    Model(
+        "pyro.primitives.param",
+        Fact.PARAM_STORE,
+        "the same function under its defining module",
+        _STORED.format(root="pyro.primitives", api="pyro.primitives.param"),
+        ("TDL313", 8),
+    ),
     _cuda_only("tensorrt", "TensorRT engines run on NVIDIA GPUs only"),
     _cuda_only("torch_tensorrt", "compiles to TensorRT engines, NVIDIA GPUs only"),
     _cuda_only("pycuda", "binds the CUDA driver API"),

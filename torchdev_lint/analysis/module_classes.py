@@ -14,15 +14,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis.library_models import Fact, apis
 from torchdev_lint.analysis.scopes import Scope, block_statements, resolve
 from torchdev_lint.analysis.units import definition_owners, imported_roots, remember
 from torchdev_lint.analysis.walk import children, visit
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
-
-# Creating learnable state in a store of its own, outside the module's parameters.
-_PARAM_STORE_CALLS = frozenset({"pyro.param", "pyro.primitives.param"})
 
 
 def local_names(method: cst.FunctionDef) -> set[str]:
@@ -160,8 +158,9 @@ def initialises_module(statement: cst.BaseStatement) -> bool:
 def keeps_state_in_param_store(node: cst.ClassDef, scope: Scope, ctx: FileContext) -> bool:
     """A method creates its learnable state with `pyro.param(...)`: Pyro's param store holds it,
     `model.to()` never moves it, so the module runs wherever the default device puts every tensor."""
-    if "pyro" not in imported_roots(ctx):
-        return False  # only an import of Pyro binds a name that resolves to it (no walk of the class)
+    stores = apis(Fact.PARAM_STORE)
+    if not {name.split(".", 1)[0] for name in stores} & set(imported_roots(ctx)):
+        return False  # only an import of the library binds a name that resolves to it (no walk of the class)
     finder = _ParamStoreCalls(scope)
     visit(node.body, finder)
     return finder.found
@@ -173,7 +172,7 @@ class _ParamStoreCalls(cst.CSTVisitor):
         self.found = False
 
     def visit_Call(self, node: cst.Call) -> bool:
-        self.found = self.found or resolve(node.func, self.scope) in _PARAM_STORE_CALLS
+        self.found = self.found or resolve(node.func, self.scope) in apis(Fact.PARAM_STORE)
         return not self.found
 
 
