@@ -20,7 +20,8 @@ from multifile import GATE, WARNS, write_files
 
 from torchdev_lint.analysis import facts_memo
 from torchdev_lint.analysis.facts_memo import file_facts
-from torchdev_lint.analysis.project_facts import FileFacts, project_facts
+from torchdev_lint.analysis.file_facts import FileFacts
+from torchdev_lint.analysis.project_facts import project_facts
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import parse
 

@@ -209,3 +209,49 @@ def test_a_commented_out_pin_memory_is_left_alone(tmp_path: Path) -> None:
     before = _texts(tmp_path)
     _fix(tmp_path)
     assert _texts(tmp_path) == before
+
+
+ROWS = """
+    from torch.utils.data import Dataset
+
+    class Rows(Dataset):
+        def __init__(self, table):
+            self.table = table
+
+        def __len__(self):
+            return len(self.table)
+
+        def __getitem__(self, index):
+            return self.table[index]
+"""
+PREDICT = """
+    import torch
+    from torch.utils.data import DataLoader
+
+    from {module} import Rows
+
+    def predict(model, table):
+        outputs = []
+        for rows in DataLoader(Rows(table), batch_size=64):
+            outputs.append(model(rows.cuda()))
+        return outputs
+"""
+
+
+@pytest.mark.parametrize(
+    ("layout", "module"),
+    [({"setup.py": ""}, "tabular.rows"), ({}, "tabular.rows"), ({"tabular/__init__.py": ""}, ".rows")],
+    ids=["project", "namespace-package", "relative"],
+)
+def test_a_dataset_of_another_file_handing_out_its_argument_is_not_pinned_safely(
+    tmp_path: Path, layout: dict[str, str], module: str
+) -> None:
+    """`Rows(table)` yields slices of `table`, which the caller may have put on a device:
+    pinning them raises, so the TDL204 fix is not safe (the class is in another file, imported
+    from a package without `__init__.py` too)."""
+    write_files(
+        tmp_path, {**layout, "tabular/rows.py": ROWS, "tabular/predict.py": PREDICT.format(module=module)}
+    )
+    before = _texts(tmp_path / "tabular")
+    _fix(tmp_path)
+    assert _texts(tmp_path / "tabular") == before

@@ -38,7 +38,7 @@ from torchdev_lint.report.text import plain_text
 from torchdev_lint.rule import all_rules
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.project_facts import ProjectFacts
+    from torchdev_lint.analysis.file_facts import ProjectFacts
     from torchdev_lint.runner import CheckOptions
 
 # A run that the cache answers whole imports neither LibCST nor the rules: the runner,

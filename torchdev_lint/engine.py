@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, cast
 
 import libcst as cst
 
-from torchdev_lint.analysis.project_facts import FileFacts
+from torchdev_lint.analysis.file_facts import FileFacts
 from torchdev_lint.analysis.quotes import QuoteStyle
 from torchdev_lint.analysis.scopes import (
     Scope,

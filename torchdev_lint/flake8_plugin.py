@@ -37,7 +37,7 @@ import libcst as cst
 
 from torchdev_lint import __version__
 from torchdev_lint.analysis.facts_memo import file_facts
-from torchdev_lint.analysis.project_facts import FileFacts
+from torchdev_lint.analysis.file_facts import FileFacts
 from torchdev_lint.analysis.summary_cache import FOLDER as SUMMARIES
 from torchdev_lint.cache import FOLDER
 from torchdev_lint.config import ConfigError, Settings, find_config, parse_version, select_rules

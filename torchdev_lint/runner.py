@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 
 import libcst as cst
 
-from torchdev_lint.analysis.project_facts import FileFacts, ProjectFacts, Summary, project_facts
+from torchdev_lint.analysis.file_facts import FileFacts, ProjectFacts
+from torchdev_lint.analysis.project_facts import Summary, project_facts
 from torchdev_lint.analysis.summary_cache import needs_parse
 from torchdev_lint.cache import CachedResult, ResultCache, entry_key
 from torchdev_lint.config import Settings, codes_for

@@ -37,7 +37,7 @@ from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, 
 from torchdev_lint.analysis.walk import walk
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.project_facts import FileFacts
+    from torchdev_lint.analysis.file_facts import FileFacts
     from torchdev_lint.analysis.requirements import CudaRequirements
 
 Reference = list[Any]

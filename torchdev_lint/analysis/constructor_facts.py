@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.file_facts import FileFacts
     from torchdev_lint.analysis.project import ProjectIndex
-    from torchdev_lint.analysis.project_facts import FileFacts
 
 Summary = dict[str, Any]
 Target = tuple[str, str]

@@ -17,8 +17,9 @@ import os
 from typing import Any
 
 from torchdev_lint.analysis import summary_cache
+from torchdev_lint.analysis.file_facts import FileFacts
 from torchdev_lint.analysis.project import path_kind
-from torchdev_lint.analysis.project_facts import FileFacts, Parse, PassInputs, recorded_facts
+from torchdev_lint.analysis.project_facts import Parse, PassInputs, recorded_facts
 from torchdev_lint.cache import load_json, store_json, summary_key, tool_fingerprint
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_source

@@ -33,7 +33,7 @@ from torchdev_lint.analysis.saved_files import distinctive, path_shape
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, open_scope
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.project_facts import FileFacts
+    from torchdev_lint.analysis.file_facts import FileFacts
 
 References = Callable[[str, Scope], list[Any] | None]
 

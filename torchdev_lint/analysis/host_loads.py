@@ -50,7 +50,7 @@ _OWN = ("self", "cls")
 _REMOVERS = frozenset({"os.remove", "os.unlink"})
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.project_facts import FileFacts
+    from torchdev_lint.analysis.file_facts import FileFacts
     from torchdev_lint.engine import FileContext
 
 

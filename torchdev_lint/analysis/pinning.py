@@ -17,17 +17,24 @@ from typing import TYPE_CHECKING, Literal, overload
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.dataset_items import item_parameters
 from torchdev_lint.analysis.datasets import collate_code, dataset_class_of
 from torchdev_lint.analysis.devices import CPU, Move, as_move
 from torchdev_lint.analysis.flow_values import Kind
 from torchdev_lint.analysis.guards import checks_availability
-from torchdev_lint.analysis.loaders import LoaderFate, built_from, dataset_argument, moves_to_accelerator
+from torchdev_lint.analysis.loaders import (
+    TENSOR_DATASET_CLASSES,
+    LoaderFate,
+    built_from,
+    dataset_argument,
+    moves_to_accelerator,
+)
 from torchdev_lint.analysis.parameters import passed_arguments
-from torchdev_lint.analysis.scopes import Scope, dotted_name, module_reference
+from torchdev_lint.analysis.scopes import Scope, dotted_name, module_reference, resolve
 from torchdev_lint.syntax import keyword
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.project_facts import FileFacts
+    from torchdev_lint.analysis.file_facts import FileFacts
     from torchdev_lint.engine import FileContext
 
 _COMMENTED_PIN = re.compile(r"#[^\n]*\bpin_memory\b")
@@ -111,6 +118,22 @@ def tensor_residency(
     if tensors_only:
         return None
     return Residency.HOST if value is not None and value.kind is Kind.OTHER else Residency.UNKNOWN
+
+
+def handed_out_arguments(call: cst.Call, scope: Scope, facts: FileFacts | None) -> list[cst.Arg] | None:
+    """The arguments of a dataset construction whose tensors (or their items) the loader's
+    batches are made of: every argument of a `TensorDataset`; those a dataset class hands out
+    unchanged (`analysis/dataset_items.py`: a class of this file, or of another file through the
+    project facts). None for any other call."""
+    if resolve(call.func, scope) in TENSOR_DATASET_CLASSES:
+        return list(call.args)
+    klass = dataset_class_of(call, scope)
+    if klass is not None:
+        parameters = item_parameters(klass)
+    else:
+        callee = dotted_name(call.func)
+        parameters = facts.hands_out_items(callee) if facts is not None and callee is not None else []
+    return passed_arguments(call, parameters) if parameters else None
 
 
 def loader_residency(

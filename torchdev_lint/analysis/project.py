@@ -113,6 +113,17 @@ class ProjectIndex:
             found = self._walk(folder, parts, relative=False)
             if found is not None:
                 return found
+        return self._own_package(path, parts)
+
+    def _own_package(self, path: str, parts: tuple[str, ...]) -> Located | None:
+        """`pytorch_tabnet.utils` imported from `pytorch_tabnet/tab_model.py` where the folder
+        has no `__init__.py` (a namespace package, as some wheels ship it): the folder the file
+        lives in, or one above it, named like the import's first part is that package."""
+        folder = os.path.dirname(os.path.abspath(path))
+        while parts and os.path.dirname(folder) != folder:
+            if os.path.basename(folder) == parts[0]:
+                return self._walk(os.path.dirname(folder), parts, relative=False)
+            folder = os.path.dirname(folder)
         return None
 
     def _walk(self, folder: str, parts: tuple[str, ...], *, relative: bool) -> Located | None:

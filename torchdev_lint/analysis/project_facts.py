@@ -22,14 +22,13 @@ yields a finding: without facts a file is checked as it is on its own.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchdev_lint.analysis import constructor_facts, load_facts, summary_cache
+from torchdev_lint.analysis.file_facts import FileFacts, ProjectFacts
 from torchdev_lint.analysis.inheritance import Inheritance
 from torchdev_lint.analysis.parameter_facts import (
     Handed,
@@ -44,84 +43,15 @@ from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_source
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.parameters import Parameter
+    pass
 
 _MAX_ALIASES = 8
 # The summary fields that name a function of the file.
-_DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults", "forwards", "returns")
+_DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults", "forwards", "returns", "dataset_items")
 
 Summary = summary_cache.Summary
 Target = tuple[str, str]
 Parse = Callable[[str, bytes], Any]
-
-
-class FileFacts(NamedTuple):
-    """What a file's check learns from the rest of the project (see `analysis/parameter_facts.py`
-    for the parameter boundaries)."""
-
-    gating: frozenset[str] = frozenset()
-    # (callee as written, call position or -1, parameter): stored in a saved dict / batches moved.
-    checkpointing: frozenset[Handed] = frozenset()
-    batch_moving: frozenset[Handed] = frozenset()
-    # (function, parameter) of this file: every project call passes a pinned loader.
-    pinned_loaders: frozenset[tuple[str, str]] = frozenset()
-    # Of them, those for which every call's pinned loader collates by default (TDL205's fix safety).
-    collated_loaders: frozenset[tuple[str, str]] = frozenset()
-    # `load_facts.local_key`s of `torch.load` paths the project writes only from host memory;
-    # base class texts naming a project Dataset class (`analysis/dataset_bases.py`).
-    host_saved: frozenset[str] = frozenset()
-    dataset_bases: frozenset[str] = frozenset()
-    # Callees as written that return host data (`analysis/returned_values.py`).
-    host_returns: frozenset[str] = frozenset()
-    # (class, parameter) of this file: a CUDA default no construction overrides (constructor_facts).
-    cuda_defaults: frozenset[tuple[str, str]] = frozenset()
-    # (name, module): a name the file imports from a project package that binds it by `import
-    # module` of a third-party module (`from . import k2`; `analysis/host_facts.py`).
-    external_modules: frozenset[tuple[str, str]] = frozenset()
-
-    def gates(self, callee: str) -> bool:
-        """`callee`, written as the file writes it, stops the program where CUDA is missing."""
-        return callee in self.gating
-
-    def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
-        """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""
-        return _parameters(self.checkpointing, callee)
-
-    def moves_batches(self, callee: str) -> list[tuple[int | None, str]]:
-        """The loader parameters (call position, name) whose batches `callee` moves to a device."""
-        return _parameters(self.batch_moving, callee)
-
-    def pinned(self, parameter: Parameter) -> bool:
-        """Does every call in the project pass a pinned `DataLoader` for this loader parameter?"""
-        return (parameter.function, parameter.name) in self.pinned_loaders
-
-    def collated(self, parameter: Parameter) -> bool:
-        """... and every such loader collates by default (its batches' parts are tensors)?"""
-        return (parameter.function, parameter.name) in self.collated_loaders
-
-    @property
-    def digest(self) -> str:
-        """A hash of these facts for the file's cache key; empty when there are none."""
-        if not any(self):
-            return ""
-        return hashlib.sha256(json.dumps([sorted(member) for member in self]).encode()).hexdigest()
-
-
-def _parameters(handed: frozenset[Handed], callee: str) -> list[tuple[int | None, str]]:
-    return [(None if at < 0 else at, name) for text, at, name in handed if text == callee]
-
-
-class ProjectFacts(NamedTuple):
-    """The facts of every checked file that has some (plain data: workers receive it)."""
-
-    files: dict[str, FileFacts]
-
-    def of(self, path: str) -> FileFacts | None:
-        return self.files.get(path)
-
-    def digest(self, path: str) -> str:
-        facts = self.files.get(path)
-        return facts.digest if facts is not None else ""
 
 
 def project_facts(
@@ -422,7 +352,19 @@ class _Pass:
             for text, reference in summary["sites"].items()
             if reference is not None and self._target(path, reference) in gating
         )
-        return FileFacts(gates, checkpointing, batch_moving, pinned, collated)
+        return FileFacts(gates, checkpointing, batch_moving, pinned, collated, item_passing=self._items(path))
+
+    def _items(self, path: str) -> frozenset[Handed]:
+        """The dataset classes of other files this file constructs that hand out their
+        constructor arguments' items (`FileFacts.item_passing`)."""
+        found = set()
+        for text, reference in self.summaries[path]["sites"].items():
+            target = self._target(path, reference) if reference is not None else None
+            callee = self.summaries.get(target[0]) if target is not None else None
+            if target is not None and callee is not None and target[0] != path:
+                for position, name in callee.get("dataset_items", {}).get(target[1], ()):
+                    found.add((text, -1 if position is None else position, name))
+        return frozenset(found)
 
     def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
         """TDL101's facts: loads of paths saved from host memory, bases that are Datasets,

@@ -180,7 +180,7 @@ class CudaRequirements:
         """Does `node` run only where CUDA is? A gate before it (an exit, raise, assert or skip
         when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a
         function of this file that does one; in a file whose process groups all use NCCL, an exit
-        unless one is initialised), a claim of the GPU in its own statement
+        unless one is initialised, or a block run only when one is), a claim of the GPU in its own statement
         (`torch.device("cuda", torch.cuda.current_device())`), a CUDA-only decorator,
         `with torch.cuda.stream(...)`, a function called only from such code, or a CUDA-only module."""
         if self._module_only:
@@ -201,6 +201,13 @@ class CudaRequirements:
                 )
             ):
                 return True
+            if (
+                isinstance(parent, cst.If)
+                and child is parent.body
+                and self._initialization.says_initialized(parent.test)
+                and self._nccl_file()
+            ):
+                return True  # `if dist.is_initialized():`, `if get_world_size() > 1:` in an NCCL program
             if (
                 isinstance(parent, cst.FunctionDef)
                 and child is parent.body

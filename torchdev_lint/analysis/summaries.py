@@ -25,6 +25,8 @@ kept as written; the project index resolves them later, see
   finds a method of a base class in another module (`analysis/inheritance.py`);
   `method_calls`: the attribute names called on objects other than project references
   (`trainer.fit(...)`): a method so named may have calls its callers' meet does not see.
+- `dataset_items`: `{"PredictDataset": [[0, "x"]]}`, the constructor parameters (call position,
+  name) whose items a class's `__getitem__` returns unchanged (`analysis/dataset_items.py`).
 - `cuda_defaults`, `constructions`: classes whose `__init__` stores a CUDA default used as a
   device, and the slots each construction passes (TDL301: `analysis/constructor_defaults.py`).
 
@@ -43,6 +45,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.constructor_defaults import ConstructorUses
 from torchdev_lint.analysis.dataset_bases import DatasetClasses
+from torchdev_lint.analysis.dataset_items import item_parameters
 from torchdev_lint.analysis.host_facts import PassOneFacts
 from torchdev_lint.analysis.parameter_uses import ParameterUses
 from torchdev_lint.analysis.requirements import CudaRequirements
@@ -99,6 +102,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         **collector.parameters.fields(),
         "saved_files": collector.saved_files.summary(),
         "dataset_classes": collector.dataset_classes.classes,
+        "dataset_items": collector.dataset_items,
         "returns": collector.returned.summary(functions, collector.generators),
         **collector.constructors.fields(requirements),
         "classes": collector.classes,
@@ -166,6 +170,7 @@ class _Collector:
         self.returned = ReturnedValues(host_facts)  # functions returning host data (TDL101)
         self.constructors = ConstructorUses(reference_of, scope)  # CUDA defaults, constructions (TDL301)
         self.classes: dict[str, list[Any]] = {}  # module-level classes: bases, names (inheritance)
+        self.dataset_items: dict[str, list[Any]] = {}  # classes handing out constructor arguments
         self.method_calls: set[str] = set()  # `x.name(...)` not resolved: some object's method
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
@@ -208,6 +213,9 @@ class _Collector:
             if module is not None:
                 name = node.name.value  # type: ignore[attr-defined]
                 self.classes[name] = class_entry(node, module, self.scope)  # type: ignore[arg-type]
+                handed_out = item_parameters(node)  # type: ignore[arg-type]
+                if handed_out:
+                    self.dataset_items[name] = [list(parameter) for parameter in handed_out]
         elif kind in _COMPREHENSIONS:
             self.scope = Scope(node, "comprehension", self.scope)
             collect_comprehension_bindings(self.scope, node)  # type: ignore[arg-type]

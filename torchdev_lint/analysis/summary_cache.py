@@ -29,6 +29,7 @@ _FIELDS = frozenset(
         "method_calls",
         "saved_files",
         "dataset_classes",
+        "dataset_items",
         "returns",
         "cuda_defaults",
         "constructions",

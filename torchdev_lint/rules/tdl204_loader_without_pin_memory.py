@@ -10,7 +10,6 @@ from torchdev_lint.analysis import pinning
 from torchdev_lint.analysis.batches import batch_move, result_unused
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.loaders import (
-    TENSOR_DATASET_CLASSES,
     dataset_argument,
     is_dataloader_call,
     is_loader,
@@ -19,7 +18,6 @@ from torchdev_lint.analysis.loaders import (
     places_on_device,
 )
 from torchdev_lint.analysis.pinning import Residency
-from torchdev_lint.analysis.scopes import resolve
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, with_keyword
 
@@ -50,15 +48,15 @@ class LoaderWithoutPinMemory(Rule):
         level) is flagged when the file moves batches of a loader of unknown origin (a parameter
         or attribute named like a loader), or when it is passed to a project function, in any
         file, that moves that parameter's batches to a device (project analysis).
-        Not flagged: loaders given `pin_memory` or `**kwargs`, or whose `pin_memory` the author
-        commented out (`# pin_memory=True` in the call or its line: a decision about that
-        loader); loaders whose batches are never moved (or only to the CPU, or only cast), or whose
-        moved batches are bound to a name the function never reads (`x_gpu = x.to(device)`, the
-        model given `x`); loaders handed to a library that puts batches on the device itself
-        (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`) and, in a file that does so,
-        moves of loaders of unknown origin; loaders over data already on a device (a
-        `TensorDataset` of tensors moved or created there, a dataset class of the file or a
-        `collate_fn` that moves data to a device), where pinning would raise.
+        Not flagged: loaders given `pin_memory` or `**kwargs`, or whose `pin_memory` the author commented
+        out (`# pin_memory=True` in the call or its line: a decision about that loader); loaders whose
+        batches are never moved (or only to the CPU, or only cast), or whose moved batches are bound
+        to a name the function never reads (`x_gpu = x.to(device)`, the model given `x`); loaders
+        handed to a library that puts batches on the device itself (`accelerator.prepare(...)`,
+        `fabric.setup_dataloaders(...)`) and, in a file that does so, moves of loaders of unknown
+        origin; loaders over data already on a device (a `TensorDataset` of tensors moved or created
+        there, a dataset class of the file or a `collate_fn` that moves data to a device), where
+        pinning would raise.
 
         ## Why it matters
         A copy from ordinary (pageable) host memory to the GPU is staged through a pinned buffer
@@ -88,12 +86,13 @@ class LoaderWithoutPinMemory(Rule):
         print a warning every run and pin nothing; where the file binds no `torch` the finding
         carries **no fix**. Pinning changes where a batch's host memory lives, not its values or
         dtypes, on every device. Pinning a tensor already on a device raises, so the fix is
-        **safe** only where the dataset is not known to hold tensors of unknown placement: a
-        `TensorDataset` (or a tensor used as the dataset) whose tensors the device flow shows on
-        the CPU (factories without `device=`, `torch.from_numpy`, `.cpu()`), or any other dataset
-        (a `Dataset` instance, whose items the loader collates on the host). Over a
-        `TensorDataset` whose tensors come from elsewhere (parameters, function results,
-        `torch.load`) there is **no fix**: they may already be on a device. Over data shown on a
+        **safe** only where the dataset is not known to hand out tensors of unknown placement: a
+        `TensorDataset` (or a tensor used as the dataset, or a dataset class of the project whose
+        `__getitem__` returns items of a constructor argument unchanged, `self.x[i]` after
+        `self.x = x`) over data the device flow shows on the CPU (factories without `device=`,
+        `torch.from_numpy`, `.cpu()`, NumPy), or any other dataset (one that builds its items
+        itself). Where the handed-out data comes from elsewhere (parameters, function results,
+        `torch.load`) there is **no fix**: it may already be on a device. Over data shown on a
         device there is no finding at all.
         """
     invalid = (
@@ -178,17 +177,26 @@ class LoaderWithoutPinMemory(Rule):
                     images, targets = images.to(device, non_blocking=True), targets.to(device, non_blocking=True)
             """,
         ),
-        # A `TensorDataset` of tensors of unknown placement: they may be on a device, no fix.
+        # A `TensorDataset`, or a dataset handing out items of what its caller passed, over tensors
+        # of unknown placement: they may be on a device, no fix.
         Invalid(
             """
-            from torch.utils.data import DataLoader, TensorDataset
+            from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+            class Rows(Dataset):
+                def __init__(self, table):
+                    self.table = table
+                def __getitem__(self, i):
+                    row = self.table[i]
+                    return row
 
             def fit(model, features, labels):
                 loader = DataLoader(TensorDataset(features, labels), batch_size=64)
-                for x, y in tqdm(loader):
-                    model(x.cuda())
+                rows = DataLoader(Rows(features), batch_size=64)
+                for (x, y), row in zip(loader, rows):
+                    model(x.cuda(), row.cuda())
             """,
-            lines=(4,),
+            lines=(11, 12),
         ),
         # Tensors made on the CPU: fixed. A device named through an attribute of a call, `zip`.
         Invalid(
@@ -443,12 +451,10 @@ class LoaderWithoutPinMemory(Rule):
 
             def on_gpu(x, y, model, device):
                 loader = DataLoader(TensorDataset(x.cuda(), y.cuda()), batch_size=4)
-                for xb, yb in loader:
-                    model(xb.cuda())
                 x = x.to(device)
                 moved = DataLoader(TensorDataset(x, y), batch_size=4)
-                for xb, yb in moved:
-                    model(xb.to(device))
+                for (xb, yb), (xm, ym) in zip(loader, moved):
+                    model(xb.cuda(), xm.to(device))
 
             class CachedOnDevice(Dataset):
                 def __init__(self, data, device):
@@ -463,10 +469,8 @@ class LoaderWithoutPinMemory(Rule):
             def cached(data, samples, model, device):
                 first = DataLoader(CachedOnDevice(data, device), batch_size=4)
                 second = DataLoader(samples, batch_size=4, collate_fn=to_device_collate)
-                for xb in first:
-                    model(xb.to(device))
-                for xb in second:
-                    model(xb.to(device))
+                for xb, xc in zip(first, second):
+                    model(xb.to(device), xc.to(device))
             """
         ),
         # A loader the function iterates without moving its batches, in a file that moves the
@@ -547,8 +551,9 @@ class LoaderWithoutPinMemory(Rule):
         if places_on_device(node):
             self.delegates |= any(is_loader(arg.value, scope) for arg in node.args)
             return
-        if resolve(node.func, scope) in TENSOR_DATASET_CLASSES:
-            found = [pinning.tensor_residency(arg.value, self.ctx) for arg in node.args]
+        handed_out = pinning.handed_out_arguments(node, scope, self.ctx.project)
+        if handed_out is not None:
+            found = [pinning.tensor_residency(arg.value, self.ctx) for arg in handed_out]
             self.tensor_datasets[node] = max(found, default=Residency.HOST)
             return
         move = as_move(node, scope)

@@ -60,7 +60,9 @@ class HardcodedCuda(Rule):
           `torch.distributed.init_process_group("nccl")`, `torch.cuda.set_device(rank)`, or a call such as
           `init_distributed_mode(args)` of a function of the file that does one; in a file whose every
           `init_process_group` uses NCCL, a return or raise unless the group is initialised, `if not
-          dist.is_initialized(): return` or through a helper of the file, `is_dist_avail_and_initialized()`;
+          dist.is_initialized(): return` or through a helper of the file, `is_dist_avail_and_initialized()`,
+          `if get_world_size() == 1: return`, or a block under `if get_world_size() > 1:` (the size is
+          1 without a group);
           a claim in the statement itself, `torch.device("cuda", torch.cuda.current_device())`), tests
           skipped without CUDA (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
           `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and
@@ -263,10 +265,15 @@ class HardcodedCuda(Rule):
                         return
                     dist.all_reduce(y.to("cuda"))
 
+                def gather(self, y):
+                    if dist.get_world_size() == 1:
+                        return y
+                    dist.all_reduce(y.to("cuda"))
+
             def init_distributed_mode(args):
                 dist.init_process_group(backend=args.dist_backend, init_method="env://")
             """,
-            lines=(7, 9, 13),
+            lines=(7, 9, 13, 18),
         ),
     )
     valid = (
@@ -444,7 +451,6 @@ class HardcodedCuda(Rule):
             def train(model, loader):
                 for x in loader:
                     model(x.cuda(non_blocking=True))
-
             def is_dist_avail_and_initialized():
                 if not dist.is_available():
                     return False
@@ -457,6 +463,14 @@ class HardcodedCuda(Rule):
                     return
                 dist.all_reduce(torch.tensor([count, total], dtype=torch.float64, device="cuda"))
 
+            def num_replicas():
+                return dist.get_world_size() if is_dist_avail_and_initialized() else 1
+            def mean_over_replicas(value):
+                if num_replicas() != 1:
+                    dist.all_reduce(torch.tensor([value], device="cuda"))
+                if 2 > num_replicas():
+                    return value
+                return torch.tensor([value], device="cuda")
             def main(args):
                 init_distributed_mode(args)
                 model = build(args).cuda()
@@ -491,16 +505,6 @@ class HardcodedCuda(Rule):
             def unpack(tensor, stream):
                 with torch.cuda.stream(stream):
                     return tensor.to("cuda", non_blocking=True)
-            """
-        ),
-        Valid(
-            # setGPU picks an NVIDIA GPU as it is imported, and fails without one.
-            """
-            import setGPU
-            import torch
-
-            def build(agent):
-                agent.model = SimpleMLP().cuda()
             """
         ),
         Valid(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from torchdev_lint.analysis.project_facts import FileFacts
+from torchdev_lint.analysis.file_facts import FileFacts
 from torchdev_lint.config import ConfigError
 from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
 from torchdev_lint.engine import FileResult, Finding, check_source, parse
