@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 from torchdev_lint.syntax import keyword
 
 ACCELERATORS = frozenset({"cuda", "mps", "xpu", "hpu"})
@@ -192,7 +192,19 @@ def device_argument(node: cst.BaseExpression, scope: Scope) -> Device | None:
     if isinstance(node, cst.IfExp):
         sides = {device_argument(node.body, scope), device_argument(node.orelse, scope)}
         return VARIABLE if None not in sides else None
-    return VARIABLE if _names_device(node) else None
+    if not _names_device(node):
+        return None
+    return CPU if _bound_to_cpu(node, scope) else VARIABLE
+
+
+def _bound_to_cpu(node: cst.BaseExpression, scope: Scope) -> bool:
+    """A name every binding of which assigns the CPU (`device = torch.device("cpu")`): a move
+    to it is no move to an accelerator."""
+    found = assigned_values(node, scope)
+    if found is None or not found[0]:
+        return False
+    values, owner = found
+    return all(not isinstance(v, cst.Name) and device_argument(v, owner) == CPU for v in values)
 
 
 def as_move(call: cst.Call, scope: Scope) -> Move | None:

@@ -473,22 +473,22 @@ class LoaderWithoutPinMemory(Rule):
                     model(xb.to(device), xc.to(device))
             """
         ),
-        # A loader the function iterates without moving its batches, in a file that moves the
-        # batches of another (unknown) loader.
+        # A loader the function iterates without moving its batches to an accelerator (a device
+        # bound only to the CPU), in a file that moves the batches of another (unknown) loader.
         Valid(
             """
-            from torch.utils.data import DataLoader
+            import torch
 
             def train(model, train_loader, device):
                 for x, y in train_loader:
                     model(x.to(device))
 
-            def count_samples(dataset):
-                loader = DataLoader(dataset, batch_size=256)
-                total = 0
+            def count_samples(dataset, model):
+                loader = torch.utils.data.DataLoader(dataset, batch_size=256)
+                device = torch.device("cpu")
                 for x, y in loader:
-                    total += len(x)
-                return total, len(loader)
+                    model(x.to(device))
+                return len(loader)
             """
         ),
         # Loaders handed to accelerate, which puts batches on the device itself: the explicit
