@@ -80,40 +80,45 @@ def handed(
     return frozenset(checkpointed), frozenset(moved)
 
 
+Pinned = dict[str, frozenset[tuple[str, str]]]
+
+
 def pinned_parameters(
     summaries: dict[str, Summary],
     resolve: Callable[[str, list[Any]], Target | None],
     unreadable: list[bytes],
     moving: Moving,
     calls_unseen: Callable[[Target], bool],
-    collated: bool = False,
-) -> dict[str, frozenset[tuple[str, str]]]:
+) -> tuple[Pinned, Pinned]:
     """For each file: `(function, parameter)` of its loader parameters that every project call
-    passes a pinned loader for (with `collated`: a pinned loader collating by default), or a parameter of its caller that is itself pinned so (least
-    fixed point: a cycle of calls alone proves nothing). A method some of whose calls may go
-    unseen (`calls_unseen`: through an instance, or through `self` in a base class defining
-    it too) is unknown."""
+    passes a pinned loader for, or a parameter of its caller that is itself pinned so (least
+    fixed point: a cycle of calls alone proves nothing); then the same for pinned loaders that
+    collate by default. A method some of whose calls may go unseen (`calls_unseen`: through an
+    instance, or through `self` in a base class defining it too) is unknown."""
     passed_on = {
         resolve(path, reference)
         for path, summary in summaries.items()
         for reference in summary["passed_on"].values()
     }
-    # (path, function, parameter): [calls, pinned loaders passed, parameters passed on]
+    # (path, function, parameter): [calls, pinned loaders passed, of them collating by default,
+    # parameters passed on]
     calls: dict[tuple[str, str, str], list[Any]] = {}
     for path, summary in summaries.items():
-        passed: dict[str, list[list[Any]]] = {}
+        passed: dict[str, list[tuple[list[Any], list[Any]]]] = {}
         for text, pinned, _, pinned_collated in summary["loader_args"]:
-            passed.setdefault(text, []).append(pinned_collated if collated else pinned)
+            passed.setdefault(text, []).append((pinned, pinned_collated))
         for text, reference in summary["sites"].items():
             target = resolve(path, reference) if reference is not None else None
             if target is None or target not in moving or target in passed_on or calls_unseen(target):
                 continue
             for position, name in moving[target]:
                 at = call_position(target[1], position, text)
-                count = calls.setdefault((*target, name), [0, 0, []])
+                count = calls.setdefault((*target, name), [0, 0, 0, []])
                 count[0] += summary["counts"].get(text, 0)
-                count[1] += sum(1 for slots in passed.get(text, ()) if at in slots or name in slots)
-                count[2] += [
+                for pinned, pinned_collated in passed.get(text, ()):
+                    count[1] += at in pinned or name in pinned
+                    count[2] += at in pinned_collated or name in pinned_collated
+                count[3] += [
                     (path, function, forwarded)
                     for function, entries in summary["forwards"].items()
                     for written, slot, _, forwarded in entries
@@ -123,15 +128,21 @@ def pinned_parameters(
         word = re.compile(rb"\b%s\b" % re.escape(key[1].rsplit(".", 1)[-1].encode()))
         if any(word.search(source) for source in unreadable):
             del calls[key]
+    return _every_call(calls, 1), _every_call(calls, 2)
+
+
+def _every_call(calls: dict[tuple[str, str, str], list[Any]], column: int) -> Pinned:
+    """The keys every call of which passes a loader counted in `column`, or a key so found."""
     pinned_keys: set[tuple[str, str, str]] = set()
     changed = True
     while changed:
         changed = False
-        for key, (total, pinned, forwarded) in calls.items():
+        for key, counts in calls.items():
+            total, forwarded = counts[0], counts[3]
             if (
                 key not in pinned_keys
                 and total
-                and pinned + sum(f in pinned_keys for f in forwarded) == total
+                and counts[column] + sum(f in pinned_keys for f in forwarded) == total
             ):
                 pinned_keys.add(key)
                 changed = True

@@ -33,6 +33,7 @@ from torchdev_lint.analysis.inheritance import Inheritance
 from torchdev_lint.analysis.parameter_facts import (
     Handed,
     Moving,
+    Pinned,
     handed,
     moving_parameters,
     pinned_parameters,
@@ -189,7 +190,7 @@ class _Pass:
             names |= self._loader_callees() | load_facts.wanted_names(self.summaries, self._canonical)
             fresh, self.names = names - self.names, self.names | names
             self._forget()
-            pinned, collated = self._pinned(moving), self._pinned(moving, collated=True)
+            pinned, collated = self._pinned(moving)
             facts = {
                 path: self._facts(
                     path, gating, moving, pinned.get(path, frozenset()), collated.get(path, frozenset())
@@ -228,9 +229,13 @@ class _Pass:
             self._forget()
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
-            pinned = self._pinned(moving).get(path, frozenset())
+            pinned_all, collated_all = self._pinned(moving)
             found = self._facts(
-                path, gating, moving, pinned, self._pinned(moving, collated=True).get(path, frozenset())
+                path,
+                gating,
+                moving,
+                pinned_all.get(path, frozenset()),
+                collated_all.get(path, frozenset()),
             )
             found = self._with_load_facts({path: found})[path]
             found = constructor_facts.with_defaults(
@@ -313,9 +318,11 @@ class _Pass:
         }
         return stored | moving.keys()
 
-    def _pinned(self, moving: Moving, collated: bool = False) -> dict[str, frozenset[tuple[str, str]]]:
+    def _pinned(self, moving: Moving) -> tuple[Pinned, Pinned]:
+        """The loader parameters every call passes a pinned loader for, and a pinned loader
+        collating by default for (`parameter_facts.pinned_parameters`)."""
         unseen = lambda target: self.inheritance.calls_unseen(target, self.unparsed.values())  # noqa: E731
-        return pinned_parameters(self.summaries, self._target, self.unreadable, moving, unseen, collated)
+        return pinned_parameters(self.summaries, self._target, self.unreadable, moving, unseen)
 
     def _loader_callees(self) -> set[str]:
         """The names of the project functions loaders are passed to: their modules are wanted
