@@ -22,7 +22,6 @@ _PARAMETER_TEXT = (
     (b"DataLoader", re.compile(rb"\bDataLoader(?:\(| as\b)")),
     (b"torch.save(", re.compile(rb"\btorch\.save\(")),
     (b"from torch import", re.compile(rb"^from torch import[^\n]*\bsave\b", re.MULTILINE)),
-    (b"__getitem__", re.compile(rb"\bdef __getitem__\(")),  # a dataset handing out its arguments
 )
 # Text a gate of the file's own needs (see requirements.CudaRequirements.stops_caller): a claim
 # of the GPU, an assert about CUDA on its first line, an `if` about CUDA (or the CPU) whose

@@ -325,12 +325,14 @@ class _Pass:
         return pinned_parameters(self.summaries, self._target, self.unreadable, moving, unseen)
 
     def _loader_callees(self) -> set[str]:
-        """The names of the project functions loaders are passed to: their modules are wanted
-        (where the batches go is in the callee)."""
+        """The names of the project functions loaders are passed to, and of the dataset classes
+        they iterate: their modules are wanted (where the batches go is in the callee, what the
+        items are in the class)."""
         names = set()
         for path, summary in self.summaries.items():
             passed = [entry[0] for entry in summary["loader_args"]]
             passed += [entry[0] for entries in summary["forwards"].values() for entry in entries]
+            passed += summary["dataset_calls"]
             for text in passed:
                 reference = summary["sites"].get(text)
                 if reference is not None and reference[0] == "here":

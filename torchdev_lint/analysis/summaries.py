@@ -26,7 +26,9 @@ kept as written; the project index resolves them later, see
   `method_calls`: the attribute names called on objects other than project references
   (`trainer.fit(...)`): a method so named may have calls its callers' meet does not see.
 - `dataset_items`: `{"PredictDataset": [[0, "x"]]}`, the constructor parameters (call position,
-  name) whose items a class's `__getitem__` returns unchanged (`analysis/dataset_items.py`).
+  name) whose items a class's `__getitem__` returns unchanged (`analysis/dataset_items.py`);
+  `dataset_calls`: the imported classes whose instances the file's `DataLoader`s iterate
+  (`utils.PredictDataset`): pass 1 reads their modules.
 - `cuda_defaults`, `constructions`: classes whose `__init__` stores a CUDA default used as a
   device, and the slots each construction passes (TDL301: `analysis/constructor_defaults.py`).
 
@@ -47,6 +49,7 @@ from torchdev_lint.analysis.constructor_defaults import ConstructorUses
 from torchdev_lint.analysis.dataset_bases import DatasetClasses
 from torchdev_lint.analysis.dataset_items import item_parameters
 from torchdev_lint.analysis.host_facts import PassOneFacts
+from torchdev_lint.analysis.loaders import built_from, dataset_argument, is_dataloader_call
 from torchdev_lint.analysis.parameter_uses import ParameterUses
 from torchdev_lint.analysis.requirements import CudaRequirements
 from torchdev_lint.analysis.returned_values import ReturnedValues
@@ -103,6 +106,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "saved_files": collector.saved_files.summary(),
         "dataset_classes": collector.dataset_classes.classes,
         "dataset_items": collector.dataset_items,
+        "dataset_calls": sorted(collector.dataset_calls),
         "returns": collector.returned.summary(functions, collector.generators),
         **collector.constructors.fields(requirements),
         "classes": collector.classes,
@@ -171,6 +175,7 @@ class _Collector:
         self.constructors = ConstructorUses(reference_of, scope)  # CUDA defaults, constructions (TDL301)
         self.classes: dict[str, list[Any]] = {}  # module-level classes: bases, names (inheritance)
         self.dataset_items: dict[str, list[Any]] = {}  # classes handing out constructor arguments
+        self.dataset_calls: set[str] = set()  # imported dataset classes the file's loaders iterate
         self.method_calls: set[str] = set()  # `x.name(...)` not resolved: some object's method
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
@@ -234,6 +239,8 @@ class _Collector:
 
     def _call(self, node: cst.Call) -> None:
         self.saved_files.note(node, self.scope)
+        if is_dataloader_call(node, self.scope):
+            self._datasets_iterated(node)
         text = dotted_name(node.func)
         reference = reference_of(text, self.scope) if text is not None else None
         if reference is not None and reference[0] == "star" and not self.stars:
@@ -249,6 +256,14 @@ class _Collector:
         self.sites.append((text, reference))
         if self._statement is not None and isinstance(self._statement_node, cst.SimpleStatementLine):
             self.calls.setdefault(self._statement, []).append(reference)
+
+    def _datasets_iterated(self, loader: cst.Call) -> None:
+        dataset = dataset_argument(loader)
+        for leaf in built_from(dataset, self.scope) if dataset is not None else ():
+            text = dotted_name(leaf.func) if isinstance(leaf, cst.Call) else None
+            reference = reference_of(text, self.scope) if text is not None else None
+            if reference is not None and reference[0] == "module":
+                self.dataset_calls.add(text)  # type: ignore[arg-type]
 
 
 def reference_of(text: str, scope: Scope) -> Reference | None:

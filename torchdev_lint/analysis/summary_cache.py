@@ -30,6 +30,7 @@ _FIELDS = frozenset(
         "saved_files",
         "dataset_classes",
         "dataset_items",
+        "dataset_calls",
         "returns",
         "cuda_defaults",
         "constructions",
