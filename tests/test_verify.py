@@ -348,3 +348,30 @@ def test_fixtures_of_the_same_name_never_share_a_run_folder(
     options = session.VerifyOptions(unsafe_fixes=True)  # TDL201's fix is unsafe; without it nothing changes
     session.verify([str(tmp_path / "a"), str(tmp_path / "b")], options, fixer=project_fixer)
     assert len(run_dirs) == 4 and len(set(run_dirs)) == 4
+
+
+def test_a_real_gpu_run_initialises_cuda_before_reading_peak_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a real GPU the child resets the peak-memory counter before the counting run; PyTorch's
+    caching allocator exists only after CUDA is initialised, so the child initialises it first
+    (found on an H200: every run failed with "Invalid device argument ... did you call init?").
+    CUDA is faked here: the order of the calls is what is checked."""
+    from torchdev_lint.verify import child
+
+    calls: list[str] = []
+    monkeypatch.setattr(torch.cuda, "init", lambda: calls.append("init"))
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: calls.append("reset"))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: calls.append("peak") or 0)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    for name in ("load", "save"):  # `child._patch` rebinds them: restored after the test
+        monkeypatch.setattr(torch, name, getattr(torch, name))
+        monkeypatch.setattr(torch.serialization, name, getattr(torch.serialization, name))
+    fixture = tmp_path / "fixture.py"
+    fixture.write_text("def main(device, n):\n    return n\n")
+    spec = {"fixture": str(fixture), "device": "cuda", "emulate": False, "n": 3, "seed": 0}
+    spec |= {"min_time": 0.0, "warmup": 0, "min_runs": 0, "max_runs": 1, "threads": 0}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    report = child.run(str(tmp_path))
+    assert "error" not in report, report
+    assert calls[:3] == ["init", "reset", "peak"]

@@ -99,6 +99,9 @@ def run(run_dir: str) -> dict[str, Any]:
 
     # The counting run doubles as the run whose result is compared.
     if really_cuda:
+        # The caching allocator exists only once CUDA is initialised: before the first CUDA call
+        # `reset_peak_memory_stats` raises "Invalid device argument 0: did you call init?".
+        torch.cuda.init()
         torch.cuda.reset_peak_memory_stats(device)
     mode.counting = True
     try:
