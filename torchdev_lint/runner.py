@@ -132,7 +132,9 @@ def _process(
     module: cst.Module | None = None
     try:
         if source is None:
-            source = options.texts.get(path) or read_source(path)
+            source = options.texts.get(path)
+        if source is None:
+            source = read_source(path)
     except SourceError as error:
         report.error = str(error)
         return report, None
