@@ -91,9 +91,9 @@ class LoaderWithoutPinMemory(Rule):
         `__getitem__` returns items of a constructor argument unchanged, `self.x[i]` after
         `self.x = x`) over data the device flow shows on the CPU (factories without `device=`,
         `torch.from_numpy`, `.cpu()`, NumPy), or any other dataset (one that builds its items
-        itself). Where the handed-out data comes from elsewhere (parameters, function results,
-        `torch.load`) there is **no fix**: it may already be on a device. Over data shown on a
-        device there is no finding at all.
+        itself; a parameter passed as the dataset counts as one: a caller handing a CUDA tensor
+        there would see `cannot pin`). Where the handed-out data comes from elsewhere (parameters,
+        function results, `torch.load`) there is **no fix**. Over data on a device, no finding.
         """
     invalid = (
         Invalid(
