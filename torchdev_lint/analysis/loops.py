@@ -241,6 +241,21 @@ def calls_in(loop: Loop) -> list[cst.Call]:
     return calls
 
 
+def iteration_calls(loop: Loop) -> list[cst.Call]:
+    """The calls one iteration runs itself: the loop body's calls outside its nested loops (and
+    nested scopes). An epoch loop whose inner loop trains does not train once per iteration."""
+    found = []
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Call:
+            found.append(node)
+        elif type(node) in (cst.FunctionDef, cst.Lambda, cst.For, cst.While):
+            continue
+        stack.extend(reversed(children(node)))
+    return found
+
+
 def used_outside_loop(ancestors: Sequence[cst.CSTNode], loop: Loop, name: str) -> bool:
     """Is `name` read or bound anywhere in the enclosing function other than in `loop`?"""
     function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), ancestors[0])

@@ -14,7 +14,7 @@ from torchdev_lint.analysis.guards import BENCHMARK_WORDS, name_words
 from torchdev_lint.analysis.host_reads import HostRead, call_read
 from torchdev_lint.analysis.kinds import module_by_syntax_or_name
 from torchdev_lint.analysis.loaders import is_loader, moves_to_accelerator
-from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, path_inside
+from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, iteration_calls, path_inside
 from torchdev_lint.analysis.scopes import Scope, dotted_name
 from torchdev_lint.analysis.units import remember
 from torchdev_lint.rule import Invalid, Rule, Valid
@@ -55,8 +55,8 @@ class SyncInLoop(Rule):
         `.item()`, `.cpu()`, `.numpy()`, `.tolist()`, `print(t)` of a tensor the loop computes, and
         `torch.cuda.synchronize()` (`.cpu()`/`.numpy()` only in loops that call `backward()` or
         `optimizer.step()`: an inference loop has to bring its outputs to the host). A training or
-        inference loop iterates a data loader, or calls
-        `backward()`, `optimizer.step()` or a model in its body. Only files that move data to an
+        inference loop iterates a data loader, or calls `backward()`, `optimizer.step()` or a
+        model in its own body (not only in an inner loop: a read once per epoch is fine). Only files that move data to an
         accelerator are checked. Reads under an `if` (`if step % 100 == 0:`) and after the loop
         are not flagged, nor reads of tensors the device flow knows are on the CPU, results
         collected in host memory or handed to host-side code (`outs.append(t.cpu())`,
@@ -257,6 +257,22 @@ class SyncInLoop(Rule):
     )
     valid = (
         Valid(
+            # Once per epoch: the epoch loop's own iteration trains nothing (its inner loop does).
+            """
+            import torch
+
+            def fit(model, loader, optimizer, epochs, device):
+                model.to(device)
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        loss = model(x.to(device), y.to(device))
+                        loss.backward()
+                        optimizer.step()
+                    print(f"epoch {epoch}: {loss.item():.3f}")
+                    keep({name: t.cpu() for name, t in model.state_dict().items()})
+            """
+        ),
+        Valid(
             """
             import torch
 
@@ -439,7 +455,7 @@ class SyncInLoop(Rule):
     def _is_training_loop(self, loop: Loop, scope: Scope) -> bool:
         if isinstance(loop, cst.For) and is_loader(loop.iter, scope):
             return True
-        return any(_trains_or_infers(call, scope) for call in calls_in(loop))
+        return any(_trains_or_infers(call, scope) for call in iteration_calls(loop))
 
     def _uses_accelerator(self, scope: Scope) -> bool:
         """Does the enclosing function (or module) move anything to a device not known to be the CPU?"""
