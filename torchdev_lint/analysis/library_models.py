@@ -39,6 +39,11 @@ class Fact(Enum):
     PARAM_STORE = "parameter store"
     # A class whose name ends so is a distributed (DDP-like) wrapper of a module (`parallel_choice`).
     DISTRIBUTED_WRAPPER = "distributed wrapper"
+    # Joins a process group whose backend is NCCL unless a `backend=` argument says otherwise; it
+    # may return without one (a single process), so it is no gate by itself (`requirements`).
+    NCCL_GROUP = "starts an NCCL process group"
+    # Returns the process group's size, 1 whenever no group is initialised (`process_groups`).
+    WORLD_SIZE = "world size, 1 without a process group"
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,24 @@ def train(model, dataset, accelerator):
     loader = accelerator.{api}(DataLoader(dataset, batch_size=8))
     for x, y in loader:
         model(x.to("cuda"), y.to("cuda"))
+"""
+_DORA_DISTRIB = """\
+import torch
+from dora import distrib
+
+size = 1
+
+def init():
+    global size
+    distrib.init()
+    size = {size}
+
+def average(values):
+    if size == 1:
+        return values
+    total = torch.tensor(values, device="cuda")
+    torch.distributed.all_reduce(total)
+    return total.tolist()
 """
 _WRAPPED = """\
 import torch
@@ -207,6 +230,20 @@ MODELS: tuple[Model, ...] = (
         "import torch\nfrom deepspeed.utils.zero_to_fp32 import get_optim_files\n\n"
         "def restore(folder):\n    return torch.load(get_optim_files(folder)[0], weights_only=False)\n",
         ("TDL102", 5),
+    ),
+    Model(
+        "dora.distrib.init",
+        Fact.NCCL_GROUP,
+        "Dora's `init(backend='nccl')` sets the CUDA device and asserts CUDA for NCCL; one process starts no group",
+        _DORA_DISTRIB.format(size="distrib.world_size()"),
+        ("TDL301", 14),
+    ),
+    Model(
+        "dora.distrib.world_size",
+        Fact.WORLD_SIZE,
+        "Dora's `world_size()` is `torch.distributed.get_world_size()` with a group, 1 without",
+        _DORA_DISTRIB.format(size="distrib.world_size()"),
+        ("TDL301", 14),
     ),
     Model(
         "DistributedDataParallel",

@@ -12,10 +12,12 @@ device="cuda")` for `dist.all_reduce` is right there).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import libcst as cst
 
+from torchdev_lint.analysis.bindings import unpacked, walk_bindings
+from torchdev_lint.analysis.library_models import Fact, apis
 from torchdev_lint.analysis.scopes import Scope, block_statements, resolve
 
 _IS_INITIALIZED = "torch.distributed.is_initialized"
@@ -30,12 +32,23 @@ _MANY_PROCESSES_MIRRORED: _Sizes = frozenset({(cst.LessThan, 1), (cst.LessThanEq
 
 class Initialization:
     """Tests that say a process group is initialised, following the file's own helpers (`functions`:
-    the module's functions by name, as `CudaRequirements` indexes them)."""
+    the module's functions by name, as `CudaRequirements` indexes them), its module-level sizes
+    (`global_writers`: the functions that rebind a module-level name, by name) and where a name
+    is read (`functions_around(node)`: the functions around it, innermost first)."""
 
-    def __init__(self, module: Scope, functions: Mapping[str, list[cst.FunctionDef]]) -> None:
+    def __init__(
+        self,
+        module: Scope,
+        functions: Mapping[str, list[cst.FunctionDef]],
+        global_writers: Mapping[str, list[cst.FunctionDef]],
+        functions_around: Callable[[cst.CSTNode], list[cst.FunctionDef]],
+    ) -> None:
         self._scope = module
         self._functions = functions
+        self._global_writers = global_writers
+        self._functions_around = functions_around
         self._helpers: dict[tuple[int, bool], bool] = {}
+        self._globals: dict[str, bool] = {}
 
     def says_initialized(self, test: cst.BaseExpression) -> bool:
         """When `test` is true a process group is initialised: `dist.is_initialized()`,
@@ -79,14 +92,46 @@ class Initialization:
         return False
 
     def _one_unless_initialized(self, size: cst.BaseExpression) -> bool:
-        """`dist.get_world_size()` (it raises without a group), or a call of a helper of the file
-        that returns 1 whenever no group is initialised."""
+        """`dist.get_world_size()` (it raises without a group), a library's size that is 1 without
+        a group, a call of a helper of the file that returns 1 whenever no group is initialised, or
+        a module-level name bound to 1 that functions rebind only to such sizes."""
+        if isinstance(size, cst.Name):
+            return self._global_size(size)
         if not isinstance(size, cst.Call) or size.args:
             return False
-        if resolve(size.func, self._scope) == _GET_WORLD_SIZE:
+        name = resolve(size.func, self._scope)
+        if name == _GET_WORLD_SIZE or name in apis(Fact.WORLD_SIZE):
             return True
         helper = self._helper(size)
         return helper is not None and self._helper_says(helper, sizes=True)
+
+    def _global_size(self, read: cst.Name) -> bool:
+        """`size` read where it is the module's: `size = 1` at module level, and every function
+        that rebinds it (`global size`) assigns it a size that is 1 without a group."""
+        name = read.value
+        if any(_binds_locally(function, name) for function in self._functions_around(read)):
+            return False
+        if name not in self._globals:
+            self._globals[name] = False  # a size defined through itself proves nothing
+            self._globals[name] = self._module_size(name)
+        return self._globals[name]
+
+    def _module_size(self, name: str) -> bool:
+        writers = self._global_writers.get(name, [])
+        module_values = [binding.value for binding in self._scope.bindings.get(name, [])]
+        if not writers or not module_values or not all(v is not None and _is_one(v) for v in module_values):
+            return False
+        for function in writers:
+            for bound in walk_bindings(block_statements(function.body)):
+                if bound.kind == "global" or not any(
+                    isinstance(t, cst.Name) and t.value == name for t in unpacked(bound.target)
+                ):
+                    continue
+                if bound.kind != "assign" or bound.value is None or not isinstance(bound.target, cst.Name):
+                    return False
+                if not self._one_unless_initialized(bound.value):
+                    return False
+        return True
 
     def _helper(self, call: cst.Call) -> cst.FunctionDef | None:
         helpers = self._functions.get(call.func.value, []) if isinstance(call.func, cst.Name) else []
@@ -152,3 +197,27 @@ def _returns_one(body: cst.BaseSuite) -> bool:
 
 def _is_one(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Integer) and value.value == "1"
+
+
+def _binds_locally(function: cst.FunctionDef, name: str) -> bool:
+    """Is `name` a parameter or a local variable of `function` (not declared `global` there)?"""
+    params = function.params
+    every = (
+        *params.posonly_params,
+        *params.params,
+        *params.kwonly_params,
+        params.star_arg,
+        params.star_kwarg,
+    )
+    if any(isinstance(p, cst.Param) and p.name.value == name for p in every):
+        return True
+    found = False
+    for bound in walk_bindings(block_statements(function.body)):
+        if (
+            bound.kind in ("global", "nonlocal")
+            and isinstance(bound.target, cst.Name)
+            and bound.target.value == name
+        ):
+            return False
+        found = found or any(isinstance(t, cst.Name) and t.value == name for t in unpacked(bound.target))
+    return found

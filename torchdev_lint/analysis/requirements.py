@@ -11,6 +11,7 @@ file writes them, stop the program where CUDA is missing.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from typing import Protocol
@@ -123,7 +124,11 @@ class CudaRequirements:
         self._other_backend_names: set[str] = set()  # also assigned another string: `backend = "gloo"`
         self._process_groups: list[cst.Call] = []
         self._nccl_only: bool | None = None
-        self._initialization = Initialization(module, self._functions)
+        # Module-level names functions rebind through `global name`: the functions, by name.
+        self._global_writers: dict[str, list[cst.FunctionDef]] = {}
+        self._initialization = Initialization(
+            module, self._functions, self._global_writers, self._functions_around
+        )
         self._module_only = cuda_specific_path(path)
         self._gates: dict[int, bool] = {}
         self._required: dict[int, bool] = {}
@@ -152,8 +157,13 @@ class CudaRequirements:
         elif kind is cst.Call:
             if _imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
                 self._module_only = True
-            elif _last_name(node.func) == "init_process_group":  # type: ignore[attr-defined]
+            elif _last_name(node.func) in _group_starter_names():  # type: ignore[attr-defined]
                 self._process_groups.append(node)  # type: ignore[arg-type]
+        elif kind is cst.Global:
+            function = next((n for n in reversed(stack) if type(n) is cst.FunctionDef), None)
+            if function is not None:
+                for item in node.names:  # type: ignore[attr-defined]
+                    self._global_writers.setdefault(item.name.value, []).append(function)  # type: ignore[arg-type]
         elif kind is cst.FunctionDef:
             name = node.name.value  # type: ignore[attr-defined]
             if type(self._parents.get(id(parent))) is cst.ClassDef:
@@ -324,14 +334,24 @@ class CudaRequirements:
                 return True
         return any(self._gating_call(call) for call in _unconditional_calls(statement))
 
-    def _nccl_group(self, call: cst.Call) -> bool:
+    def _functions_around(self, node: cst.CSTNode) -> list[cst.FunctionDef]:
+        """The functions `node` lies in, innermost first."""
+        found = []
+        parent = self._parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, cst.FunctionDef):
+                found.append(parent)
+            parent = self._parents.get(id(parent))
+        return found
+
+    def _nccl_group(self, call: cst.Call, *, default: bool = False) -> bool:
         """`init_process_group("nccl")`, or `backend=args.dist_backend` where the file assigns that
-        name `"nccl"` and no other string."""
+        name `"nccl"` and no other string; with `default`, also a call naming no backend."""
         backend = keyword(call, "backend")
         args = positional(call)
         value = backend.value if backend is not None else args[0].value if args else None
         if value is None:
-            return False
+            return default
         dotted = dotted_name(value)
         return _is_nccl(value) or (
             dotted is not None and dotted in self._nccl_names and dotted not in self._other_backend_names
@@ -340,8 +360,12 @@ class CudaRequirements:
     def _nccl_file(self) -> bool:
         """The file starts a process group, and every one it starts uses NCCL."""
         if self._nccl_only is None:
-            groups = [call for call in self._process_groups if self._resolve(call.func) == _PROCESS_GROUP]
-            self._nccl_only = bool(groups) and all(self._nccl_group(call) for call in groups)
+            starters = apis(Fact.NCCL_GROUP)
+            groups = [(call, self._resolve(call.func)) for call in self._process_groups]
+            groups = [(call, name) for call, name in groups if name == _PROCESS_GROUP or name in starters]
+            self._nccl_only = bool(groups) and all(
+                self._nccl_group(call, default=name in starters) for call, name in groups
+            )
         return self._nccl_only
 
     def _true_without_cuda(self, test: cst.BaseExpression) -> bool:
@@ -396,6 +420,12 @@ def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
 
 
 _DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AsName})
+
+
+@functools.cache
+def _group_starter_names() -> frozenset[str]:
+    """The last names of the calls that may start a process group (resolved later)."""
+    return frozenset({"init_process_group"} | {api.rsplit(".", 1)[-1] for api in apis(Fact.NCCL_GROUP)})
 
 
 def _last_name(func: cst.BaseExpression) -> str | None:

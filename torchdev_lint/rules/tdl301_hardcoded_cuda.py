@@ -61,8 +61,8 @@ class HardcodedCuda(Rule):
           `init_distributed_mode(args)` of a function of the file that does one; in a file whose every
           `init_process_group` uses NCCL, a return or raise unless the group is initialised, `if not
           dist.is_initialized(): return` or through a helper of the file, `is_dist_avail_and_initialized()`,
-          `if get_world_size() == 1: return`, or a block under `if get_world_size() > 1:` (the size is
-          1 without a group);
+          `if get_world_size() == 1: return`, or a block under `if get_world_size() > 1:` (a size 1 without
+          a group: a library's, a helper's, or a module-level `size = 1` only functions rebind to one);
           a claim in the statement itself, `torch.device("cuda", torch.cuda.current_device())`), tests
           skipped without CUDA (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
           `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and
