@@ -157,13 +157,13 @@ class CudaRequirements:
         elif kind is cst.Call:
             if _imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
                 self._module_only = True
-            elif _last_name(node.func) in _group_starter_names():  # type: ignore[attr-defined]
+            elif (_last_name(node.func) or "") in _group_starter_names():  # type: ignore[attr-defined]
                 self._process_groups.append(node)  # type: ignore[arg-type]
         elif kind is cst.Global:
             function = next((n for n in reversed(stack) if type(n) is cst.FunctionDef), None)
             if function is not None:
                 for item in node.names:  # type: ignore[attr-defined]
-                    self._global_writers.setdefault(item.name.value, []).append(function)  # type: ignore[arg-type]
+                    self._global_writers.setdefault(item.name.value, []).append(function)
         elif kind is cst.FunctionDef:
             name = node.name.value  # type: ignore[attr-defined]
             if type(self._parents.get(id(parent))) is cst.ClassDef:
