@@ -61,6 +61,8 @@ class Device:
         return self.type is None or self.type in ACCELERATORS
 
     def describe(self) -> str:
+        if self.type == OWN_TYPE:
+            return "the module's own device"
         if self.type is None:
             holder = f"`{self.name}`" if self.name else "a device"
             return f"{holder} (CUDA whenever CUDA is available)"
@@ -72,9 +74,20 @@ class Device:
 
     def literal(self) -> str | None:
         """The device as a string literal (`"cuda:1"`), when it has one."""
-        if self.type is None:
+        if self.type is None or self.type == OWN_TYPE:
             return None
         return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+# Where a module's parameters and submodules are, seen from its own methods: unknown, but an
+# accelerator once the module is moved there, so host data created in a method cannot meet them.
+# Never positive evidence of an accelerator (a module may stay on the CPU).
+OWN_TYPE = "own"
+
+
+def own_device(class_node: cst.ClassDef) -> Device:
+    """The device of the parameters of the module class `class_node`, in its methods."""
+    return Device(OWN_TYPE, origin=class_node, name="self")
 
 
 CPU = Device("cpu")
@@ -88,12 +101,14 @@ def conflicting(a: Device, b: Device) -> bool:
     """Would an operation mixing data on `a` and on `b` fail?
 
     Only certain failures count: host against accelerator, two explicit
-    different CUDA ordinals, and a run-time device (CUDA when available)
-    against the CPU.
+    different CUDA ordinals, a run-time device (CUDA when available)
+    against the CPU, and a module's own device against the CPU.
     """
     if a.type is None or b.type is None:
         other = b if a.type is None else a
         return other.type == "cpu"
+    if OWN_TYPE in (a.type, b.type):
+        return "cpu" in (a.type, b.type)  # host data met by the module's parameters: wrong once it is moved
     if a.type != b.type:
         return "cpu" in (a.type, b.type) and bool({a.type, b.type} & ACCELERATORS)
     return a.index is not None and b.index is not None and a.index != b.index

@@ -36,7 +36,9 @@ enclosing scopes, so it may be asked for at any time, from anywhere):
 - `module_by_any_evidence(expr, ctx)`: syntactic evidence or a model-like
   name first, else the flow's kind;
 - `may_mix_devices(scope, names_accelerator, ctx)`: whether a function's
-  analysis can find a conflict at all, asked before running it.
+  analysis can find a conflict at all, asked before running it;
+- `in_placed_method(ctx)`: whether the visited node is in a method of a
+  module class that runs with the module's parameters on its own device.
 
 To stay cheap the analysis walks statements and expressions directly, without
 LibCST visitors, and rules only ask for it in functions that hold a candidate
@@ -52,13 +54,13 @@ import libcst as cst
 
 from torchdev_lint.analysis import kinds
 from torchdev_lint.analysis.devices import Device
-from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts, initialiser
+from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts, initialiser, runs_placed
 from torchdev_lint.analysis.flow_devices import device_expression
 from torchdev_lint.analysis.flow_record import AsyncRead, Conflict, Flow, Record
 from torchdev_lint.analysis.flow_statements import Statements
 from torchdev_lint.analysis.flow_values import Kind, Value
 from torchdev_lint.analysis.scopes import Scope
-from torchdev_lint.analysis.units import Unit, current_unit, memo, remember, scope_of
+from torchdev_lint.analysis.units import Unit, current_unit, memo, method_class, remember, scope_of
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -78,6 +80,7 @@ __all__ = [
     "class_facts",
     "current_unit",
     "device_of",
+    "in_placed_method",
     "is_module",
     "is_tensor",
     "module_by_any_evidence",
@@ -156,6 +159,22 @@ class SitesByUnit(Generic[Site]):
         if scope.kind not in ("function", "module"):
             return []
         return self._sites.pop(scope.node, None) or []
+
+
+def in_placed_method(ctx: FileContext) -> bool:
+    """Is the node being visited in a method of a file's nn.Module subclass that runs once the module
+    may have been moved (its parameters and submodules then on `devices.own_device`)?"""
+    unit = current_unit(ctx)
+    if not isinstance(unit, cst.FunctionDef):
+        return False
+    return remember(ctx, "placed method", unit, lambda: _placed_method(unit, ctx))
+
+
+def _placed_method(function: cst.FunctionDef, ctx: FileContext) -> bool:
+    scope = scope_of(function, ctx)
+    class_node = method_class(function, scope) if scope is not None else None
+    facts = class_facts(class_node, ctx) if class_node is not None else None
+    return facts is not None and runs_placed(function, facts, ctx)
 
 
 def may_mix_devices(scope: Scope, names_accelerator: bool, ctx: FileContext) -> bool:

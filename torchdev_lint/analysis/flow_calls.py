@@ -15,7 +15,7 @@ from dataclasses import replace
 import libcst as cst
 
 from torchdev_lint.analysis import kinds, loaders
-from torchdev_lint.analysis.devices import CPU, Device, conflicting, is_dtype
+from torchdev_lint.analysis.devices import CPU, OWN_TYPE, Device, conflicting, is_dtype
 from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts, module_class_node, moves_inputs
 from torchdev_lint.analysis.flow_devices import device_expression
 from torchdev_lint.analysis.flow_record import Record
@@ -359,6 +359,8 @@ class Calls:
             return Value(Kind.TENSOR, device, grad=True)
         device = module.device
         facts = module.cls if isinstance(module.cls, ClassFacts) else None
+        if device is not None and device.type == OWN_TYPE and isinstance(func, cst.Name):
+            device = None  # `self(...)` in its own method: a dummy pass, often before the module is moved
         if device is not None and not (facts is not None and moves_inputs(facts, self.record.ctx)):
             for arg_node, value in inputs:
                 if value.device is not None and conflicting(device, value.device):

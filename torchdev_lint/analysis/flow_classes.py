@@ -163,6 +163,54 @@ def _attribute_value(
     return None, False
 
 
+# Methods through which a module places itself or its data its own way.
+_OWN_PLACEMENT = frozenset({"to", "cuda", "cpu", "_apply", "to_empty"})
+
+
+def runs_placed(function: cst.FunctionDef, facts: ClassFacts, ctx: FileContext) -> bool:
+    """Does the method (a plain one: `units.method_class`) run once the module may have been
+    moved, so that its parameters and submodules are on the module's own device? Not `__init__`
+    nor the methods only `__init__` calls (the module is still where it was built), nor methods
+    of a class that places itself its own way (`to`, `_apply` overridden)."""
+    if not facts.stateful or function.name.value == "__init__":
+        return False
+    cache = memo(ctx)
+    key = ("construction methods", facts.node)
+    if key not in cache:
+        cache[key] = _construction_methods(facts.node)
+    return function.name.value not in cache[key]  # type: ignore[operator]
+
+
+def _construction_methods(node: cst.ClassDef) -> frozenset[str]:
+    """`__init__`, the methods called only from construction methods (`self._build()`), and every
+    method where the class places itself its own way."""
+    methods = {s.name.value: s for s in block_statements(node.body) if isinstance(s, cst.FunctionDef)}
+    if _OWN_PLACEMENT & methods.keys():
+        return frozenset(methods)
+    callers: dict[str, set[str]] = {name: set() for name in methods}
+    for caller, method in methods.items():
+
+        def note(child: cst.CSTNode, caller: str = caller) -> None:
+            if (
+                isinstance(child, cst.Attribute)
+                and isinstance(child.value, cst.Name)
+                and child.value.value == "self"
+                and child.attr.value in callers
+            ):
+                callers[child.attr.value].add(caller)
+
+        walk(method, note, lambda child: None)
+    found = {"__init__"}
+    changed = True
+    while changed:
+        changed = False
+        for name, seen_from in callers.items():
+            if name not in found and seen_from and seen_from <= found:
+                found.add(name)
+                changed = True
+    return frozenset(found)
+
+
 def moves_inputs(facts: ClassFacts, ctx: FileContext) -> bool:
     """Does the class move data itself (a `.to(`/`.cuda(` outside `__init__`)? Then its inputs may be anywhere."""
     if facts._moves_inputs is None:

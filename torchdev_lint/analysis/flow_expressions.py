@@ -15,7 +15,7 @@ from typing import Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.devices import CPU, string_device
+from torchdev_lint.analysis.devices import CPU, conflicting, string_device
 from torchdev_lint.analysis.flow_calls import Calls
 from torchdev_lint.analysis.flow_classes import ClassFacts
 from torchdev_lint.analysis.flow_devices import device_expression
@@ -191,7 +191,7 @@ class Expressions:
                     index is not None
                     and index.kind is Kind.TENSOR
                     and index.device is not None
-                    and index.device.on_accelerator
+                    and conflicting(CPU, index.device)
                 ):
                     self.record.conflict(node, index_node, index.device, CPU, node.value, module_call=False)
                     break

@@ -17,7 +17,8 @@ import libcst as cst
 
 from torchdev_lint.analysis import kinds, loaders
 from torchdev_lint.analysis.bindings import own_bindings, unpacked
-from torchdev_lint.analysis.flow_classes import class_facts, initialiser
+from torchdev_lint.analysis.devices import own_device
+from torchdev_lint.analysis.flow_classes import class_facts, initialiser, runs_placed
 from torchdev_lint.analysis.flow_expressions import Expressions
 from torchdev_lint.analysis.flow_record import Record
 from torchdev_lint.analysis.flow_values import (
@@ -70,7 +71,9 @@ class Statements:
         facts = class_facts(class_node, self.record.ctx) if class_node is not None else None
         for index, param in enumerate((*params.posonly_params, *params.params)):
             if index == 0 and facts is not None:
-                state.set(param.name.value, Value(Kind.MODULE, cls=facts, stateful=facts.stateful))
+                placed = class_node is not None and runs_placed(function, facts, self.record.ctx)
+                device = own_device(class_node) if placed else None  # type: ignore[arg-type]
+                state.set(param.name.value, Value(Kind.MODULE, device, cls=facts, stateful=facts.stateful))
                 continue
             if index == 0 and class_node is not None:
                 for attr, value in initialised(function, self.record.ctx).items():

@@ -6,14 +6,14 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.devices import ACCELERATORS
+from torchdev_lint.analysis import flow, kinds
+from torchdev_lint.analysis.devices import ACCELERATORS, OWN_TYPE
 from torchdev_lint.analysis.flow_classes import initialiser
+from torchdev_lint.analysis.scopes import Scope, assigned_values
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
-from torchdev_lint.syntax import keyword, method_call
+from torchdev_lint.syntax import keyword, method_call, with_keyword
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 _SHOWN = 40
@@ -29,8 +29,9 @@ class DeviceMismatch(Rule):
     name = "device-mismatch"
     message = "Operands on different devices: this raises at run time; move one to the other's device"
     fix_availability = "sometimes"
-    # A conflict needs a value known to be on an accelerator: a move, `device=`, or a device variable.
-    triggers = (".cuda(", ".to(", "device")
+    # A conflict needs a value known to be on an accelerator (a move, `device=`, a device variable)
+    # or a module class's own parameters.
+    triggers = (".cuda(", ".to(", "device", "Module")
     docs = """
         ## What it does
         Follows, within one function, where each tensor and module lives, and flags an operation
@@ -50,6 +51,13 @@ class DeviceMismatch(Rule):
         assigns or moves in place, one placed only under a condition, a decorated `setUp`, a
         class with a subclass in the file, an nn.Module (whose attributes follow its `.to()`)
         or a class deriving from another library's class are left unknown.
+
+        Inside an nn.Module's own methods, its parameters and submodules are on the module's
+        device, wherever `.to()` put it: host data made there (a factory without `device=`,
+        `.cpu()`) that meets them, or a host tensor indexed with what they computed, fails once
+        the module is on an accelerator (`steps = torch.arange(n); self.pos(steps)`). Not in
+        `__init__` and the methods only it calls (the module is still where it was built), not
+        in `self(...)` dummy passes, nor in classes that override `to` or `_apply`.
 
         ## Why it matters
         This is the error every PyTorch user meets first: `RuntimeError: Input type
@@ -245,8 +253,88 @@ class DeviceMismatch(Rule):
                     self.assertEqual(out.shape, (2, 4))
             """,
         ),
+        # Inside a module's own methods: host data meets its parameters and submodules.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            class RelativeBias(nn.Module):
+                def __init__(self, heads, span):
+                    super().__init__()
+                    self.offsets = nn.Embedding(span, heads)
+                    self.gain = nn.Parameter(torch.ones(heads))
+                    self.pick = nn.Linear(heads, span)
+
+                def forward(self, scores):
+                    where = torch.arange(scores.size(-1))
+                    bias = self.offsets(where) * self.gain
+                    jitter = torch.rand(1, self.gain.numel()) * self.gain
+                    return self.pick(bias + jitter).argmax(-1)
+
+                def label(self, scores, names: torch.Tensor):
+                    return names.cpu()[self.pick(scores).argmax(-1)]
+            """,
+            lines=(13, 14, 18),
+            fixed="""
+            import torch
+            from torch import nn
+
+            class RelativeBias(nn.Module):
+                def __init__(self, heads, span):
+                    super().__init__()
+                    self.offsets = nn.Embedding(span, heads)
+                    self.gain = nn.Parameter(torch.ones(heads))
+                    self.pick = nn.Linear(heads, span)
+
+                def forward(self, scores):
+                    where = torch.arange(scores.size(-1), device=scores.device)
+                    bias = self.offsets(where) * self.gain
+                    jitter = torch.rand(1, self.gain.numel(), device=scores.device) * self.gain
+                    return self.pick(bias + jitter).argmax(-1)
+
+                def label(self, scores, names: torch.Tensor):
+                    return names.cpu()[self.pick(scores).argmax(-1).to("cpu")]
+            """,
+        ),
     )
     valid = (
+        # A module's own methods: the dummy pass of `__init__` and of a helper only it calls, `self(...)`,
+        # data made where the input is, a 0-dim factor, a class placing itself its own way.
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+            class Probe(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.body = nn.Linear(width, width)
+                    self.size = self._measure(width)
+                    self.scale = nn.Parameter(torch.ones(width))
+
+                def _measure(self, width):
+                    return self.body(torch.zeros(1, width)).shape[-1]
+
+                def trace(self):
+                    return torch.jit.trace(self, torch.zeros(1, self.size))(torch.zeros(1, self.size))
+
+                def forward(self, x):
+                    steps = torch.arange(x.shape[-1], device=x.device)
+                    return self.body(x + steps) * torch.tensor(0.5) * self.scale
+
+            class Pinned(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.table = nn.Embedding(10, 4)
+
+                def _apply(self, fn, recurse=True):
+                    return self
+
+                def forward(self, x):
+                    return self.table(torch.arange(3)) + x
+            """
+        ),
         # `setUp` moves the input too; a test moves its input; a test rebinds the model.
         Valid(
             """
@@ -432,6 +520,18 @@ class DeviceMismatch(Rule):
             self._sites.add(node)
         elif keyword(node, "device") is not None or self._uses_initialised_attributes():
             self._sites.add(node)
+        elif flow.in_placed_method(self.ctx) and self._makes_host_data(node):
+            self._naming_accelerators.add(flow.current_unit(self.ctx))  # may meet the module's own device
+            self._sites.add(node)
+
+    def _makes_host_data(self, node: cst.Call) -> bool:
+        """A factory without `device=`, or `.cpu()`: host data, made in a method of a module."""
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cpu":
+            return True
+        return kinds.is_tensor_factory_call(node, self.ctx.scope) or kinds.constructs_module(
+            node, self.ctx.scope
+        )
 
     def _uses_initialised_attributes(self) -> bool:
         """Is the call in a method whose class placed `self.<attr>` on a device in `__init__`/`setUp`?"""
@@ -451,25 +551,71 @@ class DeviceMismatch(Rule):
             return
         taken = self._sites.take(scope)
         if taken is not None:
+            created: set[cst.Call] = set()
             for conflict in taken[0].conflicts:
-                self._report(conflict)
+                self._report(conflict, scope, created)
 
-    def _report(self, conflict: flow.Conflict) -> None:
+    def _report(self, conflict: flow.Conflict, scope: Scope, created: set[cst.Call]) -> None:
+        """`created`: the factories of the unit a fix already gives `device=` (one edit each)."""
         ctx = self.ctx
         moved, holder = _short(ctx, conflict.moved), _short(ctx, conflict.holder)
         target, source = conflict.target.describe(), conflict.moved_device.describe()
+        own = conflict.target.type == OWN_TYPE
+        later = ""
+        if OWN_TYPE in (conflict.target.type, conflict.moved_device.type):
+            later = ": this fails once the module is moved to an accelerator"
         if conflict.module_call:
-            message = f"`{holder}` is on {target} but is called with `{moved}` on {source}"
+            message = f"`{holder}` is on {target} but is called with `{moved}` on {source}{later}"
         else:
-            message = f"`{moved}` is on {source} but `{holder}` is on {target}: they cannot be mixed"
-        fix = None
-        if conflict.target_expr is not None:
-            to = ctx.code_for(conflict.target_expr)
-            message += f"; move it with `.to({to})`"
-            moved_to = method_call(conflict.moved, "to", [cst.Arg(conflict.target_expr.deep_clone())])
-            risk = (
-                f"a copy of `{moved}` to `{to}` is made on each run, and the operation's result is on that "
-                f"device, where code after it may expect {source}"
+            message = (
+                f"`{moved}` is on {source} but `{holder}` is on {target}{later or ': they cannot be mixed'}"
             )
-            fix = Fix("unsafe", f"Move `{moved}` with `.to({to})`", {conflict.moved: moved_to}, risk)
+        target_expr = (_input_device(scope.node, ctx) if own else None) or conflict.target_expr
+        fix = None
+        if target_expr is not None:
+            to = ctx.code_for(target_expr)
+            factory = _factory(conflict.moved, scope) if own else None
+            if factory is not None:
+                message += f"; create it with `device={to}`"
+                if factory not in created:
+                    created.add(factory)
+                    risk = f"`{moved}` is then made where `{to}` is, where code after it may expect {source}"
+                    replacement = with_keyword(factory, "device", target_expr.deep_clone())
+                    fix = Fix("unsafe", f"Create `{moved}` with `device={to}`", {factory: replacement}, risk)
+            else:
+                message += f"; move it with `.to({to})`"
+                moved_to = method_call(conflict.moved, "to", [cst.Arg(target_expr.deep_clone())])
+                risk = (
+                    f"a copy of `{moved}` to `{to}` is made on each run, and the operation's result is on that "
+                    f"device, where code after it may expect {source}"
+                )
+                fix = Fix("unsafe", f"Move `{moved}` with `.to({to})`", {conflict.moved: moved_to}, risk)
         self.report(conflict.node, message, fix)
+
+
+def _factory(moved: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+    """The factory without `device=` that made `moved`: itself, or the one value its name is given
+    in the unit."""
+    if isinstance(moved, cst.Name):
+        assigned = assigned_values(moved, scope)
+        if assigned is None or assigned[1] is not scope or len(assigned[0]) != 1:
+            return None
+        moved = assigned[0][0]
+    if kinds.is_tensor_factory_call(moved, scope) and keyword(moved, "device") is None:
+        return moved
+    return None
+
+
+_TENSOR_READS = ("shape", "size(", "device", "dtype", "dim(", "ndim")
+
+
+def _input_device(unit: cst.CSTNode, ctx: FileContext) -> cst.Attribute | None:
+    """`x.device` for the method's first input read as a tensor (`x.shape`, `x.size(0)`...)."""
+    if not isinstance(unit, cst.FunctionDef):
+        return None
+    code = ctx.code_for(unit)
+    for param in unit.params.params[1:]:
+        name = param.name.value
+        if any(f"{name}.{read}" in code for read in _TENSOR_READS):
+            return cst.Attribute(value=cst.Name(name), attr=cst.Name("device"))
+    return None
