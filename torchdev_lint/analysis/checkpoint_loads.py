@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from torchdev_lint.analysis.cuda_only_code import test_file_name
 from torchdev_lint.analysis.guards import name_words
 from torchdev_lint.analysis.library_models import Fact, apis, pickled_checkpoint_finder
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
-from torchdev_lint.analysis.requirements import test_file_name
 from torchdev_lint.analysis.scopes import (
     Scope,
     assigned_values,

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.cuda_only_code import benchmark_path
 from torchdev_lint.analysis.guards import availability_guarded, flag_condition
 from torchdev_lint.analysis.profiling import in_cuda_profiler
-from torchdev_lint.analysis.requirements import benchmark_path, cuda_requirements
+from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.scopes import dotted_name
 from torchdev_lint.analysis.walk import visit
 
@@ -165,6 +166,32 @@ def is_config(name: str) -> bool:
     """`cfg.MODEL.DEVICE`, `args.device`, `self.config.device`: a setting, overridden by whoever runs the code."""
     owners = name.split(".")[:-1]
     return any(part.lower() in _CONFIG_OWNERS or (part.isupper() and len(part) > 1) for part in owners)
+
+
+def overridden_by_exec(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """A module-level statement that a later module-level `exec(...)` may undo: the script runs a
+    configurator (`exec(open("configurator.py").read())`) that rebinds its globals from the
+    command line, so what it assigns before is a setting's default."""
+    if len(ancestors) < 3 or not isinstance(ancestors[0], cst.Module):
+        return False
+    module, statement = ancestors[0], ancestors[1]
+    later = False
+    for each in module.body:
+        if later and _runs_exec(each):
+            return True
+        later = later or each is statement
+    return False
+
+
+def _runs_exec(statement: cst.CSTNode) -> bool:
+    """`exec(...)` as a module-level statement."""
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, cst.Expr)
+        and isinstance(small.value, cst.Call)
+        and isinstance(small.value.func, cst.Name)
+        and small.value.func.value == "exec"
+        for small in statement.body
+    )
 
 
 def configures(call: cst.Call) -> bool:

@@ -21,7 +21,7 @@ import libcst as cst
 from torchdev_lint.analysis.devices import is_dtype
 from torchdev_lint.analysis.kinds import TENSOR_FACTORIES, is_tensor_factory_call
 from torchdev_lint.analysis.reaching_bindings import assigned_between, parents_along, reaching_assignment
-from torchdev_lint.analysis.scopes import Scope, resolve
+from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 from torchdev_lint.analysis.walk import children, first
 from torchdev_lint.syntax import keyword, positional, with_keyword
 
@@ -260,3 +260,17 @@ def filled(factory: cst.Call, init: cst.Call) -> cst.Call | None:
     return factory.with_changes(
         func=factory.func.with_changes(attr=cst.Name("full")), args=[shape, fill, *options]
     )
+
+
+def unplaced_factory(made: cst.BaseExpression, scope: Scope) -> cst.Call | None:
+    """The factory call without `device=` (one that takes it) that made `made`: `made` itself, or
+    the one value its name is given in `scope`, the unit where it is used."""
+    if isinstance(made, cst.Name):
+        assigned = assigned_values(made, scope)
+        if assigned is None or assigned[1] is not scope or len(assigned[0]) != 1:
+            return None
+        made = assigned[0][0]
+    if not isinstance(made, cst.Call) or keyword(made, "device") is not None:
+        return None
+    name = resolve(made.func, scope)
+    return made if name is not None and name.startswith("torch.") and name[6:] in DEVICE_FACTORIES else None

@@ -211,6 +211,22 @@ def _construction_methods(node: cst.ClassDef) -> frozenset[str]:
     return frozenset(found)
 
 
+_TENSOR_READS = ("shape", "size(", "device", "dtype", "dim(", "ndim")
+
+
+def input_device(method: cst.CSTNode, ctx: FileContext) -> cst.Attribute | None:
+    """`x.device` for the method's first input read as a tensor (`x.shape`, `x.size(0)`...): where
+    data it makes should be made."""
+    if not isinstance(method, cst.FunctionDef):
+        return None
+    code = ctx.code_for(method)
+    for param in method.params.params[1:]:
+        name = param.name.value
+        if any(f"{name}.{read}" in code for read in _TENSOR_READS):
+            return cst.Attribute(value=cst.Name(name), attr=cst.Name("device"))
+    return None
+
+
 def moves_inputs(facts: ClassFacts, ctx: FileContext) -> bool:
     """Does the class move data itself (a `.to(`/`.cuda(` outside `__init__`)? Then its inputs may be anywhere."""
     if facts._moves_inputs is None:

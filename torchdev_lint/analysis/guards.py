@@ -18,7 +18,7 @@ import libcst as cst
 from torchdev_lint.analysis.devices import VARIABLE, device_argument, is_cuda_literal
 from torchdev_lint.analysis.module_classes import attribute_assignments, instance_name
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.walk import first, walk
 
 AVAILABILITY_CALLS = frozenset(
     {
@@ -89,16 +89,46 @@ def checks_availability(node: cst.CSTNode, scope: Scope) -> bool:
 
 
 def takes_device(function: cst.FunctionDef | cst.Lambda, scope: Scope) -> bool:
-    """A parameter named like a device (`device`, `dev`, `gpu_id`, `rank`) or annotated `torch.device`."""
+    """A parameter named like a device (`device`, `dev`, `gpu_id`), annotated `torch.device`, or a
+    process rank (`rank`, `local_rank`) the function uses to place data (`.to(rank)`,
+    `device=f"cuda:{rank}"`, `torch.cuda.set_device(rank)`): a rank that only numbers the process
+    says nothing about where its data goes."""
     params = function.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        if device_argument(param.name, scope) == VARIABLE and not _MATRIX_RANK.match(param.name.value):
-            return True
+        name = param.name.value
+        if device_argument(param.name, scope) == VARIABLE and not _MATRIX_RANK.match(name):
+            if not _RANK.search(name) or _places_with(function, name):
+                return True
         annotation = param.annotation
         if annotation is not None and resolve(annotation.annotation, scope) == "torch.device":
             return True
     return False
 
+
+def _places_with(function: cst.FunctionDef | cst.Lambda, name: str) -> bool:
+    """Does `function` hand the name to a move or a device (`.to(rank)`, `device=rank`,
+    `torch.device("cuda", rank)`, `set_device(rank)`, `.cuda(rank)`)?"""
+
+    def places(node: cst.CSTNode) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        func = node.func
+        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        arguments = [
+            arg.value
+            for arg in node.args
+            if last in _PLACING_CALLS or (arg.keyword is not None and arg.keyword.value == "device")
+        ]
+        return any(
+            first(argument, lambda n: isinstance(n, cst.Name) and n.value == name) for argument in arguments
+        )
+
+    return first(function, places) is not None
+
+
+_RANK = re.compile(r"(^|_)ranks?$", re.IGNORECASE)
+# Calls whose arguments say where data goes.
+_PLACING_CALLS = frozenset({"to", "cuda", "device", "set_device", "DistributedDataParallel"})
 
 # Methods that implement moving a module: `def to(self, *args)` calls `.cuda(device)` on purpose.
 _MOVE_METHODS = frozenset({"to", "_apply", "cuda"})

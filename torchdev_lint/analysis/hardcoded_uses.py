@@ -20,6 +20,7 @@ from torchdev_lint.analysis.device_contexts import (
     discarded_tensor_move,
     harmless_here,
     names_device,
+    overridden_by_exec,
     torch_cuda_signature,
 )
 from torchdev_lint.analysis.device_edits import StatementUses, choice_edit, device_call_edit, literal_edit
@@ -72,6 +73,8 @@ class HardcodedUses:
     def assign(self, node: cst.Assign) -> None:
         """`DEVICE = "cuda"`, `self.device = "xpu" if xpu_ok() else "cuda"` (not a setting: `args.device`)."""
         literals = [] if self._cuda_only else cuda_choices(node.value, self.ctx.scope)
+        if literals and overridden_by_exec(self.ctx.ancestors):
+            return
         for target in node.targets if literals else ():
             name = dotted_name(target.target)
             if name is not None and names_device(name):

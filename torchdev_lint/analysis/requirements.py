@@ -12,13 +12,20 @@ file writes them, stop the program where CUDA is missing.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from typing import Protocol
 
 import libcst as cst
 
-from torchdev_lint.analysis.guards import BENCHMARK_WORDS, CUDA_WORDS, name_words, says_missing, says_present
+from torchdev_lint.analysis.cuda_only_code import (
+    BUILDERS,
+    compiles_cuda,
+    cuda_specific_path,
+    imports_cuda_only,
+    imports_cuda_only_dynamically,
+    imports_cuda_only_inside,
+)
+from torchdev_lint.analysis.guards import CUDA_WORDS, name_words, says_missing, says_present
 from torchdev_lint.analysis.library_models import Fact, apis
 from torchdev_lint.analysis.process_groups import Initialization
 from torchdev_lint.analysis.scopes import Scope, block_statements, dotted_name, resolve
@@ -34,58 +41,7 @@ _EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit", "pytest.skip", "pyte
 _SKIP_METHODS = frozenset({"skipTest", "skip"})
 # Decorator words that make a CUDA word mean "skip without CUDA": `skip_if_lt_x_gpu`, `skipIfNoCUDA`.
 _SKIP_WITHOUT = frozenset({"no", "lt", "less", "without", "unless"})
-_CUDA_PATH_WORDS = frozenset({"cuda", "nccl", "cudnn"})
-# First words of functions about CUDA, imported from a module that is not CUDA-only: `has_cuda`, `is_cuda_...`.
-_FUNCTION_WORDS = frozenset({"is", "has", "get", "set", "use", "with", "enable", "disable", "requires", "no"})
 _CACHE = "_cuda_requirements"
-
-
-def cuda_specific_path(path: str) -> bool:
-    """A file in a CUDA-only part of a package: `torch/cuda/memory.py`, `ops/nccl_utils.py`.
-
-    Folders count by their whole name only: a checkout in `~/cuda_only_tests/` proves nothing.
-    A file name counts when it starts with the word (`cuda_graphs.py`): `infer_on_cuda.py` is
-    a script that may well be meant to run anywhere.
-    """
-    folders, stem = _path_parts(path)
-    first = stem.lower().lstrip("_").split("_", 1)[0]
-    return bool(_CUDA_PATH_WORDS & folders or first in _CUDA_PATH_WORDS)
-
-
-def benchmark_path(path: str) -> bool:
-    """A benchmark script (`benchmarks/attention.py`, `benchmark_kernels.py`): it measures a GPU on purpose."""
-    folders, stem = _path_parts(path)
-    return bool(BENCHMARK_WORDS & folders or BENCHMARK_WORDS & set(stem.lower().split("_")))
-
-
-def test_path(path: str) -> bool:
-    """A test file (`tests/...`, `test_x.py`, `x_test.py`, `torch/testing/...`)."""
-    folders, stem = _path_parts(path)
-    return bool({"test", "tests", "testing"} & folders) or test_file_name(stem)
-
-
-def test_file_name(stem: str) -> bool:
-    """A file named like a test module by pytest's conventions: `test_x`, `x_test` (no extension)."""
-    return stem.startswith("test_") or stem.endswith("_test")
-
-
-def test_module(path: str, scope: Scope) -> bool:
-    """A test module by name (`test_x.py`, `x_test.py`, `conftest.py`), or one that imports pytest
-    or unittest: tests, or helpers written for them (`torch/testing/_internal/common_quantization.py`)."""
-    stem = _path_parts(path)[1]
-    if test_file_name(stem) or stem == "conftest":
-        return True
-    return any(
-        binding.import_target is not None and binding.import_target.split(".")[0] in ("pytest", "unittest")
-        for bindings in scope.module.bindings.values()
-        for binding in bindings
-    )
-
-
-def _path_parts(path: str) -> tuple[set[str], str]:
-    """The folder names (lower case) and the file name without extension."""
-    parts = os.path.normpath(path).replace(os.sep, "/").split("/")
-    return {part.lower() for part in parts[:-1]}, os.path.splitext(parts[-1])[0]
 
 
 class GatingCallees(Protocol):
@@ -155,8 +111,10 @@ class CudaRequirements:
             if type(value) is cst.Name and value.value in ("self", "cls"):
                 self._references.setdefault(f".{node.attr.value}", []).append(node)  # type: ignore[attr-defined, arg-type]
         elif kind is cst.Call:
-            if _imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
+            if imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
                 self._module_only = True
+            elif (_last_name(node.func) or "") in BUILDERS and compiles_cuda(node, self._scope):  # type: ignore[attr-defined, arg-type]
+                self._module_only = self._module_only or _at_module_level(node, self._parents)
             elif (_last_name(node.func) or "") in _group_starter_names():  # type: ignore[attr-defined]
                 self._process_groups.append(node)  # type: ignore[arg-type]
         elif kind is cst.Global:
@@ -178,7 +136,7 @@ class CudaRequirements:
                 names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)  # type: ignore[attr-defined]
             elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
                 self._module_only = True
-        elif (kind is cst.Import or kind is cst.ImportFrom) and _imports_cuda_only(node):  # type: ignore[arg-type]
+        elif (kind is cst.Import or kind is cst.ImportFrom) and imports_cuda_only(node):  # type: ignore[arg-type]
             self._module_only = self._module_only or _at_module_level(node, self._parents)
 
     def index_leave(self, node: cst.CSTNode) -> None:
@@ -241,7 +199,7 @@ class CudaRequirements:
         if key in self._required:
             return self._required[key]
         self._required[key] = False  # a recursive function: its own calls prove nothing
-        found = _cuda_only_decorated(function, self._scope) or _imports_cuda_only_inside(function)
+        found = _cuda_only_decorated(function, self._scope) or imports_cuda_only_inside(function)
         if not found:
             uses = self._uses(function)
             found = bool(uses) and all(self.requires_cuda(use) for use in uses)
@@ -535,64 +493,6 @@ def _skips_without_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
 
 def _is_pytestmark(node: cst.Assign) -> bool:
     return any(isinstance(t.target, cst.Name) and t.target.value == "pytestmark" for t in node.targets)
-
-
-def _module_names(node: cst.Import | cst.ImportFrom) -> list[str]:
-    if isinstance(node, cst.Import):
-        return [n for alias in node.names if (n := dotted_name(alias.name)) is not None]
-    if node.relative or node.module is None:
-        return []
-    base = dotted_name(node.module)
-    if base is None:
-        return []
-    names = [base]
-    if not isinstance(node.names, cst.ImportStar):
-        names += [f"{base}.{alias.name.value}" for alias in node.names if isinstance(alias.name, cst.Name)]
-    return names
-
-
-def _cuda_only_module(name: str) -> bool:
-    """`tensorrt`, `apex.amp`, `fused_layer_norm_cuda`, `numba.cuda`, `nccl_ops`; not `torch.cuda` (it
-    has a CPU side), nor a function named after CUDA (`get_cuda_rng_tracker`, `is_torch_cuda_available`)."""
-    root = name.split(".", 1)[0]
-    if root in apis(Fact.CUDA_ONLY):
-        return True
-    return root != "torch" and any(_names_cuda_module(part) for part in name.split("."))
-
-
-def _names_cuda_module(part: str) -> bool:
-    """A module name that starts or ends with a CUDA word (`xentropy_cuda`, `cuda`, `nccl_utils`) and is
-    not a question or an action about CUDA (`has_cuda`, `get_cuda_rng_tracker`)."""
-    words = part.lower().split("_")
-    return (words[0] in CUDA_WORDS or words[-1] in CUDA_WORDS) and words[0] not in _FUNCTION_WORDS
-
-
-def _imports_cuda_only(node: cst.Import | cst.ImportFrom) -> bool:
-    return any(_cuda_only_module(name) for name in _module_names(node))
-
-
-def _imports_cuda_only_dynamically(call: cst.Call) -> bool:
-    """`importlib.import_module("fused_adam_cuda")`, `optional_import("tensorrt")`."""
-    name = dotted_name(call.func)
-    if name is None or name.rsplit(".", 1)[-1] not in ("import_module", "optional_import"):
-        return False
-    args = positional(call)
-    if not args or not isinstance(args[0].value, cst.SimpleString):
-        return False
-    text = args[0].value.evaluated_value
-    return isinstance(text, str) and _cuda_only_module(text)
-
-
-def _imports_cuda_only_inside(function: cst.FunctionDef) -> bool:
-    found = False
-
-    def enter(node: cst.CSTNode) -> None:
-        nonlocal found
-        if not found and isinstance(node, (cst.Import, cst.ImportFrom)):
-            found = _imports_cuda_only(node)
-
-    walk(function.body, enter, lambda node: None)
-    return found
 
 
 def _at_module_level(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:

@@ -42,8 +42,8 @@ class HardcodedCuda(Rule):
         `device="cuda"`, `torch.device("cuda")`, or assigned to a name that says device, `DEVICE = "cuda"`)
         and `.cuda()`/`.cuda(i)`, in a function that neither checks
         `torch.cuda.is_available()`/`torch.cuda.device_count()` nor takes a device parameter (a device-index
-        parameter does not excuse `.cuda(i)`: it still targets CUDA). For top-level code, the module as a
-        whole must check availability somewhere. Also `"cuda"` in a conditional whose test does not say CUDA
+        parameter does not excuse `.cuda(i)`: it still targets CUDA; a process rank counts only where the
+        function places data with it). For top-level code, the module as a whole must check availability. Also `"cuda"` in a conditional whose test does not say CUDA
         is there (`"xpu" if xpu_ok() else "cuda"`). One finding per statement, however many uses it holds.
         Under a test of a tensor's own device (`if mask.is_cuda: filler = filler.cuda()`) the message says to
         follow it (`.to(mask.device)`): `.cuda()` picks the current GPU; on MPS/XPU they end up apart.
@@ -69,7 +69,8 @@ class HardcodedCuda(Rule):
           private methods, through `self._helper()`) called only from such code, moves a test expects to fail
           (`with self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:`
           that catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT,
-          CuPy, apex, setGPU, a `*_cuda` extension) or live under a `cuda` folder, benchmark scripts, and
+          CuPy, apex, setGPU, a `*_cuda` extension) or build a CUDA extension (`cpp_extension.load` of `.cu`
+          sources) as they are imported, or live under a `cuda` folder, benchmark scripts, and
           functions that profile CUDA (a literal `activities=[..., ProfilerActivity.CUDA]`, a string
           `sort_by="self_cuda_time_total"`; not a profiler of the CPU alone);
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
@@ -84,7 +85,8 @@ class HardcodedCuda(Rule):
         - device objects used as data (dict keys, set members, subscripts, comparisons, decorator arguments
           such as `@pytest.mark.parametrize("device", ["cpu", "cuda"])`, other parameter defaults, names only handed
           to the code under test in a test that takes `monkeypatch`), settings (`cfg.MODEL.DEVICE = "cuda"`,
-          `args.device = "cuda"`, `parser.set_defaults(device="cuda")`), device tests (`check_device(a, b,
+          `args.device = "cuda"`, `parser.set_defaults(device="cuda")`, a script's top-level `device = "cuda"`
+          before its `exec(...)` of a configurator), device tests (`check_device(a, b,
           device="cuda")`), `autocast("cuda")`, `device_type="cuda"`, tuples and lists of backend names, and
           `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
 
@@ -195,9 +197,10 @@ class HardcodedCuda(Rule):
             """,
         ),
         Invalid(
-            # No fix: `torch` is not bound here; a GPU index (`.cuda(i)`, `"cuda:1"`).
+            # No fix: `torch` is not bound here; a GPU index (`.cuda(i)`, `"cuda:1"`); a sibling's assert
+            # and a process rank that places nothing excuse nothing.
             """
-            from torch import nn
+            from torch import cuda, nn
 
             class Trainer:
                 def setup(self):
@@ -206,8 +209,14 @@ class HardcodedCuda(Rule):
                     self.head = nn.Linear(2, 2).cuda(self.index)
                     self.mask = nn.Linear(2, 2).cuda(0), torch.ones(3, device="cuda:1")
                     self.model.cuda()
+            def fused(x):
+                assert cuda.is_available(), "the fused kernel needs a GPU"
+                return x.to("cuda")
+            def reference(x, rank):
+                print(f"replica {rank}")
+                return x.to("cuda")
             """,
-            lines=(5, 6, 7, 8, 9),
+            lines=(5, 6, 7, 8, 9, 15),
         ),
         Invalid(
             # An unvouched CUDA fallback; a move following a tensor tested for CUDA; not a CUDA library.
@@ -277,6 +286,25 @@ class HardcodedCuda(Rule):
         ),
     )
     valid = (
+        # A test of a CUDA extension the module builds as it is imported (needs nvcc and a GPU).
+        Valid(
+            """
+            import torch
+            from torch.utils import cpp_extension
+            ops = cpp_extension.load(name="blur", sources=["blur.cpp", "blur_kernel.cu"])
+            def test_blur():
+                assert ops.blur(torch.ones(4, device="cuda")).is_cuda
+            """
+        ),
+        # A script's defaults that its configurator (`exec`'d below them) overrides from the command line.
+        Valid(
+            """
+            import torch
+            device = "cuda"
+            exec(open("configurator.py").read())
+            model = torch.nn.Linear(3, 4).to(device)
+            """
+        ),
         Valid(
             """
             import torch
@@ -294,17 +322,13 @@ class HardcodedCuda(Rule):
                 if not torch.cuda.is_available():
                     raise SystemExit("needs a GPU")
                 return model.cuda()
-
             def place(x, device="cuda"):
                 return x.to(device), torch.zeros(2, device="cuda")
-
             def spread(models):
                 for i in range(torch.cuda.device_count()):
                     models[i].to(f"cuda:{i}")
                     models[i].cuda(i)
-
             _HAS_FLEX = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (7, 5)
-
             def block_mask(ids, opt, y, bias):
                 if _HAS_FLEX:
                     ids = ids.to("cuda")
@@ -332,14 +356,11 @@ class HardcodedCuda(Rule):
                     pass
                 device_type = "cuda"
                 return y
-
             STREAMS = {torch.device("cuda:0"): 0, torch.device("cuda:1"): 1}
             SEEN = {torch.device("cuda")}
-
             @pytest.mark.parametrize("device", [torch.device("cpu"), torch.device("cuda")])
             def test_shapes(device, cache, limit=torch.device("cuda")):
                 return cache[torch.device("cuda:0")]
-
             def quantize(self, qtensor, meta):  # not torch's `.cuda()`: a quantizer's, own keywords
                 self.quantizer.cuda(qtensor, meta=meta, device=self.keys.device)
             """
@@ -351,7 +372,6 @@ class HardcodedCuda(Rule):
 
             _C.MODEL.DEVICE = "cuda"
             cfg.device = "cuda"
-
             def options():
                 parser = argparse.ArgumentParser()
                 parser.add_argument("--device", default="cuda")
@@ -378,13 +398,11 @@ class HardcodedCuda(Rule):
                 else:
                     y = y.cuda()
                 return model(y)
-
             class Propagation:
                 def forward(self, feats):
                     if self.cpu_cache:
                         feats = [f.cuda() for f in feats]
                     return feats
-
                 def sinkhorn(self, q):
                     if self.gpus > 0:
                         r = torch.ones(q.shape[0]).cuda(non_blocking=True) / q.shape[0]
@@ -404,27 +422,21 @@ class HardcodedCuda(Rule):
                 def test_copy(self):
                     x = torch.ones(3, device="cuda")
                     self.assertEqual(x.cuda(1).sum(), 3)
-
                 @unittest.skipIf(not TEST_CUDA, "needs CUDA")
                 def test_move(self):
                     return torch.zeros(2).to("cuda:0")
-
             class CUDATestBase:
                 def setUp(self):
                     self.x = torch.ones(1).cuda()
-
             def benchmark_gpu(fn):
                 cache = torch.empty(1024, device="cuda")
-
             def profile(model, data):
                 data = data.to(device="cuda")
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
                     model(data)
-
             def trace(model, p):
                 model.to(device="cuda")
                 print(p.key_averages().table(sort_by="self_cuda_time_total", row_limit=-1))
-
             class Fuzzer:
                 def make(self, t, has_cuda_inputs):
                     if self._cuda:
@@ -447,7 +459,6 @@ class HardcodedCuda(Rule):
             def init_distributed_mode(args):
                 args.dist_backend = "nccl"
                 dist.init_process_group(backend=args.dist_backend, init_method="env://")
-
             def train(model, loader):
                 for x in loader:
                     model(x.cuda(non_blocking=True))
@@ -457,12 +468,10 @@ class HardcodedCuda(Rule):
                 if not dist.is_initialized():
                     return False
                 return True
-
             def synchronize_between_processes(count, total):
                 if not is_dist_avail_and_initialized():
                     return
                 dist.all_reduce(torch.tensor([count, total], dtype=torch.float64, device="cuda"))
-
             def num_replicas():
                 return dist.get_world_size() if is_dist_avail_and_initialized() else 1
             def mean_over_replicas(value):
@@ -475,19 +484,15 @@ class HardcodedCuda(Rule):
                 init_distributed_mode(args)
                 model = build(args).cuda()
                 train(model, loader)
-
             def _loader():
                 return Prefetcher(device=torch.device("cuda"))
-
             @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is required")
             def test_prefetch():
                 assert next(iter(_loader())).is_cuda
-
             def test_half():
                 if not torch.cuda.is_available():
                     pytest.skip("needs a GPU")
                 x = torch.ones(2, device="cuda").half()
-
             def worker(rank):
                 torch.cuda.set_device(rank)
                 torch.zeros(1).cuda()
@@ -501,7 +506,6 @@ class HardcodedCuda(Rule):
 
             def run(engine, x):
                 return engine.execute(x.to("cuda:0"))
-
             def unpack(tensor, stream):
                 with torch.cuda.stream(stream):
                     return tensor.to("cuda", non_blocking=True)
@@ -518,24 +522,19 @@ class HardcodedCuda(Rule):
                 def test_unsupported(self):
                     with self.assertRaisesRegex(ValueError, "not supported"):
                         remote_module.cuda()
-
             def backend_of(group):
                 try:
                     return group.get_backend(torch.device("cuda"))
                 except RuntimeError:
                     return group.get_backend(torch.device("cpu"))
-
             def should_decompose(a, b):
                 return check_device(a, b, device="cuda")
-
             class TestCollectives(unittest.TestCase):
                 def _helper(self, rank):
                     return torch.ones(2).cuda(rank)
-
                 @skip_if_lt_x_gpu(2)
                 def test_all_reduce(self):
                     self._helper(0)
-
                 @skip_if_lt_x_gpu(2)
                 def test_broadcast(self):
                     self._helper(1)
@@ -549,7 +548,6 @@ class HardcodedCuda(Rule):
             def init_codebook(size):
                 codebook = torch.randn(size)
                 codebook.cuda()
-
             def test_cache_per_device(monkeypatch):
                 monkeypatch.setattr("pkg.ops.build_table", lambda n, device: object())
                 first = torch.device("cuda:0")

@@ -8,8 +8,9 @@ import libcst as cst
 
 from torchdev_lint.analysis import flow, kinds
 from torchdev_lint.analysis.devices import ACCELERATORS, OWN_TYPE
-from torchdev_lint.analysis.flow_classes import initialiser
-from torchdev_lint.analysis.scopes import Scope, assigned_values
+from torchdev_lint.analysis.factory_values import unplaced_factory
+from torchdev_lint.analysis.flow_classes import initialiser, input_device
+from torchdev_lint.analysis.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, method_call, with_keyword
 
@@ -312,25 +313,19 @@ class DeviceMismatch(Rule):
                     self.body = nn.Linear(width, width)
                     self.size = self._measure(width)
                     self.scale = nn.Parameter(torch.ones(width))
-
                 def _measure(self, width):
                     return self.body(torch.zeros(1, width)).shape[-1]
-
                 def trace(self):
                     return torch.jit.trace(self, torch.zeros(1, self.size))(torch.zeros(1, self.size))
-
                 def forward(self, x):
                     steps = torch.arange(x.shape[-1], device=x.device)
                     return self.body(x + steps) * torch.tensor(0.5) * self.scale
-
             class Pinned(nn.Module):
                 def __init__(self):
                     super().__init__()
                     self.table = nn.Embedding(10, 4)
-
                 def _apply(self, fn, recurse=True):
                     return self
-
                 def forward(self, x):
                     return self.table(torch.arange(3)) + x
             """
@@ -346,17 +341,13 @@ class DeviceMismatch(Rule):
                 def setUp(self):
                     self.encoder = nn.Linear(3, 4).cuda()
                     self.batch = torch.randn(2, 3).cuda()
-
                 def test_batch(self):
                     self.encoder(self.batch)
-
                 def test_moved(self):
                     self.encoder(torch.randn(2, 3).cuda())
-
             class RebindTest(unittest.TestCase):
                 def setUp(self):
                     self.encoder = nn.Linear(3, 4).cuda()
-
                 def test_cpu(self):
                     self.encoder = nn.Linear(3, 4)
                     self.encoder(torch.randn(2, 3))
@@ -373,26 +364,20 @@ class DeviceMismatch(Rule):
             class ReloadTest(unittest.TestCase):
                 def setUp(self):
                     self.encoder = nn.Linear(3, 4).cuda()
-
                 def reload(self):
                     self.encoder = nn.Linear(3, 4)
-
                 def test_shape(self):
                     self.encoder(torch.randn(2, 3))
-
             class GuardedTest(unittest.TestCase):
                 def setUp(self):
                     self.encoder = nn.Linear(3, 4)
                     if torch.cuda.is_available():
                         self.encoder = self.encoder.cuda()
-
                 def test_shape(self):
                     self.encoder(torch.randn(2, 3))
-
             class Harness:
                 def setUp(self):
                     self.encoder = nn.Linear(3, 4).cuda()
-
                 def check(self):
                     self.encoder(torch.randn(2, 3))
             """
@@ -570,11 +555,11 @@ class DeviceMismatch(Rule):
             message = (
                 f"`{moved}` is on {source} but `{holder}` is on {target}{later or ': they cannot be mixed'}"
             )
-        target_expr = (_input_device(scope.node, ctx) if own else None) or conflict.target_expr
+        target_expr = (input_device(scope.node, ctx) if own else None) or conflict.target_expr
         fix = None
         if target_expr is not None:
             to = ctx.code_for(target_expr)
-            factory = _factory(conflict.moved, scope) if own else None
+            factory = unplaced_factory(conflict.moved, scope) if own else None
             if factory is not None:
                 message += f"; create it with `device={to}`"
                 if factory not in created:
@@ -591,31 +576,3 @@ class DeviceMismatch(Rule):
                 )
                 fix = Fix("unsafe", f"Move `{moved}` with `.to({to})`", {conflict.moved: moved_to}, risk)
         self.report(conflict.node, message, fix)
-
-
-def _factory(moved: cst.BaseExpression, scope: Scope) -> cst.Call | None:
-    """The factory without `device=` that made `moved`: itself, or the one value its name is given
-    in the unit."""
-    if isinstance(moved, cst.Name):
-        assigned = assigned_values(moved, scope)
-        if assigned is None or assigned[1] is not scope or len(assigned[0]) != 1:
-            return None
-        moved = assigned[0][0]
-    if kinds.is_tensor_factory_call(moved, scope) and keyword(moved, "device") is None:
-        return moved
-    return None
-
-
-_TENSOR_READS = ("shape", "size(", "device", "dtype", "dim(", "ndim")
-
-
-def _input_device(unit: cst.CSTNode, ctx: FileContext) -> cst.Attribute | None:
-    """`x.device` for the method's first input read as a tensor (`x.shape`, `x.size(0)`...)."""
-    if not isinstance(unit, cst.FunctionDef):
-        return None
-    code = ctx.code_for(unit)
-    for param in unit.params.params[1:]:
-        name = param.name.value
-        if any(f"{name}.{read}" in code for read in _TENSOR_READS):
-            return cst.Attribute(value=cst.Name(name), attr=cst.Name("device"))
-    return None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis.cuda_only_code import test_path
 from torchdev_lint.analysis.devices import as_move
 from torchdev_lint.analysis.guards import flag_condition, is_cuda_flag
-from torchdev_lint.analysis.requirements import cuda_requirements, test_path
+from torchdev_lint.analysis.requirements import cuda_requirements
 from torchdev_lint.analysis.tensor_types import legacy_type
 from torchdev_lint.rule import Invalid, Rule, Valid
 

@@ -10,13 +10,13 @@ from torchdev_lint.analysis.attribute_uses import (
     scan_methods,
     tensor_attributes,
 )
+from torchdev_lint.analysis.cuda_only_code import test_module
 from torchdev_lint.analysis.kinds import is_module_subclass
 from torchdev_lint.analysis.module_classes import (
     built_only_for_export,
     instance_name,
     keeps_state_in_param_store,
 )
-from torchdev_lint.analysis.requirements import test_module
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 # Methods whose override takes over how the module moves its state: the author handles devices.
