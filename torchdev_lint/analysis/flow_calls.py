@@ -19,7 +19,7 @@ from torchdev_lint.analysis.devices import CPU, OWN_TYPE, Device, conflicting, i
 from torchdev_lint.analysis.flow_classes import ClassFacts, class_facts, module_class_node, moves_inputs
 from torchdev_lint.analysis.flow_devices import device_expression
 from torchdev_lint.analysis.flow_record import Record
-from torchdev_lint.analysis.flow_values import LOADER, OTHER, TENSOR, Kind, State, Value
+from torchdev_lint.analysis.flow_values import LOADER, OTHER, TENSOR, Kind, State, Value, hosted_scalar
 from torchdev_lint.analysis.library_models import host_module
 from torchdev_lint.analysis.scopes import dotted_name, resolve
 from torchdev_lint.analysis.torch_api import (
@@ -169,7 +169,7 @@ class Calls:
         elif not explicit:
             if from_tensor and (name.endswith("_like") or name == "as_tensor"):
                 device = first.device  # type: ignore[union-attr]
-            elif not from_tensor:
+            elif not from_tensor and not name.endswith("_like"):  # `zeros_like(x)` is where `x` is
                 device = CPU if state.default_cpu else None
         return Value(Kind.TENSOR, device, _factory_nonscalar(name, positional, first))
 
@@ -222,6 +222,9 @@ class Calls:
                     break
         devices = {v.device for _, v in tensors if v.device is not None}
         device = devices.pop() if len(devices) == 1 else None
+        unknown = len(tensors) < sum(not arg.star for arg in node.args)
+        if unknown and hosted_scalar(tensors):
+            device = None  # `torch.add(total, x)`: a 0-dim host tensor goes wherever `x` is
         return Value(Kind.TENSOR, device, grad=any(v.grad for _, v in tensors))
 
     def _method(

@@ -20,7 +20,7 @@ from torchdev_lint.analysis.flow_calls import Calls
 from torchdev_lint.analysis.flow_classes import ClassFacts
 from torchdev_lint.analysis.flow_devices import device_expression
 from torchdev_lint.analysis.flow_record import Record
-from torchdev_lint.analysis.flow_values import OTHER, Kind, State, Value, join
+from torchdev_lint.analysis.flow_values import OTHER, Kind, State, Value, hosted_scalar, join
 from torchdev_lint.analysis.scopes import dotted_name
 from torchdev_lint.analysis.torch_api import METADATA_ATTRIBUTES, SELF_ATTRIBUTES
 
@@ -159,6 +159,8 @@ class Expressions:
             self.record.check_pair(node, tensors[0], tensors[1], elementwise)
         devices = {v.device for _, v in tensors}
         device = devices.pop() if len(devices) == 1 else None
+        if None in (left, right) and hosted_scalar(tensors):
+            device = None  # `total + x`: a 0-dim host tensor goes wherever `x` is
         nonscalar = any(v.nonscalar for _, v in tensors) and elementwise
         grad = any(v.grad for _, v in tensors)
         return Value(Kind.TENSOR, device, nonscalar, grad)

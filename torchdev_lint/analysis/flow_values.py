@@ -76,6 +76,12 @@ OTHER = Value(Kind.OTHER)
 LOADER = Value(Kind.LOADER)
 
 
+def hosted_scalar(operands: Sequence[tuple[cst.BaseExpression, Value]]) -> bool:
+    """Is one of the tensor operands on the CPU and perhaps 0-dim? It then mixes with data of any
+    device, and the result is where the other operand is."""
+    return any(v.device is not None and v.device.type == "cpu" and not v.nonscalar for _, v in operands)
+
+
 def join(a: Value | None, b: Value | None) -> Value | None:
     """The facts that hold on both paths; None when even the kind disagrees."""
     if a is None or b is None:
