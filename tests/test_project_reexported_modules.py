@@ -16,7 +16,7 @@ from textwrap import dedent
 import pytest
 from multifile import findings, record_checks, write_files
 
-from torchdev_lint.analysis.load_facts import _may_be_same_file
+from torchdev_lint.analysis.load_facts import may_be_same_file
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.engine import check_source
 from torchdev_lint.rules.tdl101_load_without_map_location import LoadWithoutMapLocation
@@ -189,5 +189,5 @@ def test_cache_sees_the_package_stop_importing_k2(tmp_path: Path, monkeypatch: p
     ],
 )
 def test_path_shapes_that_may_name_the_same_file(load: list[object], save: list[object], same: bool) -> None:
-    assert _may_be_same_file(tuple(load), tuple(save)) is same
-    assert _may_be_same_file(tuple(save), tuple(load)) is same
+    assert may_be_same_file(tuple(load), tuple(save)) is same
+    assert may_be_same_file(tuple(save), tuple(load)) is same

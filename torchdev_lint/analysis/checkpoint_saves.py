@@ -16,7 +16,7 @@ What loading restores is in `checkpoint_loads`.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
@@ -25,7 +25,9 @@ from torchdev_lint.analysis.devices import CPU
 from torchdev_lint.analysis.flow import device_of
 from torchdev_lint.analysis.host_facts import FileHostFacts
 from torchdev_lint.analysis.host_values import SAVED_OBJECT, saved_on_cpu
+from torchdev_lint.analysis.load_facts import local_tokens, may_be_same_file
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
+from torchdev_lint.analysis.saved_files import distinctive, path_shape
 from torchdev_lint.analysis.scopes import Scope, assigned_values, resolve
 from torchdev_lint.analysis.walk import calls
 from torchdev_lint.syntax import argument
@@ -84,6 +86,8 @@ class SavedFiles:
     def __init__(self) -> None:
         self._by_function: dict[Scope, set[str]] = defaultdict(set)
         self._on_cpu: set[str] = set()
+        # Distinctive path shapes the file saves to (`f"{d}/norm_stats.pt"`), and whether from host memory.
+        self._shapes: list[tuple[tuple[Any, ...], bool]] = []
         self._buffer_users: set[int] = set()
         self._facts: FileHostFacts | None = None  # what the project tells of host data
 
@@ -97,11 +101,15 @@ class SavedFiles:
             self._buffer_users.add(id(_serializer(ctx.scope)))
         if self._facts is None:
             self._facts = FileHostFacts(ctx.scope.module, ctx.project)
-        if saver == "torch.save" and (
+        on_host = saver == "torch.save" and (
             saved_on_cpu(obj.value, ctx.scope, self._facts)
             or (isinstance(obj.value, cst.Name) and device_of(obj.value, ctx) == CPU)
-        ):
+        )
+        if on_host:
             self._on_cpu.add(key)
+        shape = path_shape(path.value, ctx.scope)
+        if distinctive(shape):
+            self._shapes.append((local_tokens(shape), on_host))
 
     def written_here(self, path: cst.BaseExpression, scope: Scope) -> bool:
         """Has the function of `scope` already saved to this path expression?"""
@@ -137,7 +145,16 @@ class SavedFiles:
         """
         if id(_serializer(scope)) in self._buffer_users and in_memory_buffer(path, scope):
             return True
-        return loader == "torch.load" and path_key(path) in self._on_cpu
+        if loader != "torch.load":
+            return False
+        if path_key(path) in self._on_cpu:
+            return True
+        shape = path_shape(path, scope)
+        if not distinctive(shape):
+            return False
+        tokens = local_tokens(shape)
+        writers = [on_host for saved, on_host in self._shapes if may_be_same_file(tokens, saved)]
+        return bool(writers) and all(writers)  # the same file name under another folder argument
 
 
 def _serializer(scope: Scope) -> cst.CSTNode:

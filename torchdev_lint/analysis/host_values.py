@@ -27,6 +27,7 @@ from typing import Protocol
 import libcst as cst
 
 from torchdev_lint.analysis.checkpoint_loads import LOADERS, UseIndex
+from torchdev_lint.analysis.kinds import is_module_class, local_module_classes
 from torchdev_lint.analysis.library_models import Fact, apis, host_module
 from torchdev_lint.analysis.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.scopes import Scope, assigned_values, dotted_name, resolve
@@ -172,6 +173,12 @@ class _Judge:
         method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
         if method in _TO_HOST or (method == "to" and _to_cpu(call)):
             return HOST
+        if (
+            method == "state_dict"
+            and isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+        ):
+            return HOST if self._unmoved_module(call.func.value, scope) else None
         found = self.facts.returns(call, scope) if self.facts is not None else None
         if found is not None or method is None or method in _MOVES or keyword(call, "device") is not None:
             return found
@@ -211,6 +218,28 @@ class _Judge:
             if listed is not _Unlisted.UNLISTED:
                 return all_of((condition, listed))
         return _Unlisted.UNLISTED
+
+    def _unmoved_module(self, name: cst.Name, scope: Scope) -> bool:
+        """A module the function builds on the host (`nn.Linear(3, 4)`, a class of the file that
+        names no device) and only calls, reads or asks for its state: never moved, never handed
+        to code that might move it."""
+        assigned = assigned_values(name, scope)
+        if assigned is None or assigned[1].kind != "function":
+            return False
+        values, owner = assigned
+        if not all(_built_on_host(value, owner) for value in values):
+            return False
+        index = self._index(owner.node)
+        for use in index.names(name.value):
+            above = index.parent(use)
+            if isinstance(above, cst.AssignTarget) or (isinstance(above, cst.Call) and above.func is use):
+                continue  # its binding, or calling it
+            if not (isinstance(above, cst.Attribute) and above.value is use) or above.attr.value in _MOVES | {
+                "apply",
+                "to_empty",
+            }:
+                return False
+        return True
 
     def _filled(self, name: str, owner: Scope) -> Condition | None:
         """A dict or list bound only empty in its function, then filled item by item."""
@@ -371,4 +400,33 @@ def _to_cpu(call: cst.Call) -> bool:
         target is not None
         and isinstance(target.value, cst.SimpleString)
         and target.value.evaluated_value == "cpu"
+    )
+
+
+def _built_on_host(value: cst.BaseExpression, scope: Scope) -> bool:
+    """`nn.Linear(3, 4)`, `Net()`: a module built without a device, by torch or by a class of the
+    file whose code names none (no `device`, `cuda` or `.to(`)."""
+    if not isinstance(value, cst.Call) or keyword(value, "device") is not None:
+        return False
+    module = scope.module
+    if isinstance(value.func, cst.Name) and value.func.value in local_module_classes(module):
+        return _names_no_device(value.func.value, module, set())
+    return is_module_class(resolve(value.func, scope), scope)
+
+
+def _names_no_device(name: str, module: Scope, seen: set[str]) -> bool:
+    """The class of the file `name`, and its bases of the file, name no device in their code."""
+    if name in seen:
+        return True
+    seen.add(name)
+    code = module.node.code_for_node  # type: ignore[attr-defined]
+    classes = [b.node for b in module.bindings.get(name, ()) if isinstance(b.node, cst.ClassDef)]
+    return len(classes) == 1 and all(
+        not any(word in code(node) for word in ("cuda", "device", ".to("))
+        and all(
+            _names_no_device(base.value.value, module, seen)
+            for base in node.bases
+            if isinstance(base.value, cst.Name) and base.value.value in module.bindings
+        )
+        for node in classes
     )

@@ -144,7 +144,7 @@ class HostProof:
         writers = self._writers.get(tokens)
         if writers is None:
             writers = self._writers[tokens] = [
-                index for index, save in enumerate(self._saves) if _may_be_same_file(tokens, save[1])
+                index for index, save in enumerate(self._saves) if may_be_same_file(tokens, save[1])
             ]
         return bool(writers) and all(self._save_holds(index) for index in writers)
 
@@ -236,7 +236,12 @@ def _path_tokens(path: str, shape: Shape, canonical: Canonical) -> tuple[Any, ..
     return tuple(tokens)
 
 
-def _may_be_same_file(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def local_tokens(shape: Shape) -> tuple[Any, ...]:
+    """The shape's tokens within one file: references by their text, as the file writes them."""
+    return tuple(tuple(part[:2]) if isinstance(part, list) else part for part in shape)
+
+
+def may_be_same_file(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     """Can two path shapes name the same file: the same parts, where a part not known may stand
     for any one part (`d / "L.pt"` and `self.lang_dir / "L.pt"`; not `f"{d}.f0_stat.pt"` and
     `f"{d}/f0_{rank}_{n}.pt"`, which text alone could make equal)?"""

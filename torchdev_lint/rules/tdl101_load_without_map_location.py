@@ -309,19 +309,17 @@ class LoadWithoutMapLocation(Rule):
             f = torch.jit.load(path, "cpu")
             g = torch.hub.load_state_dict_from_url(url, None, "cpu")
             h = torch.hub.load_state_dict_from_url(url, map_location=device)
-
             def load(path):
                 return open(path).read()
-
             def restore(path, f):
                 torch = FakeTorch()
                 return torch.load(path), pickle.load(f)
-
             data = load("notes.txt")
             """
         ),
-        # The file writes this file itself from host memory; read back in the same function, or
-        # through in-memory buffers: the same run, the same machine, so the devices exist.
+        # The file writes this file itself from host memory (a module built on the host and never
+        # moved, under another folder argument); read back in the same function, or through
+        # in-memory buffers: the same run, the same machine, so the devices exist.
         Valid(
             """
             import io
@@ -337,12 +335,16 @@ class LoadWithoutMapLocation(Rule):
                 feats = torch.cat([model(x) for x in loader])
                 torch.save({"feats": feats.cpu(), "n": len(feats)}, cache_file)
                 return feats
-
             def embed(self, batch):
                 out = self.encoder(batch).detach().cpu()
                 torch.save(out, self.out_path)
                 return torch.load(self.out_path)
-
+            def calibrate(run_dir):
+                norm = torch.nn.LayerNorm(16)
+                norm.eval()
+                torch.save(norm.state_dict(), f"{run_dir}/norm_calibration.pt")
+            def serve(export_dir):
+                return torch.load(os.path.join(export_dir, "norm_calibration.pt"))
             def simulate(model, optimizer, steps):
                 with tempfile.TemporaryDirectory() as tmp:
                     cache = Path(tmp) / "cache.pt"
@@ -351,7 +353,6 @@ class LoadWithoutMapLocation(Rule):
                     objs = torch.load(cache.as_posix())
                     model.load_state_dict(objs["model"])
                     optimizer.load_state_dict(objs["opt"])
-
             def broadcast(obj, src_rank):
                 if rank() == src_rank:
                     buffer = io.BytesIO()
@@ -362,28 +363,23 @@ class LoadWithoutMapLocation(Rule):
                 for buffer in all_gather(data):
                     buffer = io.BytesIO(buffer.cpu().numpy())
                     yield torch.load(buffer)
-
             def export(model, example, path):
                 scripted = torch.jit.script(model)
                 torch.jit.save(m=scripted, f=path)
                 reloaded = torch.jit.load(path)
                 assert torch.allclose(reloaded(example), model(example))
-
             class Launcher:
                 def send(self, metrics, extra):
                     buffer = io.BytesIO()
                     torch.save(metrics, buffer)
                     extra["metrics_bytes"] = buffer.getvalue()
-
                 def receive(self, extra):
                     return torch.load(io.BytesIO(extra["metrics_bytes"]))
-
             class ScriptModulePickler:
                 def reduce(self, module):
                     f = io.BytesIO()
                     torch.jit.save(module, f)
                     return f.getvalue()
-
                 def rebuild(self, serialized):
                     return torch.jit.load(io.BytesIO(serialized))
             """
@@ -409,36 +405,29 @@ class LoadWithoutMapLocation(Rule):
 
             _META_FILE = "meta.pt"
             WEIGHTS = Path(__file__).resolve().parent / "weights" / "dists.pt"
-
             class PNet(torch.nn.Module):
                 def __init__(self, pretrained=True):
                     super().__init__()
                     if pretrained:
                         weights = torch.load(str(WEIGHTS))
                         self.alpha = weights["alpha"]
-
             def test_roundtrip(tmp_path, model):
                 save_checkpoint(model, tmp_path / "m.pt")
                 model.load_state_dict(torch.load(tmp_path / "m.pt"))
-
             class Checkpointable:
                 def load(self, path, device=None):
                     del device
                     data = torch.load(path)
                     self.current_step = data["current_step"]
-
             class WarmupScheduler:
                 def load(self, path):
                     self.lr0 = torch.load(path)["initial_value"]
-
             class ReduceLROnPlateau:
                 def load(self, path):
                     self.__dict__.update(torch.load(path))
-
             def restore(trainer, checkpoint):
                 trainer.lr_scheduler.load_state_dict(torch.load(checkpoint + "/scheduler.pt"))
                 trainer.scaler.load_state_dict(torch.load(checkpoint + "/scaler.pt"))
-
             def restore_rng(path):
                 state = torch.load(path, weights_only=True)
                 random.setstate(state["python"])
@@ -446,51 +435,41 @@ class LoadWithoutMapLocation(Rule):
                 torch.random.set_rng_state(state["cpu"])
                 if torch.cuda.is_available():
                     torch.cuda.random.set_rng_state_all(state["cuda"])
-
             def restore_generators(checkpoint, rank, distributed):
                 rng_file = os.path.join(checkpoint, f"rng_state_{rank}.pth")
                 state = torch.load(rng_file, weights_only=True)
                 random.setstate(state["python"])
                 set_rng_state_for_device("CUDA", torch.cuda, state, distributed)
-
             class SeedKeeper:
                 def save(self, path):
                     torch.save({name: g.get_state() for name, g in self.generators.items()}, path)
-
                 def load(self, path):
                     for name, state in torch.load(path).items():
                         self.generators[name].set_state(state)
-
             class ShardedStrategy:
                 def load_checkpoint(self, path, state, weights_only=None):
                     metadata = torch.load(path / _META_FILE, weights_only=weights_only)
                     state.update(metadata)
-
                 def load_xla_shard(self, module, file):
                     import torch_xla.core.xla_model as xm
 
                     shard = torch.load(file)
                     module.load_state_dict(shard["model"])
                     xm.rendezvous("loaded")
-
             def load_meta_file(root, file=None):
                 if file is None:
                     file = _META_FILE
                 file = os.path.join(root, file)
                 return torch.load(file, weights_only=True)
-
             class GraphFile:
                 def read(self):
                     return torch.load(self.path, weights_only=False)
-
                 def __del__(self):
                     os.remove(self.path)
-
             def pitch_codebook(tables_path, n_units):
                 tables = torch.load(tables_path)
                 tables = torch.from_numpy(tables[n_units])
                 return tables.cuda()
-
             class CachedItems(Dataset):
                 def __getitem__(self, index):
                     hashfile = self.cache_dir / f"{index}.pt"
@@ -499,30 +478,24 @@ class LoadWithoutMapLocation(Rule):
                     item = self.transform(self.data[index])
                     torch.save(item, hashfile)
                     return item
-
             def extract_pitch(path):
                 pitch = yaapt(np.load(path))
                 pitch = torch.from_numpy(pitch.astype(np.float32))
                 return pitch
-
             def pitch_of(path):
                 try:
                     return extract_pitch(path)
                 except ValueError:
                     return None
-
             def dump_pitch(paths, out_dir, rank):
                 table = {}
                 for path in paths:
                     table[path] = pitch_of(path)
                 torch.save(table, f"{out_dir}/pitch_{rank}.pt")
-
             def load_pitch(out_dir, rank):
                 return torch.load(f"{out_dir}/pitch_{rank}.pt")
-
             def prepare_lang(lang_dir, arcs):
                 torch.save(k2.arc_sort(k2.Fsa.from_str(arcs).invert()).as_dict(), lang_dir / "L.pt")
-
             def load_lexicon(lang_dir):
                 return k2.Fsa.from_dict(torch.load(lang_dir / "L.pt"))
             """
@@ -541,27 +514,21 @@ class LoadWithoutMapLocation(Rule):
 
             FID_WEIGHTS_URL = "https://example.com/pt_inception.pth"
             model_urls = {"resnet18": "https://example.com/resnet18.pth"}
-
             def resnet18(model):
                 model.load_state_dict(model_zoo.load_url(model_urls["resnet18"]), strict=False)
-
             def fid_inception(model):
                 model.load_state_dict(load_state_dict_from_url(FID_WEIGHTS_URL, progress=True))
-
             def densenet(model, arch):
                 urls = {"densenet121": "https://example.com/densenet121.pth"}
                 url = lookup(arch, urls, None)
                 if url is None:
                     raise ValueError(arch)
                 model.load_state_dict(load_state_dict_from_url(url, progress=False))
-
             class PerceptualLoss(torch.nn.Module):
                 _weights_url = "https://example.com/releases/" + "perceptual.pt"
-
                 def __init__(self):
                     super().__init__()
                     self.load_state_dict(torch.hub.load_state_dict_from_url(self._weights_url))
-
             def load_pretrained(model, name):
                 if name != "faces":
                     raise ValueError(name)
@@ -570,7 +537,6 @@ class LoadWithoutMapLocation(Rule):
                 if not os.path.exists(cached):
                     download_url_to_file(url, cached)
                 model.load_state_dict(torch.load(cached))
-
             def load_engine(path):
                 if not torch.cuda.is_available():
                     raise RuntimeError("TensorRT engines need a CUDA device")
