@@ -39,10 +39,21 @@ class FileFacts(NamedTuple):
     # (class as written, call position or -1, parameter): a project dataset class hands out the
     # items of that constructor argument unchanged (`analysis/dataset_items.py`).
     item_passing: frozenset[Handed] = frozenset()
+    # (function of this file, every call of it from other files runs only where CUDA is): for the
+    # module-level functions other files of the project call (`analysis/cuda_callers.py`).
+    cuda_callers: frozenset[tuple[str, bool]] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
         return callee in self.gating
+
+    def called_with_cuda(self, function: str) -> bool | None:
+        """Do the calls other files make of this file's `function` all run only where CUDA is?
+        None when no other file calls it."""
+        for name, gated in self.cuda_callers:
+            if name == function:
+                return gated
+        return None
 
     def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
         """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""

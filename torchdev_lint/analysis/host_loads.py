@@ -95,7 +95,9 @@ def restores_no_device_at_call(call: cst.Call, loader: Loader, saved: SavedFiles
         return True  # a file its object deletes in `__del__`: written and read by this run
     if runs_on_xla(owner.node):
         return True  # XLA writes checkpoints from host memory; no CUDA device to restore
-    if loader.qualname == "torch.jit.load" and cuda_requirements(ctx.scope, ctx.path).requires_cuda(call):
+    if loader.qualname == "torch.jit.load" and cuda_requirements(
+        ctx.scope, ctx.path, ctx.project
+    ).requires_cuda(call):
         return True  # a CUDA-only program's scripted (TensorRT) module: a CPU map_location cannot serve it
     for node in ctx.ancestors:
         if not isinstance(node, cst.ClassDef):

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchdev_lint.analysis import constructor_facts, load_facts, summary_cache
+from torchdev_lint.analysis.cuda_callers import cuda_callers, file_callers
 from torchdev_lint.analysis.file_facts import FileFacts, ProjectFacts
 from torchdev_lint.analysis.inheritance import Inheritance
 from torchdev_lint.analysis.parameter_facts import (
@@ -48,7 +49,16 @@ if TYPE_CHECKING:
 
 _MAX_ALIASES = 8
 # The summary fields that name a function of the file.
-_DEFINED = ("functions", "checkpoints", "batches", "cuda_defaults", "forwards", "returns", "dataset_items")
+_DEFINED = (
+    "functions",
+    "checkpoints",
+    "batches",
+    "cuda_defaults",
+    "forwards",
+    "returns",
+    "dataset_items",
+    "defined",
+)
 
 Summary = summary_cache.Summary
 Target = tuple[str, str]
@@ -188,13 +198,20 @@ class _Pass:
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
             names |= self._loader_callees() | load_facts.wanted_names(self.summaries, self._canonical)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
+            names |= {name for (_, name), gated in callers.items() if gated}  # other callers may not be
+            names |= {
+                text.rsplit(".", 1)[-1]
+                for summary in self.summaries.values()
+                for text in summary["cuda_sites"]
+            }
             fresh, self.names = names - self.names, self.names | names
             self._forget()
             pinned, collated = self._pinned(moving)
             facts = {
                 path: self._facts(
                     path, gating, moving, pinned.get(path, frozenset()), collated.get(path, frozenset())
-                )
+                )._replace(cuda_callers=file_callers(callers, path))
                 for path in self.summaries
                 if path in self.checked
             }
@@ -230,13 +247,14 @@ class _Pass:
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
             pinned_all, collated_all = self._pinned(moving)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
             found = self._facts(
                 path,
                 gating,
                 moving,
                 pinned_all.get(path, frozenset()),
                 collated_all.get(path, frozenset()),
-            )
+            )._replace(cuda_callers=file_callers(callers, path))
             found = self._with_load_facts({path: found})[path]
             found = constructor_facts.with_defaults(
                 {path: found}, self.summaries, self._target, self.unreadable, self.index

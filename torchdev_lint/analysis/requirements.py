@@ -46,9 +46,12 @@ _CACHE = "_cuda_requirements"
 
 class GatingCallees(Protocol):
     """Facts from outside the file: which callees (`utils.init_distributed_mode`, as the
-    file writes them) stop the program where CUDA is missing."""
+    file writes them) stop the program where CUDA is missing, and whether the calls other
+    files make of a module-level function of this file all run only where CUDA is."""
 
     def gates(self, callee: str) -> bool: ...
+
+    def called_with_cuda(self, function: str) -> bool | None: ...
 
 
 def cuda_requirements(scope: Scope, path: str, facts: GatingCallees | None = None) -> CudaRequirements:
@@ -144,6 +147,11 @@ class CudaRequirements:
 
     # The queries -----------------------------------------------------------
 
+    @property
+    def module_only(self) -> bool:
+        """The whole module runs only where CUDA is (a CUDA-only import or folder)."""
+        return self._module_only
+
     def requires_cuda(self, node: cst.CSTNode) -> bool:
         """Does `node` run only where CUDA is? A gate before it (an exit, raise, assert or skip
         when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a
@@ -202,9 +210,21 @@ class CudaRequirements:
         found = _cuda_only_decorated(function, self._scope) or imports_cuda_only_inside(function)
         if not found:
             uses = self._uses(function)
-            found = bool(uses) and all(self.requires_cuda(use) for use in uses)
+            elsewhere = self._called_elsewhere_with_cuda(function)
+            found = (
+                elsewhere is not False
+                and (bool(uses) or elsewhere is True)
+                and all(self.requires_cuda(use) for use in uses)
+            )
         self._required[key] = found
         return found
+
+    def _called_elsewhere_with_cuda(self, function: cst.FunctionDef) -> bool | None:
+        """For a module-level function: do the calls of it in other files all run only where CUDA
+        is (None when no other file calls it, or the project is not known)?"""
+        if self._facts is None or type(self._parents.get(id(function))) is not cst.Module:
+            return None
+        return self._facts.called_with_cuda(function.name.value)
 
     def gates(self, function: cst.FunctionDef) -> bool:
         """Calling `function` stops the program where CUDA is missing: its body reaches a gate

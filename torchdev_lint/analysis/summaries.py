@@ -111,6 +111,15 @@ def summarize(module: cst.Module, path: str) -> Summary:
         **collector.constructors.fields(requirements),
         "classes": collector.classes,
         "method_calls": sorted(collector.method_calls),
+        "defined": sorted(qualname for qualname, _ in functions if "." not in qualname),
+        # Not in a CUDA-only module: its callees are asked about only where a gate decides.
+        "cuda_sites": []
+        if requirements.module_only
+        else sorted(
+            text
+            for text, calls in collector.site_calls.items()
+            if all(requirements.requires_cuda(call) for call in calls)
+        ),
     }
 
 
@@ -177,6 +186,7 @@ class _Collector:
         self.dataset_items: dict[str, list[Any]] = {}  # classes handing out constructor arguments
         self.dataset_calls: set[str] = set()  # imported dataset classes the file's loaders iterate
         self.method_calls: set[str] = set()  # `x.name(...)` not resolved: some object's method
+        self.site_calls: dict[str, list[cst.Call]] = {}  # the calls of each project callee text
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
             id(statement): (qualname, index)
@@ -254,6 +264,7 @@ class _Collector:
         assert text is not None
         self.parameters.call(node, self.scope, self._ancestors, text)
         self.sites.append((text, reference))
+        self.site_calls.setdefault(text, []).append(node)
         if self._statement is not None and isinstance(self._statement_node, cst.SimpleStatementLine):
             self.calls.setdefault(self._statement, []).append(reference)
 

@@ -56,6 +56,7 @@ class HardcodedCuda(Rule):
 
         Not flagged:
         - code that runs only where CUDA is: after a gate in the same function or a caller in the same file
+          (or, for a module-level function, in every caller the project's other files hold)
           (`if not torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
           `torch.distributed.init_process_group("nccl")`, `torch.cuda.set_device(rank)`, or a call such as
           `init_distributed_mode(args)` of a function of the file that does one; in a file whose every

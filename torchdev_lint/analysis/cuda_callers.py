@@ -1,0 +1,51 @@
+"""Functions whose every call from another file runs only where CUDA is (issue 23: the gate in a
+caller in another file, `train.py` exiting without CUDA before it calls `ops.fused_step()`).
+
+Each summary lists the callee texts whose every call in the file lies in code that requires CUDA
+(`cuda_sites`, from `requirements.CudaRequirements`); here the project's calls of each module-level
+function of a checked file are gathered from the summaries read, and a function counts when all of
+them are so (at least one). A file that could not be parsed and names the function may call it
+anyhow. `project_facts` reads the files that name such a function before it trusts the answer
+(their calls count too), and `CudaRequirements.function_requires_cuda` combines it with the
+file's own uses. No LibCST here: a warm run imports none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+Target = tuple[str, str]
+
+
+def cuda_callers(
+    summaries: dict[str, dict[str, Any]],
+    checked: Collection[str],
+    target: Callable[[str, list[Any]], Target | None],
+    unreadable: Iterable[bytes],
+) -> dict[Target, bool]:
+    """(file, function) of a checked file, called from other files: do all those calls run only
+    where CUDA is?"""
+    found: dict[Target, bool] = {}
+    for path, summary in summaries.items():
+        gated = set(summary.get("cuda_sites", ()))
+        for text, reference in summary["sites"].items():
+            callee = target(path, reference) if reference is not None else None
+            if callee is None or callee[0] == path or callee[0] not in checked or "." in callee[1]:
+                continue
+            found[callee] = found.get(callee, True) and text in gated
+        for name, reference in summary["aliases"].items():  # imported, then used but not called
+            callee = target(path, reference)
+            if callee is not None and callee[0] != path and callee[0] in checked and "." not in callee[1]:
+                if not any(text == name or text.startswith(f"{name}.") for text in summary["sites"]):
+                    found[callee] = False
+    sources = list(unreadable)
+    for callee, all_gated in found.items():
+        if all_gated and any(callee[1].encode() in source for source in sources):
+            found[callee] = False
+    return found
+
+
+def file_callers(found: dict[Target, bool], path: str) -> frozenset[tuple[str, bool]]:
+    """`FileFacts.cuda_callers` of one checked file."""
+    return frozenset((name, gated) for (file, name), gated in found.items() if file == path)
