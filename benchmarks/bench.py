@@ -388,8 +388,8 @@ def run_project_edits(work: Path, cli: list[str], default_jobs: list[str]) -> di
     body without changing its summary, then so that its summary changes. Each prints the
     files re-checked (counted as the CLI checks them) next to those whose inputs changed: the edited
     file, plus the files whose project facts differ (computed here with project_facts)."""
-    from torchdev_lint.analysis.project_facts import project_facts
-    from torchdev_lint.analysis.summaries import digest, summarize
+    from torchdev_lint.analysis.project.project_facts import project_facts
+    from torchdev_lint.analysis.project.summaries import digest, summarize
     from torchdev_lint.engine import parse
     from torchdev_lint.files import discover
 

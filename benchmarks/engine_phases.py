@@ -22,7 +22,7 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, QualifiedNameProvider, ScopeProvider
 
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.config import Settings, select_rules
 from torchdev_lint.engine import check_module
 from torchdev_lint.files import discover

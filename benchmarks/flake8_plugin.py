@@ -18,7 +18,7 @@ and with one, as after `torchdev-lint check FILE` (the summaries of the file
 and of the project modules it leads to, written to a temporary cache folder
 first): "first" is the first flake8 run after that check, where the plugin runs
 pass 1 from those summaries (the facts it keeps removed before each run),
-"cached" the runs after it, which find the facts kept (`analysis/facts_memo.py`). The ratio
+"cached" the runs after it, which find the facts kept (`analysis/project/facts_memo.py`). The ratio
 plugin / parse is issue 16's item 14 (target <= 1.3). `--profile` prints where
 the plugin's time goes (cProfile, top functions by cumulative and by own time).
 Default files: the largest file of the torch package and three 4,000-line files
@@ -44,8 +44,8 @@ from typing import NamedTuple
 
 import libcst
 
-from torchdev_lint.analysis import facts_memo
-from torchdev_lint.analysis.project_facts import project_facts
+from torchdev_lint.analysis.project import facts_memo
+from torchdev_lint.analysis.project.project_facts import project_facts
 from torchdev_lint.engine import parse
 from torchdev_lint.flake8_plugin import TorchDevLintPlugin
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import FileResult, check_source

@@ -1,4 +1,4 @@
-"""The one binding walker (`analysis.bindings`) and the askers built on it."""
+"""The one binding walker (`analysis.syntax.bindings`) and the askers built on it."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import textwrap
 
 import libcst as cst
 
-from torchdev_lint.analysis.bindings import own_bindings, unpacked, walk_bindings
-from torchdev_lint.analysis.loops import bound_in
-from torchdev_lint.analysis.scopes import Scope, collect_bindings
+from torchdev_lint.analysis.syntax.bindings import own_bindings, unpacked, walk_bindings
+from torchdev_lint.analysis.syntax.loops import bound_in
+from torchdev_lint.analysis.syntax.scopes import Scope, collect_bindings
 
 CODE = textwrap.dedent(
     """

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from multifile import write_files
 
-import torchdev_lint.analysis.project_facts
+import torchdev_lint.analysis.project.project_facts
 import torchdev_lint.cache
 import torchdev_lint.engine
 import torchdev_lint.runner
@@ -102,14 +102,14 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 def passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """One entry per pass 1 run to its end from now on (by the CLI's cache answer or the runner)."""
     done: list[str] = []
-    real = torchdev_lint.analysis.project_facts.project_facts
+    real = torchdev_lint.analysis.project.project_facts.project_facts
 
     def recording(*args: object, **kwargs: object) -> object:
         facts = real(*args, **kwargs)  # type: ignore[arg-type]
         done.append("pass 1")
         return facts
 
-    monkeypatch.setattr(torchdev_lint.analysis.project_facts, "project_facts", recording)
+    monkeypatch.setattr(torchdev_lint.analysis.project.project_facts, "project_facts", recording)
     monkeypatch.setattr(torchdev_lint.runner, "project_facts", recording)
     return done
 

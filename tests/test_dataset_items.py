@@ -8,7 +8,7 @@ from textwrap import dedent
 import libcst as cst
 import pytest
 
-from torchdev_lint.analysis.dataset_items import item_parameters
+from torchdev_lint.analysis.data.dataset_items import item_parameters
 
 
 def _parameters(source: str) -> list[tuple[int | None, str]]:

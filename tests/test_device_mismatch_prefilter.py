@@ -9,7 +9,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.values import flow
 from torchdev_lint.config import Settings, select_rules
 from torchdev_lint.engine import FileContext, check_source
 

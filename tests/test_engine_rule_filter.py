@@ -15,7 +15,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from torchdev_lint.analysis.file_facts import FileFacts
+from torchdev_lint.analysis.project.file_facts import FileFacts
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import check_source, could_match, matching_rules

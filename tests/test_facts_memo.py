@@ -1,4 +1,4 @@
-"""The flake8 plugin's kept pass 1 (`analysis/facts_memo.py`): a file's project facts are given
+"""The flake8 plugin's kept pass 1 (`analysis/project/facts_memo.py`): a file's project facts are given
 again only while every file pass 1 read, every summary it got from the cache and every path the
 project index probed are as they were; any change is a miss, and the pass runs again.
 
@@ -18,10 +18,10 @@ import libcst as cst
 import pytest
 from multifile import GATE, WARNS, write_files
 
-from torchdev_lint.analysis import facts_memo
-from torchdev_lint.analysis.facts_memo import file_facts
-from torchdev_lint.analysis.file_facts import FileFacts
-from torchdev_lint.analysis.project_facts import project_facts
+from torchdev_lint.analysis.project import facts_memo
+from torchdev_lint.analysis.project.facts_memo import file_facts
+from torchdev_lint.analysis.project.file_facts import FileFacts
+from torchdev_lint.analysis.project.project_facts import project_facts
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.engine import parse
 

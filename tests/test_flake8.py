@@ -22,10 +22,10 @@ from textwrap import dedent
 import pytest
 from multifile import GATE, WARNS
 
-import torchdev_lint.analysis.device_variable
+import torchdev_lint.analysis.placement.device_variable
 import torchdev_lint.config
 import torchdev_lint.flake8_plugin
-from torchdev_lint.analysis.quotes import QuoteStyle
+from torchdev_lint.analysis.syntax.quotes import QuoteStyle
 from torchdev_lint.config import Settings
 from torchdev_lint.engine import check_source
 from torchdev_lint.flake8_plugin import TorchDevLintPlugin
@@ -108,7 +108,7 @@ def test_findings_only_builds_no_fix(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("analysis for a fix in a findings-only check")
 
     monkeypatch.setattr(QuoteStyle, "_scan", fix_only)
-    monkeypatch.setattr(torchdev_lint.analysis.device_variable, "_names_in_use", fix_only)
+    monkeypatch.setattr(torchdev_lint.analysis.placement.device_variable, "_names_in_use", fix_only)
     for (rule, example), full in zip(with_fixes, expected, strict=True):
         found = check_source("example.py", example.source, [rule], fixes=False)
         assert all(d.fix is None for d in found.diagnostics) and all(f.fix is None for f in found.findings)

@@ -1,4 +1,4 @@
-"""The device-flow analysis (`analysis/flow.py`): each source of facts, each control-flow rule,
+"""The device-flow analysis (`analysis/values/flow.py`): each source of facts, each control-flow rule,
 and the four rules built on it, with must-flag and must-not-flag cases."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import textwrap
 import libcst as cst
 import pytest
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.devices import CPU, Device, conflicting
-from torchdev_lint.analysis.flow_values import Kind, Value, join
+from torchdev_lint.analysis.knowledge.devices import CPU, Device, conflicting
+from torchdev_lint.analysis.values import flow
+from torchdev_lint.analysis.values.flow_values import Kind, Value, join
 from torchdev_lint.config import Settings
 from torchdev_lint.engine import check_module, check_source
 from torchdev_lint.fixes import fix_source

@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from torchdev_lint.analysis import library_models
-from torchdev_lint.analysis.library_models import MODELS, Fact, Model, apis, endings, value_libraries
+from torchdev_lint.analysis.knowledge import library_models
+from torchdev_lint.analysis.knowledge.library_models import (
+    MODELS,
+    Fact,
+    Model,
+    apis,
+    endings,
+    value_libraries,
+)
 from torchdev_lint.config import select_rules
 from torchdev_lint.engine import check_source
 
@@ -55,7 +62,7 @@ def test_no_library_api_outside_the_table() -> None:
     package = Path(library_models.__file__).parents[1]
     libraries = {m.api.split(".", 1)[0] for m in MODELS if m.fact is not Fact.PLACES_BATCHES} - {"torch"}
     prefixes = tuple(f"{library}." for library in sorted(libraries))
-    for path in sorted([*package.glob("analysis/*.py"), *package.glob("rules/*.py")]):
+    for path in sorted([*package.glob("analysis/**/*.py"), *package.glob("rules/*.py")]):
         if path.name == "library_models.py":
             continue
         tree = ast.parse(path.read_text())

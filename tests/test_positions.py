@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.positions import spans_and_code, statement_spans
 
 SAMPLES = {

@@ -18,9 +18,9 @@ from textwrap import dedent
 import pytest
 from multifile import file_name, findings, record_checks, write_files
 
-from torchdev_lint.analysis.project import ProjectIndex
-from torchdev_lint.analysis.project_facts import project_facts
-from torchdev_lint.analysis.summaries import digest, summarize
+from torchdev_lint.analysis.project.index import ProjectIndex
+from torchdev_lint.analysis.project.project_facts import project_facts
+from torchdev_lint.analysis.project.summaries import digest, summarize
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.engine import parse
 
@@ -362,7 +362,7 @@ def test_same_file_helper_that_returns_early_does_not_gate(tmp_path: Path) -> No
     ],
 )
 def test_only_text_that_can_hold_a_gate_is_parsed_first(text: str, parsed: bool) -> None:
-    from torchdev_lint.analysis.pass_one_text import may_gate
+    from torchdev_lint.analysis.project.pass_one_text import may_gate
 
     assert may_gate(text.encode()) is parsed
 

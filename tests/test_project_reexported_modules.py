@@ -16,7 +16,7 @@ from textwrap import dedent
 import pytest
 from multifile import findings, record_checks, write_files
 
-from torchdev_lint.analysis.load_facts import may_be_same_file
+from torchdev_lint.analysis.provenance.load_facts import may_be_same_file
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.engine import check_source
 from torchdev_lint.rules.tdl101_load_without_map_location import LoadWithoutMapLocation

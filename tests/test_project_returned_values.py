@@ -16,7 +16,7 @@ from textwrap import dedent
 import pytest
 from multifile import findings, write_files
 
-from torchdev_lint.analysis.summaries import summarize
+from torchdev_lint.analysis.project.summaries import summarize
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.engine import check_source, parse
 from torchdev_lint.rules.tdl101_load_without_map_location import LoadWithoutMapLocation

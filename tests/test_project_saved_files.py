@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from multifile import findings, write_files
 
-from torchdev_lint.analysis.load_facts import local_key
-from torchdev_lint.analysis.project_facts import project_facts
-from torchdev_lint.analysis.saved_files import distinctive, path_shape
-from torchdev_lint.analysis.scopes import Scope, collect_bindings
+from torchdev_lint.analysis.project.project_facts import project_facts
+from torchdev_lint.analysis.provenance.load_facts import local_key
+from torchdev_lint.analysis.provenance.saved_files import distinctive, path_shape
+from torchdev_lint.analysis.syntax.scopes import Scope, collect_bindings
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.engine import parse
 

@@ -10,7 +10,7 @@ import pytest
 from multifile import file_name, findings, record_checks, write_files
 
 import torchdev_lint.runner
-from torchdev_lint.analysis.file_facts import FileFacts
+from torchdev_lint.analysis.project.file_facts import FileFacts
 from torchdev_lint.cache import ResultCache
 from torchdev_lint.runner import _AskedFacts
 

@@ -1,4 +1,4 @@
-"""Name resolution through aliases (`analysis.scopes.resolve`)."""
+"""Name resolution through aliases (`analysis.syntax.scopes.resolve`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from torchdev_lint.analysis import scopes
-from torchdev_lint.analysis.scopes import Scope, collect_bindings, resolve
+from torchdev_lint.analysis.syntax import scopes
+from torchdev_lint.analysis.syntax.scopes import Scope, collect_bindings, resolve
 
 
 def _module_scope(code: str) -> Scope:

@@ -14,8 +14,8 @@ from textwrap import dedent
 import libcst as cst
 import pytest
 
-from torchdev_lint.analysis.checkpoint_loads import UseIndex
-from torchdev_lint.analysis.reaching_bindings import reaching_assignment
+from torchdev_lint.analysis.provenance.checkpoint_loads import UseIndex
+from torchdev_lint.analysis.syntax.reaching_bindings import reaching_assignment
 from torchdev_lint.engine import check_source
 from torchdev_lint.rules.tdl101_load_without_map_location import LoadWithoutMapLocation
 

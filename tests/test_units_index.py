@@ -7,8 +7,8 @@ import textwrap
 
 import libcst as cst
 
-from torchdev_lint.analysis.module_classes import built_only_for_export
-from torchdev_lint.analysis.units import definition_owners, imported_roots
+from torchdev_lint.analysis.syntax.units import definition_owners, imported_roots
+from torchdev_lint.analysis.values.module_classes import built_only_for_export
 from torchdev_lint.config import Settings
 from torchdev_lint.engine import FileContext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from torchdev_lint.analysis import walk as walk_module
+from torchdev_lint.analysis.syntax import walk as walk_module
 
 
 def test_field_less_nodes_are_cached(monkeypatch: pytest.MonkeyPatch) -> None:

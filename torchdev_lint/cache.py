@@ -106,7 +106,7 @@ def entry_key(
 
 
 def summary_key(source: bytes) -> str:
-    """The key of the pass-1 summary of a file holding `source` (analysis/summaries.py): a
+    """The key of the pass-1 summary of a file holding `source` (analysis/project/summaries.py): a
     function of its bytes, the tool's code and LibCST's version (the tree it is made from)."""
     return hashlib.sha256(
         b"%s\0%s\0%s" % (tool_fingerprint().encode(), libcst_version().encode(), source)

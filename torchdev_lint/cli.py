@@ -38,7 +38,7 @@ from torchdev_lint.report.text import plain_text
 from torchdev_lint.rule import all_rules
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.file_facts import ProjectFacts
+    from torchdev_lint.analysis.project.file_facts import ProjectFacts
     from torchdev_lint.runner import CheckOptions
 
 # A run that the cache answers whole imports neither LibCST nor the rules: the runner,
@@ -273,7 +273,7 @@ def _cached_facts(paths: Sequence[str], plan: _Plan) -> ProjectFacts | None:
     which can equal an older state of the project whose results are cached."""
     if plan.cache is None:
         return None
-    from torchdev_lint.analysis.project_facts import project_facts
+    from torchdev_lint.analysis.project.project_facts import project_facts
 
     try:
         return project_facts(paths, _refuse_parse, plan.cache.directory)

@@ -19,9 +19,9 @@ from typing import Any, NamedTuple, cast
 
 import libcst as cst
 
-from torchdev_lint.analysis.file_facts import FileFacts
-from torchdev_lint.analysis.quotes import QuoteStyle
-from torchdev_lint.analysis.scopes import (
+from torchdev_lint.analysis.project.file_facts import FileFacts
+from torchdev_lint.analysis.syntax.quotes import QuoteStyle
+from torchdev_lint.analysis.syntax.scopes import (
     Scope,
     collect_bindings,
     collect_comprehension_bindings,
@@ -29,7 +29,7 @@ from torchdev_lint.analysis.scopes import (
     dotted_name,
     resolve,
 )
-from torchdev_lint.analysis.walk import children
+from torchdev_lint.analysis.syntax.walk import children
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, FixInfo, SourceError
 from torchdev_lint.noqa import Directives
@@ -98,7 +98,7 @@ class FileContext:
         self.path = path
         self.module = module
         self.settings = settings
-        # Facts from other files of the project (analysis/project_facts.py); None: this file alone.
+        # Facts from other files of the project (analysis/project/project_facts.py); None: this file alone.
         self.project = project
         # False: findings only (the flake8 plugin shows no fix). Then `string` gives no literal and
         # `report` drops fixes, so what only a fix needs (a module's quote style, a free name)
@@ -187,7 +187,7 @@ class _Dispatcher:
 
     Handler return values are ignored (children are always visited), and
     trivia nodes (whitespace, comments, punctuation, operators) are not
-    visited; see `analysis.walk`. A rule's `leave_scope(scope)` runs when a
+    visited; see `analysis.syntax.walk`. A rule's `leave_scope(scope)` runs when a
     module, class or function body has been traversed, while that scope is
     still current: the place to judge facts that need all of a scope's uses.
     """
@@ -209,7 +209,7 @@ class _Dispatcher:
         self.leaves = dict(leaves)
 
     def run(self, root: cst.Module) -> None:
-        """`analysis.walk.walk` over `root` with the dispatch written into its loop: per node, a
+        """`analysis.syntax.walk.walk` over `root` with the dispatch written into its loop: per node, a
         table lookup on entry and one on exit instead of four calls (into the dispatcher and
         into the context, each way), which cost a fifth of a check with the default rules."""
         ctx = self.ctx

@@ -30,9 +30,9 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import GatherUnusedImportsVisitor
 from libcst.metadata import MetadataWrapper
 
-from torchdev_lint.analysis.bindings import walk_bindings
-from torchdev_lint.analysis.scopes import dotted_name
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.syntax.bindings import walk_bindings
+from torchdev_lint.analysis.syntax.scopes import dotted_name
+from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.syntax import comments
 
 Imports = cst.Import | cst.ImportFrom

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from torchdev_lint.analysis.file_facts import FileFacts
+from torchdev_lint.analysis.project.file_facts import FileFacts
 from torchdev_lint.config import Settings
 from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
 from torchdev_lint.engine import FileResult, Finding, check_module, check_source

@@ -19,7 +19,7 @@ whose summary is not cached for its current text (never checked, or edited
 since) stays unknown, so its facts are missing, never wrong; without a cache
 folder, or when flake8's text is not the file's (an unsaved buffer on stdin),
 the file is checked on its own. The facts found are kept in the cache folder with
-what pass 1 read (`analysis/facts_memo.py`): the next run over an unchanged file
+what pass 1 read (`analysis/project/facts_memo.py`): the next run over an unchanged file
 and unchanged imports gets them without the pass.
 """
 
@@ -36,9 +36,9 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from torchdev_lint import __version__
-from torchdev_lint.analysis.facts_memo import file_facts
-from torchdev_lint.analysis.file_facts import FileFacts
-from torchdev_lint.analysis.summary_cache import FOLDER as SUMMARIES
+from torchdev_lint.analysis.project.facts_memo import file_facts
+from torchdev_lint.analysis.project.file_facts import FileFacts
+from torchdev_lint.analysis.project.summary_cache import FOLDER as SUMMARIES
 from torchdev_lint.cache import FOLDER
 from torchdev_lint.config import ConfigError, Settings, find_config, parse_version, select_rules
 from torchdev_lint.diagnostics import SourceError

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from torchdev_lint.analysis.walk import children
+from torchdev_lint.analysis.syntax.walk import children
 
 Point = tuple[int, int]  # (1-based line, 0-based column), as LibCST's CodePosition
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     # Only for annotations: importing this module must not import LibCST (see catalog.py).
     import libcst as cst
 
-    from torchdev_lint.analysis.scopes import Scope
+    from torchdev_lint.analysis.syntax.scopes import Scope
     from torchdev_lint.engine import FileContext
 
     Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
@@ -116,7 +116,7 @@ class Rule:
     # possibly fire there (spaced as Python allows: `.to(` covers `x. to (d)`): the engine
     # runs only the rules whose triggers occur, and parses no file where none does.
     triggers: ClassVar[tuple[str, ...]] = ("torch",)
-    # Fields of the file's project facts (`analysis.project_facts.FileFacts`) that can make the
+    # Fields of the file's project facts (`analysis.project.project_facts.FileFacts`) that can make the
     # rule fire where none of its triggers occurs (a loader parameter every caller pins): where
     # one of them is not empty, the rule runs whatever the text.
     fact_triggers: ClassVar[tuple[str, ...]] = ()

@@ -21,9 +21,9 @@ from typing import Any, NamedTuple
 
 import libcst as cst
 
-from torchdev_lint.analysis.file_facts import FileFacts, ProjectFacts
-from torchdev_lint.analysis.project_facts import Summary, project_facts
-from torchdev_lint.analysis.summary_cache import needs_parse
+from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
+from torchdev_lint.analysis.project.project_facts import Summary, project_facts
+from torchdev_lint.analysis.project.summary_cache import needs_parse
 from torchdev_lint.cache import CachedResult, ResultCache, entry_key
 from torchdev_lint.config import Settings, codes_for
 from torchdev_lint.diagnostics import FileReport, SourceError
@@ -107,7 +107,7 @@ def summarized_check(path: str, options: CheckOptions) -> tuple[FileReport, Summ
     report, module = _process(path, options, False, asked=asked.facts)
     if module is None:
         return report, None, asked.questions
-    from torchdev_lint.analysis.summaries import summarize
+    from torchdev_lint.analysis.project.summaries import summarize
 
     try:
         return report, summarize(module, os.path.abspath(path)), asked.questions

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.host_loads import PendingLoads
-from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.provenance.host_loads import PendingLoads
+from torchdev_lint.analysis.syntax.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import with_keyword
 

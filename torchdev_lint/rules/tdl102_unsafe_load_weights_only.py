@@ -6,11 +6,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoint_loads import falls_back_after_safe_load, is_test_code, pickling_format
-from torchdev_lint.analysis.checkpoint_saves import SAVED_OBJECT, SavedFiles
-from torchdev_lint.analysis.host_loads import temporary_of_object
-from torchdev_lint.analysis.own_files import Identity, OwnFiles, identity
-from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.provenance.checkpoint_loads import (
+    falls_back_after_safe_load,
+    is_test_code,
+    pickling_format,
+)
+from torchdev_lint.analysis.provenance.checkpoint_saves import SAVED_OBJECT, SavedFiles
+from torchdev_lint.analysis.provenance.host_loads import temporary_of_object
+from torchdev_lint.analysis.provenance.own_files import Identity, OwnFiles, identity
+from torchdev_lint.analysis.syntax.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, keyword, with_keyword
 

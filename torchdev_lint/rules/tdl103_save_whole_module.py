@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.kinds import saved_module
-from torchdev_lint.analysis.reaching_bindings import parents_along
-from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.syntax.reaching_bindings import parents_along
+from torchdev_lint.analysis.syntax.scopes import Scope
+from torchdev_lint.analysis.values.kinds import saved_module
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, method_call
 

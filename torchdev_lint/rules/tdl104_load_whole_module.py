@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.loaded_modules import (
+from torchdev_lint.analysis.provenance.loaded_modules import (
     ALLOW_LIST_CALLS,
     ALLOW_LIST_CONTEXTS,
     loaded_checkpoint,
@@ -16,7 +16,7 @@ from torchdev_lint.analysis.loaded_modules import (
     unmoved,
     unpickles_anything,
 )
-from torchdev_lint.analysis.scopes import Scope, dotted_name
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:

@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoint_saves import Slot, saved_dict_slots
-from torchdev_lint.analysis.kinds import probably_module
-from torchdev_lint.analysis.loaded_modules import (
+from torchdev_lint.analysis.project.parameters import passed_arguments
+from torchdev_lint.analysis.provenance.checkpoint_saves import Slot, saved_dict_slots
+from torchdev_lint.analysis.provenance.loaded_modules import (
     loaded_checkpoint,
     loads_used_as_modules,
     module_use_receiver,
     unmoved,
 )
-from torchdev_lint.analysis.parameters import passed_arguments
-from torchdev_lint.analysis.scopes import Scope, dotted_name
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name
+from torchdev_lint.analysis.values.kinds import probably_module
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, method_call
 

@@ -7,9 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.devices import Move, as_move
-from torchdev_lint.analysis.item_moves import (
+from torchdev_lint.analysis.data.item_moves import (
     batched_loop,
     chain_root,
     comprehension_move,
@@ -19,9 +17,11 @@ from torchdev_lint.analysis.item_moves import (
     moves_only,
     per_item_move,
 )
-from torchdev_lint.analysis.loops import depends_on, loop_bound_names
-from torchdev_lint.analysis.scopes import Scope, resolve
-from torchdev_lint.analysis.tensor_collections import (
+from torchdev_lint.analysis.knowledge.devices import Move, as_move
+from torchdev_lint.analysis.syntax.loops import depends_on, loop_bound_names
+from torchdev_lint.analysis.syntax.scopes import Scope, resolve
+from torchdev_lint.analysis.values import flow
+from torchdev_lint.analysis.values.tensor_collections import (
     collection_values,
     host_items_of_one_dtype,
     is_list,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.invariant_moves import invariant_move, runs_at_least_once
+from torchdev_lint.analysis.data.invariant_moves import invariant_move, runs_at_least_once
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.values import flow
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 # What may change where the fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.

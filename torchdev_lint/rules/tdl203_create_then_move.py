@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.checkpoint_loads import is_test_code
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.factory_chains import factory_chain, fix_risk, on_device
-from torchdev_lint.analysis.host_data import factory_creates_on_cpu
-from torchdev_lint.analysis.setup_code import runs_once
+from torchdev_lint.analysis.context.setup_code import runs_once
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.provenance.checkpoint_loads import is_test_code
+from torchdev_lint.analysis.values.factory_chains import factory_chain, fix_risk, on_device
+from torchdev_lint.analysis.values.host_data import factory_creates_on_cpu
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 # torch builds a tensor from a list or number on the host whatever `device=` says, and
@@ -31,21 +31,20 @@ class CreateThenMove(Rule):
     triggers = (".to(", ".cuda(")
     docs = """
         ## What it does
-        Flags a tensor factory (`torch.zeros`, `ones`, `empty`, `full`, `rand`, `randn`,
-        `randint`, `arange`, `linspace`, `eye`, `tensor`, `zeros_like`, ...) whose result is
-        immediately moved to a device in the same chain: `torch.zeros(3).to(device)`,
-        `torch.randn(2, 2).cuda()`, also after dtype casts or arithmetic with Python numbers made
-        on the CPU on the way: `torch.zeros(n).long().cuda()`, `torch.arange(n).float().to(d)`,
-        `(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)` (a number: a literal,
-        `len(...)`, `x.size(0)`, `x.shape[1]`, `.item()`, a parameter annotated `int`/`float`, a
-        name bound only to one). Not flagged: casts to a dtype only, arithmetic with a tensor or
-        an operand not known to be a number (`(torch.arange(n) + x).cuda()`), moves to another tensor
-        (`.to(other)`), moves to the CPU, factories already given `device=`,
-        `torch.from_numpy(a).to(d)` (it has no `device=`), a factory drawing from an explicit
-        `generator=` (a CPU generator cannot fill device memory), and test code. A `*_like(x)`
-        factory creates its tensor where `x` lives, so it is flagged only where `x` is known to
-        be on the CPU; a move to the device the source already has (`zeros_like(x).to(x.device)`,
-        `torch.tensor(t).to(t.device)`) is a no-op and never flagged.
+        Flags a tensor factory (`torch.zeros`, `ones`, `empty`, `full`, `rand`, `randn`, `randint`,
+        `arange`, `linspace`, `eye`, `tensor`, `zeros_like`, ...) whose result is immediately moved to a
+        device in the same chain: `torch.zeros(3).to(device)`, `torch.randn(2, 2).cuda()`, also after dtype
+        casts or arithmetic with Python numbers made on the CPU on the way: `torch.zeros(n).long().cuda()`,
+        `torch.arange(n).float().to(d)`, `(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)`
+        (a number: a literal, `len(...)`, `x.size(0)`, `x.shape[1]`, `.item()`, a parameter annotated
+        `int`/`float`, a name bound only to one). Not flagged: casts to a dtype only, arithmetic with a
+        tensor or an operand not known to be a number (`(torch.arange(n) + x).cuda()`), moves to another
+        tensor (`.to(other)`), moves to the CPU, factories already given `device=`,
+        `torch.from_numpy(a).to(d)` (it has no `device=`), a factory drawing from an explicit `generator=`
+        (a CPU generator cannot fill device memory), and test code. A `*_like(x)` factory creates its tensor
+        where `x` lives, so it is flagged only where `x` is known to be on the CPU; a move to the device the
+        source already has (`zeros_like(x).to(x.device)`, `torch.tensor(t).to(t.device)`) is a no-op and
+        never flagged.
 
         `torch.tensor(data)` is flagged only where `data` is known to be a NumPy array or a CPU
         tensor, which it copies once more on the host before the move. Of Python data (a list,
@@ -65,19 +64,18 @@ class CreateThenMove(Rule):
         `if k not in self.means:` whose body stores `self.means[k] = ...`: made once per key;
         a guard over a local dict, or whose body does not store under that key, is not
         exempt), a dummy input for an export or trace (inside an exporter class or function, or a name
-        handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`),
+        handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`, a lambda traced once),
         and a tensor registered as model state on the spot (`register_buffer(name, ...)`,
         `nn.Parameter(...)`). Masks, padding and buffers built in `forward`, in a training step
         or per call of a helper are what the rule is for.
 
         ## Why it matters
-        The tensor is first allocated and filled on the CPU, then copied over the PCIe bus and
-        the CPU copy thrown away: two allocations, a host-to-device copy and, for a pageable
-        source, a synchronisation, where one kernel writing directly into device memory would
-        do. In code that builds many small tensors (masks, position ids, constants in
-        `forward`) this dominates the step time. For `torch.tensor(array)` the data has to cross
-        from the host either way: `device=` saves the intermediate CPU tensor and the second
-        call, not the copy.
+        The tensor is first allocated and filled on the CPU, then copied over the PCIe bus and the CPU copy
+        thrown away: two allocations, a host-to-device copy and, for a pageable source, a synchronisation,
+        where one kernel writing directly into device memory would do. In code that builds many small
+        tensors (masks, position ids, constants in `forward`) this dominates the step time. For
+        `torch.tensor(array)` the data has to cross from the host either way: `device=` saves the
+        intermediate CPU tensor and the second call, not the copy.
 
         ## Example
         ```python
@@ -96,15 +94,14 @@ class CreateThenMove(Rule):
         ```
 
         ## Fix safety
-        The fix passes the move's device to the factory (`.cuda()` becomes `device="cuda"`, the
-        current CUDA device either way; `.cuda(1)` becomes `device="cuda:1"`). `non_blocking`
-        and `copy` are dropped: a fresh tensor has no pending copy to overlap and is a new
-        tensor either way. Where the move also casts, `zeros`, `ones`, `empty`, `eye` and their
-        `*_like` forms are created straight in the new dtype (every value they hold is exact
-        in any dtype); every other factory is created on the device in its own dtype and cast
-        after (`torch.tensor([0.1]).to(d, torch.float64)` becomes
-        `torch.tensor([0.1], device=d).to(torch.float64)`: created in float64 it would hold
-        0.1, not the float32 value 0.10000000149011612 the original computes).
+        The fix passes the move's device to the factory (`.cuda()` becomes `device="cuda"`, the current CUDA
+        device either way; `.cuda(1)` becomes `device="cuda:1"`). `non_blocking` and `copy` are dropped: a
+        fresh tensor has no pending copy to overlap and is a new tensor either way. Where the move also
+        casts, `zeros`, `ones`, `empty`, `eye` and their `*_like` forms are created straight in the new
+        dtype (every value they hold is exact in any dtype); every other factory is created on the device in
+        its own dtype and cast after (`torch.tensor([0.1]).to(d, torch.float64)` becomes
+        `torch.tensor([0.1], device=d).to(torch.float64)`: created in float64 it would hold 0.1, not the
+        float32 value 0.10000000149011612 the original computes).
 
         Safe for `zeros`, `ones`, `empty`, `full`, `eye`, `tensor` and the non-random `*_like`
         factories, and for `arange` in an explicit integer dtype: the values, dtype and device
@@ -460,6 +457,9 @@ class CreateThenMove(Rule):
             def to_tensorrt(model, shape, device):
                 inputs = [torch.rand(shape).to(device)]
                 return convert_to_onnx(model, inputs)
+
+            def device_constant(device):
+                return torch.jit.trace(lambda: torch.ones([]).to(device), example_inputs=[])
 
             class Exporter:
                 def __call__(self, model):

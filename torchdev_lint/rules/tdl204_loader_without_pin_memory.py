@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import pinning
-from torchdev_lint.analysis.batches import batch_move, result_unused
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.loaders import (
+from torchdev_lint.analysis.data import pinning
+from torchdev_lint.analysis.data.batch_sources import batch_source
+from torchdev_lint.analysis.data.batches import result_unused
+from torchdev_lint.analysis.data.loaders import (
     dataset_argument,
     is_dataloader_call,
     is_loader,
@@ -17,7 +17,8 @@ from torchdev_lint.analysis.loaders import (
     loader_origin,
     places_on_device,
 )
-from torchdev_lint.analysis.pinning import Residency
+from torchdev_lint.analysis.data.pinning import Residency
+from torchdev_lint.analysis.knowledge.devices import as_move
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, with_keyword
 
@@ -39,30 +40,29 @@ class LoaderWithoutPinMemory(Rule):
     triggers = ("DataLoader",)
     docs = """
         ## What it does
-        Flags a `DataLoader(...)` call with no `pin_memory` argument whose batches are moved to a
-        device not known to be the CPU (`.cuda()`, `.to(device)`, in tuple assignments, after
-        unpacking `x, y = batch`, behind or before dtype casts: `x.float().to(device)`,
-        `x.to(device).float()`). The loader is followed to the loops that iterate it, directly
-        or through wrapper calls (`enumerate`, `zip`, `tqdm(loader)`, `logger.log_every(loader,
-        n)`). A loader that leaves the function (returned, passed on, stored, bound at module
-        level) is flagged when the file moves batches of a loader of unknown origin (a parameter
-        or attribute named like a loader), or when it is passed to a project function, in any
-        file, that moves that parameter's batches to a device (project analysis).
-        Not flagged: loaders given `pin_memory` or `**kwargs`, or whose `pin_memory` the author commented
-        out (`# pin_memory=True` in the call or its line: a decision about that loader); loaders whose
-        batches are never moved (or only to the CPU, or only cast), or whose moved batches are bound
-        to a name the function never reads (`x_gpu = x.to(device)`, the model given `x`); loaders
-        handed to a library that puts batches on the device itself (`accelerator.prepare(...)`,
-        `fabric.setup_dataloaders(...)`) and, in a file that does so, moves of loaders of unknown
-        origin; loaders over data already on a device (a `TensorDataset` of tensors moved or created
-        there, a dataset class of the file or a `collate_fn` that moves data to a device), where
+        Flags a `DataLoader(...)` call with no `pin_memory` argument whose batches are moved to a device not
+        known to be the CPU (`.cuda()`, `.to(device)`, in tuple assignments, after unpacking `x, y = batch`,
+        behind or before dtype casts: `x.float().to(device)`). The loader is followed to the loops that
+        iterate it, directly or through wrapper calls (`enumerate`, `zip`, `tqdm(loader)`,
+        `logger.log_every(loader, n)`), and to batches drawn with `next()` on each pass of a loop (`x, y =
+        next(it)` with `it = iter(loader)` or `cycle(loader)`). A loader that leaves the function (returned,
+        passed on, stored) is flagged when the file moves batches of a loader of unknown origin (a parameter
+        or attribute named like a loader), or when it is passed to a project function, in any file, that
+        moves that parameter's batches to a device. Not flagged: loaders given `pin_memory` or `**kwargs`,
+        or whose `pin_memory` the author commented out (`# pin_memory=True` in the call or its line: a
+        decision about that loader); loaders whose batches are never moved (or only to the CPU, or only
+        cast), or whose moved batches are bound to a name the function never reads (`x_gpu = x.to(device)`,
+        the model given `x`); loaders handed to a library that puts batches on the device itself
+        (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`) and, in a file that does so, moves of
+        loaders of unknown origin; loaders over data already on a device (a `TensorDataset` of tensors moved
+        or created there, a dataset class of the file or a `collate_fn` that moves data to a device), where
         pinning would raise.
 
         ## Why it matters
-        A copy from ordinary (pageable) host memory to the GPU is staged through a pinned buffer
-        by the driver, synchronously, and cannot overlap with compute. With `pin_memory=True` the
-        loader's worker thread puts each batch in page-locked memory, so the copy is a direct DMA
-        that runs faster and, with `non_blocking=True`, overlaps with the previous step.
+        A copy from ordinary (pageable) host memory to the GPU is staged through a pinned buffer by the
+        driver, synchronously, and cannot overlap with compute. With `pin_memory=True` the loader's worker
+        thread puts each batch in page-locked memory, so the copy is a direct DMA that runs faster and, with
+        `non_blocking=True`, overlaps with the previous step.
 
         ## Example
         ```python
@@ -80,20 +80,19 @@ class LoaderWithoutPinMemory(Rule):
 
         ## Fix safety
         Adds `pin_memory=torch.cuda.is_available()` (under the name the file binds torch to), or
-        `pin_memory=True` where every move of the loader's batches goes to CUDA unconditionally
-        (`.cuda()`, `.to("cuda")` in code that never asks whether CUDA is there: the program
-        cannot run without CUDA). A plain `True` in a program that also runs on the CPU would
-        print a warning every run and pin nothing; where the file binds no `torch` the finding
-        carries **no fix**. Pinning changes where a batch's host memory lives, not its values or
-        dtypes, on every device. Pinning a tensor already on a device raises, so the fix is
-        **safe** only where the dataset is not known to hand out tensors of unknown placement: a
-        `TensorDataset` (or a tensor used as the dataset, or a dataset class of the project whose
-        `__getitem__` returns items of a constructor argument unchanged, `self.x[i]` after
-        `self.x = x`) over data the device flow shows on the CPU (factories without `device=`,
-        `torch.from_numpy`, `.cpu()`, NumPy), or any other dataset (one that builds its items
-        itself; a parameter passed as the dataset counts as one: a caller handing a CUDA tensor
-        there would see `cannot pin`). Where the handed-out data comes from elsewhere (parameters,
-        function results, `torch.load`) there is **no fix**. Over data on a device, no finding.
+        `pin_memory=True` where every move of the loader's batches goes to CUDA unconditionally (`.cuda()`,
+        `.to("cuda")` in code that never asks whether CUDA is there: the program cannot run without CUDA). A
+        plain `True` in a program that also runs on the CPU would print a warning every run and pin nothing;
+        where the file binds no `torch` the finding carries **no fix**. Pinning changes where a batch's host
+        memory lives, not its values or dtypes, on every device. Pinning a tensor already on a device
+        raises, so the fix is **safe** only where the dataset is not known to hand out tensors of unknown
+        placement: a `TensorDataset` (or a tensor used as the dataset, or a dataset class of the project
+        whose `__getitem__` returns items of a constructor argument unchanged, `self.x[i]` after `self.x =
+        x`) over data the device flow shows on the CPU (factories without `device=`, `torch.from_numpy`,
+        `.cpu()`, NumPy), or any other dataset (one that builds its items itself; a parameter passed as the
+        dataset counts as one: a caller handing a CUDA tensor there would see `cannot pin`). Where the
+        handed-out data comes from elsewhere (parameters, function results, `torch.load`) there is **no
+        fix**. Over data on a device, no finding.
         """
     invalid = (
         Invalid(
@@ -332,8 +331,7 @@ class LoaderWithoutPinMemory(Rule):
                         self.net(y.type(torch.float32).to(self.device))
             """,
         ),
-        # Batches that go to CUDA unconditionally: the program cannot run without it, `True`.
-        # Where the file binds no `torch` to write the availability test with: no fix.
+        # Batches go to CUDA unconditionally (the program needs it): `True`; no `torch` bound: no fix.
         Invalid(
             """
             import torch
@@ -355,16 +353,21 @@ class LoaderWithoutPinMemory(Rule):
                     net(inputs.cuda(), labels.to("cuda")).backward()
             """,
         ),
+        # A batch drawn with `next()` on each step, from a loader kept behind a generator.
         Invalid(
             """
             from torch.utils.data import DataLoader
 
-            def score(net, samples, device):
-                feeder = DataLoader(samples, batch_size=8)
-                for inputs, _ in feeder:
-                    net(inputs.to(device))
+            class Scorer:
+                def __init__(self, samples):
+                    self.train_dl = cycle(DataLoader(samples, batch_size=8))
+
+                def score(self, net, device, steps):
+                    for _ in range(steps):
+                        inputs, _ = next(self.train_dl)
+                        net(inputs.to(device))
             """,
-            lines=(4,),
+            lines=(5,),
         ),
     )
     valid = (
@@ -412,6 +415,8 @@ class LoaderWithoutPinMemory(Rule):
             from torch.utils.data import DataLoader
 
             loader = DataLoader(ds, batch_size=8)
+            first, _ = next(iter(loader))  # one batch, drawn once
+            model(first.to(device))
             for x, y in loader:
                 print(x.shape)
                 z = x.to(torch.float16)
@@ -524,8 +529,7 @@ class LoaderWithoutPinMemory(Rule):
         self.unpinned: list[pinning.UnpinnedLoader] = []
         self.tensor_datasets: dict[cst.Call, Residency] = {}
         self.moved: list[cst.Call] = []  # loaders whose batches are seen moved to a device
-        # Of them, those every seen move of whose batches fails without CUDA (`pinning.needs_cuda`).
-        self.cuda_only: dict[cst.Call, bool] = {}
+        self.cuda_only: dict[cst.Call, bool] = {}  # every seen move fails without CUDA (`needs_cuda`)
         self.untraced_moves = False  # batches of loaders of unknown origin are moved
         self.delegates = False  # the file hands loaders to a library that places batches itself
 
@@ -557,20 +561,16 @@ class LoaderWithoutPinMemory(Rule):
             self.tensor_datasets[node] = max(found, default=Residency.HOST)
             return
         move = as_move(node, scope)
-        batch = (
-            None
-            if move is None or not move.to_accelerator
-            else batch_move(move, self.ctx.ancestors, scope, through_casts=True)
+        source = (
+            None if move is None or not move.to_accelerator else batch_source(move, self.ctx.ancestors, scope)
         )
-        if batch is not None and not result_unused(self.ctx.ancestors):
-            origin = loader_origin(batch.loop.iter, scope)
+        if move is not None and source is not None and not result_unused(self.ctx.ancestors):
+            origin = loader_origin(source, scope)
             if not origin.placed:  # batches a library already put on the device: the move is a no-op
                 self.moved.extend(origin.calls)
                 self.untraced_moves |= origin.unknown
                 for call in origin.calls:
-                    self.cuda_only[call] = self.cuda_only.get(call, True) and pinning.needs_cuda(
-                        batch.move, scope
-                    )
+                    self.cuda_only[call] = self.cuda_only.get(call, True) and pinning.needs_cuda(move, scope)
 
     def leave_Module(self, node: cst.Module) -> None:
         for loader in self.unpinned:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.accelerators import may_be_mps
-from torchdev_lint.analysis.batches import (
+from torchdev_lint.analysis.data.batches import (
     HostWrite,
     batch_loaders,
     batch_move,
     host_written_after,
 )
-from torchdev_lint.analysis.devices import as_move
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.placement.accelerators import may_be_mps
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, positional, with_keyword
 

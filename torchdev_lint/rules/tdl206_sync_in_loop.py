@@ -7,16 +7,16 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.every_iteration import runs_every_time, steered, value_read
-from torchdev_lint.analysis.guards import BENCHMARK_WORDS, name_words
-from torchdev_lint.analysis.host_reads import HostRead, call_read
-from torchdev_lint.analysis.kinds import module_by_syntax_or_name
-from torchdev_lint.analysis.loaders import is_loader, moves_to_accelerator
-from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, iteration_calls, path_inside
-from torchdev_lint.analysis.scopes import Scope, dotted_name
-from torchdev_lint.analysis.units import remember
+from torchdev_lint.analysis.context.guards import BENCHMARK_WORDS, name_words
+from torchdev_lint.analysis.data.every_iteration import runs_every_time, steered, value_read
+from torchdev_lint.analysis.data.host_reads import HostRead, call_read
+from torchdev_lint.analysis.data.loaders import is_loader, moves_to_accelerator
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.syntax.loops import Loop, calls_in, innermost_loop, iteration_calls, path_inside
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name
+from torchdev_lint.analysis.syntax.units import remember
+from torchdev_lint.analysis.values import flow
+from torchdev_lint.analysis.values.kinds import module_by_syntax_or_name
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:

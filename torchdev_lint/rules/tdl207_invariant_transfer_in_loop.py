@@ -6,19 +6,20 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.invariant_moves import (
+from torchdev_lint.analysis.data.invariant_moves import (
     InvariantMove,
     aliases,
+    already_there,
     invariant_move,
     reads_only,
     runs_at_least_once,
 )
-from torchdev_lint.analysis.kinds import is_tensor_factory_call
-from torchdev_lint.analysis.loops import names_in
-from torchdev_lint.analysis.scopes import Scope, dotted_name, resolve
-from torchdev_lint.analysis.walk import visit
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.syntax.loops import names_in
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.syntax.walk import visit
+from torchdev_lint.analysis.values import flow
+from torchdev_lint.analysis.values.kinds import is_tensor_factory_call
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 # What may change where the fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.
@@ -123,6 +124,25 @@ class InvariantTransferInLoop(Rule):
                 w = weights.to(device)  # rare class counts 5x
                 for x, y in loader:
                     loss = F.cross_entropy(model(x.to(device)), y.to(device), weight=w)
+            """,
+        ),
+        # Moved before the loop, but to a device that has changed since.
+        Invalid(
+            """
+            def refine(model, prompts, voice, device, fallback):
+                voice = voice.to(device)
+                device = fallback
+                for prompt in prompts:
+                    model(prompt, voice.to(device))
+            """,
+            lines=(5,),
+            fixed="""
+            def refine(model, prompts, voice, device, fallback):
+                voice = voice.to(device)
+                device = fallback
+                voice_on_device = voice.to(device)
+                for prompt in prompts:
+                    model(prompt, voice_on_device)
             """,
         ),
         Invalid(
@@ -295,6 +315,15 @@ class InvariantTransferInLoop(Rule):
                     latents = scheduler.step(cond, t, latents)
             """
         ),
+        # Moved to the same device before the loop: each move in it returns the tensor as it is.
+        Valid(
+            """
+            def synthesize(self, sentences, speaker):
+                speaker = speaker.to(self.device)
+                for sentence in sentences:
+                    yield self.vocoder(sentence, speaker.to(self.device))
+            """
+        ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -307,6 +336,8 @@ class InvariantTransferInLoop(Rule):
         found = invariant_move(move, self.ctx.ancestors, scope, tensor=True)
         if found is None or found.reassigns_receiver:
             return  # `x = x.to(d)` moves once; later iterations find it there already
+        if already_there(move, self.ctx.ancestors, scope):
+            return  # `x = x.to(d)` before the loop: every move in it is a no-op
         # Asked last: it may take the function's flow analysis, and most moves are not in a loop.
         if flow.module_by_any_evidence(move.receiver, self.ctx):
             return

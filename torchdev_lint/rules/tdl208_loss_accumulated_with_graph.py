@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import autograd
-from torchdev_lint.analysis.loops import Loop, calls_in, innermost_loop, names_in
-from torchdev_lint.analysis.scopes import assigned_values, dotted_name
-from torchdev_lint.analysis.units import remember
-from torchdev_lint.analysis.walk import visit
+from torchdev_lint.analysis.syntax.loops import Loop, calls_in, innermost_loop, names_in
+from torchdev_lint.analysis.syntax.scopes import assigned_values, dotted_name
+from torchdev_lint.analysis.syntax.units import remember
+from torchdev_lint.analysis.syntax.walk import visit
+from torchdev_lint.analysis.values import autograd
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import method_call
 

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.hardcoded_uses import HardcodedUses
-from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.placement.hardcoded_uses import HardcodedUses
+from torchdev_lint.analysis.syntax.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 if TYPE_CHECKING:

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow, kinds
-from torchdev_lint.analysis.devices import ACCELERATORS, OWN_TYPE
-from torchdev_lint.analysis.factory_values import unplaced_factory
-from torchdev_lint.analysis.flow_classes import initialiser, input_device
-from torchdev_lint.analysis.scopes import Scope
+from torchdev_lint.analysis.knowledge.devices import ACCELERATORS, OWN_TYPE
+from torchdev_lint.analysis.syntax.scopes import Scope
+from torchdev_lint.analysis.values import flow, kinds
+from torchdev_lint.analysis.values.factory_values import unplaced_factory
+from torchdev_lint.analysis.values.flow_classes import initialiser, input_device
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword, method_call, with_keyword
 

@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.datasets import (
+from torchdev_lint.analysis.data.datasets import (
     SAMPLE_METHODS,
     collate_reference,
     follows_sample_device,
     is_dataset_class,
     named_like_collate,
 )
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.kinds import is_module_subclass
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.values.kinds import is_module_subclass
 from torchdev_lint.rule import Invalid, Rule, Valid
 from torchdev_lint.syntax import keyword
 

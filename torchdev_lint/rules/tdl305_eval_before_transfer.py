@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.scopes import assigned_values, dotted_name
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.syntax.scopes import assigned_values, dotted_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 MODE_METHODS = frozenset({"eval", "train"})

@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.factory_values import moves_nothing
-from torchdev_lint.analysis.flow_values import Kind
+from torchdev_lint.analysis.values import flow
+from torchdev_lint.analysis.values.factory_values import moves_nothing
+from torchdev_lint.analysis.values.flow_values import Kind
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.scopes import Scope
+    from torchdev_lint.analysis.syntax.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 _CONVERSIONS = frozenset({"to", "cuda", "cpu", "half", "float"})

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.factory_values import created_on_device, filled
-from torchdev_lint.analysis.kinds import probably_module
-from torchdev_lint.analysis.scopes import module_reference
-from torchdev_lint.analysis.tensor_types import LegacyType, legacy_type, legacy_type_name
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.knowledge.tensor_types import LegacyType, legacy_type, legacy_type_name
+from torchdev_lint.analysis.syntax.scopes import module_reference
+from torchdev_lint.analysis.values import flow
+from torchdev_lint.analysis.values.factory_values import created_on_device, filled
+from torchdev_lint.analysis.values.kinds import probably_module
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import comments, positional, prepended, with_keyword
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.guards import instance_guarded
-from torchdev_lint.analysis.parallel_choice import (
+from torchdev_lint.analysis.context.guards import instance_guarded
+from torchdev_lint.analysis.context.parallel_choice import (
     data_parallel_backend,
     distributed_alternative,
     warned_against,
 )
-from torchdev_lint.analysis.torch_api import DATA_PARALLEL_CLASSES
+from torchdev_lint.analysis.knowledge.torch_api import DATA_PARALLEL_CLASSES
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 

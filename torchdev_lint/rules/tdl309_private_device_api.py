@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.torch_api import PRIVATE_DEVICE_HELPERS
+from torchdev_lint.analysis.knowledge.torch_api import PRIVATE_DEVICE_HELPERS
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis import flow
+from torchdev_lint.analysis.values import flow
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 if TYPE_CHECKING:
-    from torchdev_lint.analysis.scopes import Scope
+    from torchdev_lint.analysis.syntax.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 

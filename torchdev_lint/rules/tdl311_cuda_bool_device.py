@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.cuda_only_code import test_path
-from torchdev_lint.analysis.devices import as_move
-from torchdev_lint.analysis.guards import flag_condition, is_cuda_flag
-from torchdev_lint.analysis.requirements import cuda_requirements
-from torchdev_lint.analysis.tensor_types import legacy_type
+from torchdev_lint.analysis.context.cuda_only_code import test_path
+from torchdev_lint.analysis.context.guards import flag_condition, is_cuda_flag
+from torchdev_lint.analysis.context.requirements import cuda_requirements
+from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.knowledge.tensor_types import legacy_type
 from torchdev_lint.rule import Invalid, Rule, Valid
 
 # `torch.accelerator` (current_accelerator, device_count, ...) first shipped in torch 2.6.

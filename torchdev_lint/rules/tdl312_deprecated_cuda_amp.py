@@ -6,8 +6,8 @@ import re
 
 import libcst as cst
 
-from torchdev_lint.analysis.scopes import dotted_name, module_reference
-from torchdev_lint.analysis.walk import walk
+from torchdev_lint.analysis.syntax.scopes import dotted_name, module_reference
+from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, prepended, with_keyword
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdev_lint.analysis.attribute_uses import (
+from torchdev_lint.analysis.context.cuda_only_code import test_module
+from torchdev_lint.analysis.values.attribute_uses import (
     ClassRegistrations,
     TensorAttribute,
     scan_methods,
     tensor_attributes,
 )
-from torchdev_lint.analysis.cuda_only_code import test_module
-from torchdev_lint.analysis.kinds import is_module_subclass
-from torchdev_lint.analysis.module_classes import (
+from torchdev_lint.analysis.values.kinds import is_module_subclass
+from torchdev_lint.analysis.values.module_classes import (
     built_only_for_export,
     instance_name,
     keeps_state_in_param_store,
@@ -54,8 +54,8 @@ class UnregisteredModuleTensor(Rule):
         every caller moves: `self.make_filters(...).to(x.device)`), or assigned again outside
         `__init__`; tensors created with an explicit `device=` or moved in `__init__` (their
         placement is managed by hand); 0-dim tensors (`torch.tensor(0.5)`: CUDA accepts CPU
-        scalars); tensors only read on the host (`.item()`, `.tolist()`, `.shape`, `len()`,
-        counters); classes that are not modules; modules that override `_apply`, `to`, `cuda` or
+        scalars); tensors only used on the host (`.item()`, `.tolist()`, `.shape`, `len()`,
+        counters, a histogram written with host data: `self.usage[i:j] = codes.cpu()`); classes that are not modules; modules that override `_apply`, `to`, `cuda` or
         `__setattr__`; modules that keep their learnable state in Pyro's param store (`pyro.param`
         in a method: `model.to()` cannot move it, so such a module runs where the default device
         puts every tensor); modules of test code (`test_*.py`, `conftest.py`, or a module that imports
@@ -277,6 +277,22 @@ class UnregisteredModuleTensor(Rule):
     )
     valid = (
         Valid(
+            # Not a tensor: a distribution object built from tensors (it cannot be a buffer).
+            """
+            import torch
+            from torch import distributions, nn
+
+            class Prior(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.noise = distributions.Normal(torch.zeros(dim), torch.ones(dim))
+                    self.mix = nn.Linear(dim, dim)
+
+                def forward(self, h):
+                    return self.mix(h) + self.noise.rsample((h.shape[0],))
+            """
+        ),
+        Valid(
             # Registered buffers and parameters.
             """
             import torch
@@ -342,7 +358,8 @@ class UnregisteredModuleTensor(Rule):
             """
         ),
         Valid(
-            # Only read on the host: counters, shapes, Python bookkeeping.
+            # Only used on the host: counters, shapes, Python bookkeeping, a histogram written with
+            # host data.
             """
             import torch
             from torch import nn
@@ -352,6 +369,7 @@ class UnregisteredModuleTensor(Rule):
                     super().__init__()
                     self.sizes = torch.tensor([1, 2, 4, 8])
                     self.steps = torch.zeros(n, dtype=torch.long)
+                    self.usage = torch.zeros(4096, dtype=torch.long)
                     self.layer = nn.Linear(n, n)
 
                 def forward(self, x):
@@ -359,6 +377,7 @@ class UnregisteredModuleTensor(Rule):
                         x = x + size
                     if len(self.steps) > x.shape[0]:
                         x = x * self.steps.shape[0]
+                    self.usage[: x.shape[0]] = x.argmax(-1).cpu()
                     return self.layer(x) * int(self.sizes[0])
             """
         ),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
-from torchdev_lint.analysis.file_facts import FileFacts
+from torchdev_lint.analysis.project.file_facts import FileFacts
 from torchdev_lint.config import ConfigError
 from torchdev_lint.diagnostics import Diagnostic, Edit, SourceError
 from torchdev_lint.engine import FileResult, Finding, check_source, parse
@@ -25,7 +25,7 @@ from torchdev_lint.server.project import Project, Projects
 if TYPE_CHECKING:
     import libcst as cst
 
-    from torchdev_lint.analysis.project_facts import ProjectPass
+    from torchdev_lint.analysis.project.project_facts import ProjectPass
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def _facts(passed: ProjectPass | None, path: str, module: cst.Module | None, tex
     """What the buffer takes from its project: pass 1's facts with the summary of its own text."""
     if passed is None:
         return None
-    from torchdev_lint.analysis.summaries import summarize
+    from torchdev_lint.analysis.project.summaries import summarize
 
     try:
         tree = module if module is not None else parse(path, text)

@@ -5,7 +5,7 @@ above the checked paths; for one document that is the table above the
 document's own path. The parsed table is kept until the file changes on disk,
 so a keystroke costs a walk up the folders (a few `stat` calls), not a TOML parse.
 
-What a document takes from the rest of its project (`analysis/project_facts.py`)
+What a document takes from the rest of its project (`analysis/project/project_facts.py`)
 comes from pass 1 over the whole project as saved (every file `check` would
 find from the project folder), made when a document of it is first checked and
 again after a save of one of its files, never per keystroke.
@@ -19,8 +19,8 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from torchdev_lint.analysis.project import ProjectIndex
-from torchdev_lint.analysis.project_facts import ProjectPass, project_pass
+from torchdev_lint.analysis.project.index import ProjectIndex
+from torchdev_lint.analysis.project.project_facts import ProjectPass, project_pass
 from torchdev_lint.cache import FOLDER, ResultCache
 from torchdev_lint.config import (
     LINE_LENGTH_FILES,

@@ -1,0 +1,127 @@
+"""Where a program chooses how to spread a model over GPUs.
+
+`nn.DataParallel` is a deliberate fallback only where the same decision picks the recommended
+path the other way: the other branch of the same `if`/`elif`/`else` chain, conditional
+expression or `match`, in the same function, wraps the model for distributed training
+(`DistributedDataParallel`, FSDP, a helper whose name says DDP/FSDP). A DDP elsewhere in the
+file (another function, module level, a separate `if`) is no such decision. A program that
+itself warns, next to the wrap, that DataParallel is not recommended says the wrap is not a
+choice it stands by.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+import libcst as cst
+
+from torchdev_lint.analysis.knowledge.library_models import Fact, endings
+from torchdev_lint.analysis.knowledge.torch_api import DISTRIBUTED_WRAPPERS
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.syntax.walk import first
+
+_BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_NESTED = (cst.FunctionDef, cst.ClassDef)
+# The words of an identifier: `smart_DDP` -> smart, DDP; `DDPWrapper` -> DDP, Wrapper.
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_DISTRIBUTED_WORDS = frozenset({"ddp", "fsdp"})
+# A message that tells the user DataParallel is the wrong choice ("DP not recommended, use DDP").
+_NAMES_DATA_PARALLEL = re.compile(r"(?<![A-Za-z])(?:data[ _-]?parallel|dp)(?![A-Za-z])", re.IGNORECASE)
+_ADVISES_AGAINST = re.compile(
+    r"not recommended|not advised|discouraged|deprecated|slower than|less efficient", re.IGNORECASE
+)
+
+
+def distributed_alternative(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
+    """Is `node` in one branch of a decision (an `if`/`elif`/`else` chain, a conditional
+    expression, a `match`) in the current function whose other branch wraps a model for
+    distributed training? The tests themselves are not branches: `elif isinstance(m, DDP)` picks
+    nothing."""
+    child = node
+    for ancestor in reversed(ancestors):
+        if isinstance(ancestor, _BOUNDARIES):
+            return False
+        for branch in _other_branches(ancestor, child):
+            if first(branch, lambda found: _wraps_distributed(found, scope), prune=_NESTED) is not None:
+                return True
+        child = ancestor
+    return False
+
+
+def _other_branches(decision: cst.CSTNode, child: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    if isinstance(decision, cst.If):
+        if child is decision.body:
+            return tuple(_chain_bodies(decision.orelse))
+        return (decision.body,) if child is decision.orelse else ()  # not the test
+    if isinstance(decision, cst.IfExp):
+        if child is decision.body:
+            return (decision.orelse,)
+        return (decision.body,) if child is decision.orelse else ()
+    if isinstance(decision, cst.Match) and any(case is child for case in decision.cases):
+        return tuple(case.body for case in decision.cases if case is not child)
+    return ()
+
+
+def _chain_bodies(orelse: cst.If | cst.Else | None) -> Iterator[cst.CSTNode]:
+    """The blocks of an `elif ...`/`else:` chain, without its tests (`elif is_ddp(m):` wraps nothing)."""
+    while isinstance(orelse, cst.If):
+        yield orelse.body
+        orelse = orelse.orelse
+    if isinstance(orelse, cst.Else):
+        yield orelse.body
+
+
+def _wraps_distributed(node: cst.CSTNode, scope: Scope) -> bool:
+    if type(node) is not cst.Call:
+        return False
+    name = resolve(node.func, scope) or dotted_name(node.func)
+    if name is None:
+        return False
+    if name in DISTRIBUTED_WRAPPERS:
+        return True
+    last = name.rsplit(".", 1)[-1]
+    if last.endswith(endings(Fact.DISTRIBUTED_WRAPPER)):
+        return True
+    return any(word.lower() in _DISTRIBUTED_WORDS for word in _WORDS.findall(last))
+
+
+def warned_against(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Does a statement of the block holding `node` (the wrap's own statement included) call
+    something (`print`, `warnings.warn`, `logger.warning`) with a message saying DataParallel is
+    not recommended?"""
+    for index in range(len(ancestors) - 1, -1, -1):
+        ancestor = ancestors[index]
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            statements: Sequence[cst.CSTNode] = ancestor.body
+            break
+        if isinstance(ancestor, _BOUNDARIES):
+            return False
+    else:
+        return False
+    return any(first(statement, _warning, prune=_NESTED) is not None for statement in statements)
+
+
+def _warning(node: cst.CSTNode) -> bool:
+    if type(node) is not cst.Call:
+        return False
+    text = " ".join(_literal_text(arg.value) for arg in node.args)
+    return bool(_NAMES_DATA_PARALLEL.search(text) and _ADVISES_AGAINST.search(text))
+
+
+def _literal_text(value: cst.BaseExpression) -> str:
+    if isinstance(value, cst.SimpleString):
+        return value.raw_value
+    if isinstance(value, cst.ConcatenatedString):
+        return _literal_text(value.left) + _literal_text(value.right)
+    if isinstance(value, cst.FormattedString):
+        return "".join(part.value for part in value.parts if isinstance(part, cst.FormattedStringText))
+    return ""
+
+
+def data_parallel_backend(class_name: str) -> bool:
+    """Does a class's name say it implements a DataParallel backend (`DataParallelStrategy`,
+    `DPEngine`, `MyDP`)? A DDP/FSDP name (`DDPTrainer`, `FSDPStrategy`) does not."""
+    for distributed in endings(Fact.DISTRIBUTED_WRAPPER):
+        class_name = class_name.replace(distributed, "")
+    return "DataParallel" in class_name or "DP" in _WORDS.findall(class_name)

@@ -1,0 +1,223 @@
+"""Does code run only once a process group is initialised?
+
+After `if not dist.is_initialized(): return` (or the same test through a helper of the file,
+torchvision's `is_dist_avail_and_initialized()`), the program has joined a process group. So it
+has after `if get_world_size() == 1: return` (or under `if world_size() > 1:`) where the size
+comes from `dist.get_world_size()` (which raises without a group) or from a helper of the file
+that returns 1 whenever no group is initialised: the helper's value is 1 unless the group exists.
+`requirements.CudaRequirements` asks here: in a file whose every `init_process_group` uses NCCL,
+that group is NCCL's, and such code cannot meet a CPU-only machine (`torch.tensor(...,
+device="cuda")` for `dist.all_reduce` is right there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import libcst as cst
+
+from torchdev_lint.analysis.knowledge.library_models import Fact, apis
+from torchdev_lint.analysis.syntax.bindings import unpacked, walk_bindings
+from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, resolve
+
+_IS_INITIALIZED = "torch.distributed.is_initialized"
+_GET_WORLD_SIZE = "torch.distributed.get_world_size"
+# Comparisons of a world size with a number that hold for one process, by the side the size is on.
+_Sizes = frozenset[tuple[type[cst.BaseCompOp], int]]
+_ONE_PROCESS: _Sizes = frozenset({(cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)})
+_ONE_PROCESS_MIRRORED: _Sizes = frozenset({(cst.Equal, 1), (cst.GreaterThanEqual, 1), (cst.GreaterThan, 2)})
+_MANY_PROCESSES: _Sizes = frozenset({(cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1)})
+_MANY_PROCESSES_MIRRORED: _Sizes = frozenset({(cst.LessThan, 1), (cst.LessThanEqual, 2), (cst.NotEqual, 1)})
+
+
+class Initialization:
+    """Tests that say a process group is initialised, following the file's own helpers (`functions`:
+    the module's functions by name, as `CudaRequirements` indexes them), its module-level sizes
+    (`global_writers`: the functions that rebind a module-level name, by name) and where a name
+    is read (`functions_around(node)`: the functions around it, innermost first)."""
+
+    def __init__(
+        self,
+        module: Scope,
+        functions: Mapping[str, list[cst.FunctionDef]],
+        global_writers: Mapping[str, list[cst.FunctionDef]],
+        functions_around: Callable[[cst.CSTNode], list[cst.FunctionDef]],
+    ) -> None:
+        self._scope = module
+        self._functions = functions
+        self._global_writers = global_writers
+        self._functions_around = functions_around
+        self._helpers: dict[tuple[int, bool], bool] = {}
+        self._globals: dict[str, bool] = {}
+
+    def says_initialized(self, test: cst.BaseExpression) -> bool:
+        """When `test` is true a process group is initialised: `dist.is_initialized()`,
+        `dist.is_available() and dist.is_initialized()`, `is_dist_avail_and_initialized()`,
+        `get_world_size() > 1`."""
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self.says_initialized(test.left), self.says_initialized(test.right)
+            return left or right if isinstance(test.operator, cst.And) else left and right
+        if isinstance(test, cst.Comparison):
+            return self._compares_size(test, _MANY_PROCESSES, _MANY_PROCESSES_MIRRORED)
+        if not isinstance(test, cst.Call) or test.args:
+            return False
+        if resolve(test.func, self._scope) == _IS_INITIALIZED:
+            return True
+        helper = self._helper(test)
+        return helper is not None and self._helper_says(helper, sizes=False)
+
+    def true_uninitialized(self, test: cst.BaseExpression) -> bool:
+        """`test` holds whenever no process group is initialised, so `if test: return` lets only
+        distributed runs past: `not dist.is_initialized()`, `not dist.is_available() or not ...`."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self.says_initialized(test.expression)
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self.true_uninitialized(test.left), self.true_uninitialized(test.right)
+            return left or right if isinstance(test.operator, cst.Or) else left and right
+        if isinstance(test, cst.Comparison):
+            return self._compares_size(test, _ONE_PROCESS, _ONE_PROCESS_MIRRORED)
+        return False
+
+    def _compares_size(self, test: cst.Comparison, size_first: _Sizes, size_second: _Sizes) -> bool:
+        """`size <op> n` with (op, n) in `size_first`, or `n <op> size` in `size_second`, where the
+        size is 1 unless a process group is initialised."""
+        if len(test.comparisons) != 1:
+            return False
+        left, target = test.left, test.comparisons[0]
+        right, operator = target.comparator, type(target.operator)
+        if isinstance(right, cst.Integer) and (operator, int(right.value)) in size_first:
+            return self._one_unless_initialized(left)
+        if isinstance(left, cst.Integer) and (operator, int(left.value)) in size_second:
+            return self._one_unless_initialized(right)
+        return False
+
+    def _one_unless_initialized(self, size: cst.BaseExpression) -> bool:
+        """`dist.get_world_size()` (it raises without a group), a library's size that is 1 without
+        a group, a call of a helper of the file that returns 1 whenever no group is initialised, or
+        a module-level name bound to 1 that functions rebind only to such sizes."""
+        if isinstance(size, cst.Name):
+            return self._global_size(size)
+        if not isinstance(size, cst.Call) or size.args:
+            return False
+        name = resolve(size.func, self._scope)
+        if name == _GET_WORLD_SIZE or name in apis(Fact.WORLD_SIZE):
+            return True
+        helper = self._helper(size)
+        return helper is not None and self._helper_says(helper, sizes=True)
+
+    def _global_size(self, read: cst.Name) -> bool:
+        """`size` read where it is the module's: `size = 1` at module level, and every function
+        that rebinds it (`global size`) assigns it a size that is 1 without a group."""
+        name = read.value
+        if any(_binds_locally(function, name) for function in self._functions_around(read)):
+            return False
+        if name not in self._globals:
+            self._globals[name] = False  # a size defined through itself proves nothing
+            self._globals[name] = self._module_size(name)
+        return self._globals[name]
+
+    def _module_size(self, name: str) -> bool:
+        writers = self._global_writers.get(name, [])
+        module_values = [binding.value for binding in self._scope.bindings.get(name, [])]
+        if not writers or not module_values or not all(v is not None and _is_one(v) for v in module_values):
+            return False
+        for function in writers:
+            for bound in walk_bindings(block_statements(function.body)):
+                if bound.kind == "global" or not any(
+                    isinstance(t, cst.Name) and t.value == name for t in unpacked(bound.target)
+                ):
+                    continue
+                if bound.kind != "assign" or bound.value is None or not isinstance(bound.target, cst.Name):
+                    return False
+                if not self._one_unless_initialized(bound.value):
+                    return False
+        return True
+
+    def _helper(self, call: cst.Call) -> cst.FunctionDef | None:
+        helpers = self._functions.get(call.func.value, []) if isinstance(call.func, cst.Name) else []
+        return helpers[0] if len(helpers) == 1 else None
+
+    def _helper_says(self, function: cst.FunctionDef, *, sizes: bool) -> bool:
+        key = (id(function), sizes)
+        if key not in self._helpers:
+            self._helpers[key] = False  # a recursive helper proves nothing
+            self._helpers[key] = self._exits_without_group(function, sizes)
+        return self._helpers[key]
+
+    def _exits_without_group(self, function: cst.FunctionDef, sizes: bool) -> bool:
+        """The helper returns a false value (with `sizes`, 1) whenever no process group is
+        initialised: it reaches `if not dist.is_initialized(): return False` (past other such
+        exits), or returns such a test (`return dist.get_world_size() if dist.is_initialized()
+        else 1`). Any other statement that may hold a `return` ends the search."""
+        exit_value = _returns_one if sizes else _returns_falsy
+        for statement in block_statements(function.body):
+            if isinstance(statement, cst.If):
+                if statement.orelse is not None or not exit_value(statement.body):
+                    return False
+                if self.true_uninitialized(statement.test):
+                    return True
+            elif isinstance(statement, cst.SimpleStatementLine):
+                returned = next((s for s in statement.body if isinstance(s, cst.Return)), None)
+                if returned is not None:
+                    value = returned.value
+                    if sizes:
+                        return (
+                            isinstance(value, cst.IfExp)
+                            and self.says_initialized(value.test)
+                            and _is_one(value.orelse)
+                        )
+                    return value is not None and self.says_initialized(value)
+            else:
+                return False
+        return False
+
+
+def _returned(body: cst.BaseSuite) -> tuple[bool, cst.BaseExpression | None]:
+    """Is the block only a `return`, and its value."""
+    lines = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    if len(lines) != 1 or not isinstance(lines[0], (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return False, None
+    smalls = lines[0].body
+    if len(smalls) != 1 or not isinstance(smalls[0], cst.Return):
+        return False, None
+    return True, smalls[0].value
+
+
+def _returns_falsy(body: cst.BaseSuite) -> bool:
+    """The block is only `return False` (or a bare `return`)."""
+    only, value = _returned(body)
+    return only and (value is None or (isinstance(value, cst.Name) and value.value == "False"))
+
+
+def _returns_one(body: cst.BaseSuite) -> bool:
+    """The block is only `return 1`."""
+    only, value = _returned(body)
+    return only and value is not None and _is_one(value)
+
+
+def _is_one(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Integer) and value.value == "1"
+
+
+def _binds_locally(function: cst.FunctionDef, name: str) -> bool:
+    """Is `name` a parameter or a local variable of `function` (not declared `global` there)?"""
+    params = function.params
+    every = (
+        *params.posonly_params,
+        *params.params,
+        *params.kwonly_params,
+        params.star_arg,
+        params.star_kwarg,
+    )
+    if any(isinstance(p, cst.Param) and p.name.value == name for p in every):
+        return True
+    found = False
+    for bound in walk_bindings(block_statements(function.body)):
+        if (
+            bound.kind in ("global", "nonlocal")
+            and isinstance(bound.target, cst.Name)
+            and bound.target.value == name
+        ):
+            return False
+        found = found or any(isinstance(t, cst.Name) and t.value == name for t in unpacked(bound.target))
+    return found

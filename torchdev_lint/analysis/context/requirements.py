@@ -1,0 +1,575 @@
+"""Can this code run without CUDA? Programs, tests and modules that never meet a CPU-only machine.
+
+A script that exits when `torch.cuda.is_available()` is false, a test skipped
+without CUDA, or a process that joins an NCCL process group before the code
+runs: a hard-coded `"cuda"` there cannot fail for want of a GPU. The per-file
+answer is `CudaRequirements.requires_cuda(node)`. A gate in another file of the
+project (`utils.init_distributed_mode(args)`) comes in as `GatingCallees`: the
+project analysis (`analysis/project/project_facts.py`) tells which callees, named as this
+file writes them, stop the program where CUDA is missing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Protocol
+
+import libcst as cst
+
+from torchdev_lint.analysis.context.cuda_only_code import (
+    BUILDERS,
+    compiles_cuda,
+    cuda_specific_path,
+    imports_cuda_only,
+    imports_cuda_only_dynamically,
+    imports_cuda_only_inside,
+)
+from torchdev_lint.analysis.context.guards import CUDA_WORDS, name_words, says_missing, says_present
+from torchdev_lint.analysis.context.process_groups import Initialization
+from torchdev_lint.analysis.knowledge.library_models import Fact, apis
+from torchdev_lint.analysis.syntax.loops import bound_in
+from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, resolve
+from torchdev_lint.analysis.syntax.walk import children, walk
+from torchdev_lint.syntax import keyword, positional
+
+# Calls that raise without CUDA, made to claim a GPU on purpose.
+_CUDA_CLAIMS = frozenset({"torch.cuda.set_device", "torch.cuda.current_device"})
+# `with torch.cuda.stream(s):` / `with torch.cuda.device(i):` bodies run on a GPU.
+_CUDA_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.device"})
+_PROCESS_GROUP = "torch.distributed.init_process_group"
+_EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit", "pytest.skip", "pytest.exit"})
+_SKIP_METHODS = frozenset({"skipTest", "skip"})
+# Decorator words that make a CUDA word mean "skip without CUDA": `skip_if_lt_x_gpu`, `skipIfNoCUDA`.
+_SKIP_WITHOUT = frozenset({"no", "lt", "less", "without", "unless"})
+_CACHE = "_cuda_requirements"
+
+
+class GatingCallees(Protocol):
+    """Facts from outside the file: which callees (`utils.init_distributed_mode`, as the
+    file writes them) stop the program where CUDA is missing, and whether the calls other
+    files make of a module-level function of this file all run only where CUDA is."""
+
+    def gates(self, callee: str) -> bool: ...
+
+    def called_with_cuda(self, function: str) -> bool | None: ...
+
+
+def cuda_requirements(scope: Scope, path: str, facts: GatingCallees | None = None) -> CudaRequirements:
+    """The analysis of the module `scope` belongs to, built once per file."""
+    module = scope.module
+    found = module.__dict__.get(_CACHE)
+    if found is None:
+        found = CudaRequirements(module, path, facts)
+        module.__dict__[_CACHE] = found
+    return found
+
+
+class CudaRequirements:
+    """Which code of one module runs only where CUDA is."""
+
+    def __init__(
+        self, module: Scope, path: str, facts: GatingCallees | None = None, *, walk_module: bool = True
+    ) -> None:
+        """`walk_module=False`: the caller's own walk of the module calls `index_enter` and
+        `index_leave` for every node (one traversal serving two analyses)."""
+        assert isinstance(module.node, cst.Module)
+        self._scope = module
+        self._facts = facts
+        self._parents: dict[int, cst.CSTNode] = {}
+        self._functions: dict[str, list[cst.FunctionDef]] = {}
+        # Uses of each name: `helper` for functions, `.helper` for `self.helper` (private methods).
+        self._references: dict[str, list[cst.Name | cst.Attribute]] = {}
+        self._nccl_names: set[str] = set()
+        self._other_backend_names: set[str] = set()  # also assigned another string: `backend = "gloo"`
+        self._process_groups: list[cst.Call] = []
+        self._nccl_only: bool | None = None
+        # Module-level names functions rebind through `global name`: the functions, by name.
+        self._global_writers: dict[str, list[cst.FunctionDef]] = {}
+        self._initialization = Initialization(
+            module, self._functions, self._global_writers, self._functions_around
+        )
+        self._module_only = cuda_specific_path(path)
+        self._gates: dict[int, bool] = {}
+        self._required: dict[int, bool] = {}
+        # Per statement (each is asked once per later statement and per node below it).
+        self._statement_gates: dict[tuple[int, bool], bool] = {}
+        self._statement_claims: dict[int, bool] = {}
+        self._blocks: dict[int, _Block] = {}
+        self._stack: list[cst.CSTNode] = []
+        if walk_module:
+            walk(module.node, self.index_enter, self.index_leave)
+
+    def index_enter(self, node: cst.CSTNode) -> None:
+        stack = self._stack
+        parent = stack[-1] if stack else None
+        if parent is not None:
+            self._parents[id(node)] = parent
+        stack.append(node)
+        kind = type(node)  # exact types (LibCST's node classes are final): isinstance on ABCs is slow
+        if kind is cst.Name:
+            if not _is_definition(node, parent):  # type: ignore[arg-type]
+                self._references.setdefault(node.value, []).append(node)  # type: ignore[attr-defined, arg-type]
+        elif kind is cst.Attribute:
+            value = node.value  # type: ignore[attr-defined]
+            if type(value) is cst.Name and value.value in ("self", "cls"):
+                self._references.setdefault(f".{node.attr.value}", []).append(node)  # type: ignore[attr-defined, arg-type]
+        elif kind is cst.Call:
+            if imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
+                self._module_only = True
+            elif (_last_name(node.func) or "") in BUILDERS and compiles_cuda(node, self._scope):  # type: ignore[attr-defined, arg-type]
+                self._module_only = self._module_only or _at_module_level(node, self._parents)
+            elif (_last_name(node.func) or "") in _group_starter_names():  # type: ignore[attr-defined]
+                self._process_groups.append(node)  # type: ignore[arg-type]
+        elif kind is cst.Global:
+            function = next((n for n in reversed(stack) if type(n) is cst.FunctionDef), None)
+            if function is not None:
+                for item in node.names:  # type: ignore[attr-defined]
+                    self._global_writers.setdefault(item.name.value, []).append(function)
+        elif kind is cst.FunctionDef:
+            name = node.name.value  # type: ignore[attr-defined]
+            if type(self._parents.get(id(parent))) is cst.ClassDef:
+                # Methods count by `self._helper(...)`; private ones only: other modules call public ones.
+                name = f".{name}" if name.startswith("_") and not name.endswith("__") else ""
+            if name:
+                self._functions.setdefault(name, []).append(node)  # type: ignore[arg-type]
+        elif kind is cst.Assign:
+            value = node.value  # type: ignore[attr-defined]
+            if type(value) is cst.SimpleString:
+                names = self._nccl_names if _is_nccl(value) else self._other_backend_names
+                names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)  # type: ignore[attr-defined]
+            elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
+                self._module_only = True
+        elif (kind is cst.Import or kind is cst.ImportFrom) and imports_cuda_only(node):  # type: ignore[arg-type]
+            self._module_only = self._module_only or _at_module_level(node, self._parents)
+
+    def index_leave(self, node: cst.CSTNode) -> None:
+        self._stack.pop()
+
+    # The queries -----------------------------------------------------------
+
+    @property
+    def module_only(self) -> bool:
+        """The whole module runs only where CUDA is (a CUDA-only import or folder)."""
+        return self._module_only
+
+    def requires_cuda(self, node: cst.CSTNode) -> bool:
+        """Does `node` run only where CUDA is? A gate before it (an exit, raise, assert or skip
+        when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a
+        function of this file that does one; in a file whose process groups all use NCCL, an exit
+        unless one is initialised, or a block run only when one is), a claim of the GPU in its own statement
+        (`torch.device("cuda", torch.cuda.current_device())`), a CUDA-only decorator,
+        `with torch.cuda.stream(...)`, a function called only from such code, or a CUDA-only module."""
+        if self._module_only:
+            return True
+        child = node
+        parent = self._parents.get(id(node))
+        while parent is not None:
+            if isinstance(child, cst.SimpleStatementLine) and self._claims(child):
+                return True
+            if isinstance(parent, (cst.Module, cst.IndentedBlock)) and self._gated_before(parent.body, child):
+                return True
+            if (
+                isinstance(parent, cst.With)
+                and child is parent.body
+                and any(
+                    isinstance(item.item, cst.Call) and self._resolve(item.item.func) in _CUDA_CONTEXTS
+                    for item in parent.items
+                )
+            ):
+                return True
+            if (
+                isinstance(parent, cst.If)
+                and child is parent.body
+                and self._initialization.says_initialized(parent.test)
+                and self._nccl_file()
+            ):
+                return True  # `if dist.is_initialized():`, `if get_world_size() > 1:` in an NCCL program
+            if isinstance(parent, cst.If) and child is parent.body and self._gated_in_earlier_branch(parent):
+                return True
+            if (
+                isinstance(parent, cst.FunctionDef)
+                and child is parent.body
+                and self.function_requires_cuda(parent)
+            ):
+                return True
+            if (
+                isinstance(parent, cst.ClassDef)
+                and child is parent.body
+                and _cuda_only_decorated(parent, self._scope)
+            ):
+                return True
+            child, parent = parent, self._parents.get(id(parent))
+        return False
+
+    def function_requires_cuda(self, function: cst.FunctionDef) -> bool:
+        """The function runs only where CUDA is: a CUDA-only decorator (`@unittest.skipIf(not
+        torch.cuda.is_available(), ...)`), an import of a CUDA-only library, or every use of its
+        name in this file lies in code that requires CUDA."""
+        key = id(function)
+        if key in self._required:
+            return self._required[key]
+        self._required[key] = False  # a recursive function: its own calls prove nothing
+        found = _cuda_only_decorated(function, self._scope) or imports_cuda_only_inside(function)
+        if not found:
+            uses = self._uses(function)
+            elsewhere = self._called_elsewhere_with_cuda(function)
+            found = (
+                elsewhere is not False
+                and (bool(uses) or elsewhere is True)
+                and all(self.requires_cuda(use) for use in uses)
+            )
+        self._required[key] = found
+        return found
+
+    def _called_elsewhere_with_cuda(self, function: cst.FunctionDef) -> bool | None:
+        """For a module-level function: do the calls of it in other files all run only where CUDA
+        is (None when no other file calls it, or the project is not known)?"""
+        if self._facts is None or type(self._parents.get(id(function))) is not cst.Module:
+            return None
+        return self._facts.called_with_cuda(function.name.value)
+
+    def gates(self, function: cst.FunctionDef) -> bool:
+        """Calling `function` stops the program where CUDA is missing: its body reaches a gate
+        before it can return (`if not cuda: return` lets the caller go on; a generator or a
+        coroutine runs nothing when called)."""
+        key = id(function)
+        if key not in self._gates:
+            self._gates[key] = False  # a recursive function: its own calls prove nothing
+            found = False
+            if not runs_later(function):
+                for statement in block_statements(function.body):
+                    if self.stops_caller(statement):
+                        found = True
+                        break
+                    if may_return(statement):
+                        break
+            self._gates[key] = found
+        return self._gates[key]
+
+    def stops_caller(self, statement: cst.BaseStatement) -> bool:
+        """A statement of a function body after which the function's caller goes on only where
+        CUDA is: a gate whose exit is not a `return`."""
+        return self._is_gate(statement, for_caller=True)
+
+    # Helpers ---------------------------------------------------------------
+
+    def _resolve(self, node: cst.BaseExpression) -> str | None:
+        return resolve(node, self._scope)
+
+    def _uses(self, function: cst.FunctionDef) -> list[cst.Name | cst.Attribute]:
+        """Where this file names a function it defines once (calls, callbacks); empty when unknown."""
+        for name in (function.name.value, f".{function.name.value}"):
+            if self._functions.get(name) == [function]:
+                return self._references.get(name, [])
+        return []
+
+    def _gated_before(self, body: Sequence[cst.CSTNode], child: cst.CSTNode | None) -> bool:
+        """A gate among the statements of `body` before `child` (None: anywhere in it). The statements are judged in order,
+        each once: where each block's first gate lies is kept as far as it has been looked for."""
+        state = self._blocks.get(id(body))
+        if state is None:
+            state = self._blocks[id(body)] = _Block({id(statement): i for i, statement in enumerate(body)})
+        index = state.positions.get(id(child), len(body))
+        while state.gate is None and state.judged < index:
+            if self._is_gate(body[state.judged]):
+                state.gate = state.judged
+            state.judged += 1
+        return state.gate is not None and state.gate < index
+
+    def _gated_in_earlier_branch(self, branch: cst.If) -> bool:
+        """`if use_ddp:` after `if use_ddp or use_fsdp:` whose block passes a gate
+        (`torch.cuda.set_device(rank)`), in the same block, the test's names not rebound in between:
+        the earlier block ran whenever this one runs, and so did its gate."""
+        block = self._parents.get(id(branch))
+        if not isinstance(block, (cst.IndentedBlock, cst.Module)):
+            return False  # an `elif`: its own earlier tests were false
+        leaves = _test_leaves(branch.test)
+        if not leaves:
+            return False
+        body = list(block.body)
+        for earlier in reversed(body[: next(i for i, s in enumerate(body) if s is branch)]):
+            if leaves & bound_in([earlier]):
+                return False
+            if (
+                isinstance(earlier, cst.If)
+                and _implies(branch.test, earlier.test)
+                and isinstance(earlier.body, cst.IndentedBlock)
+                and self._gated_before(earlier.body.body, None)
+            ):
+                return True
+        return False
+
+    def _claims(self, statement: cst.SimpleStatementLine) -> bool:
+        """The statement always claims the GPU (`torch.cuda.set_device(rank)`)."""
+        key = id(statement)
+        if key not in self._statement_claims:
+            calls = _unconditional_calls(statement)
+            self._statement_claims[key] = any(self._resolve(call.func) in _CUDA_CLAIMS for call in calls)
+        return self._statement_claims[key]
+
+    def _is_gate(self, statement: cst.CSTNode, *, for_caller: bool = False) -> bool:
+        """A statement after which CUDA is there, or the program (with `for_caller`, the caller
+        too: no `return` exit) has stopped."""
+        key = (id(statement), for_caller)
+        if key not in self._statement_gates:
+            self._statement_gates[key] = self._gate(statement, for_caller)
+        return self._statement_gates[key]
+
+    def _gate(self, statement: cst.CSTNode, for_caller: bool) -> bool:
+        returns = not for_caller
+        if isinstance(statement, cst.If):
+            orelse = statement.orelse
+            test = statement.test
+            if _exits(statement.body, returns=returns) and (
+                self._true_without_cuda(test)
+                or (self._initialization.true_uninitialized(test) and self._nccl_file())
+            ):
+                return True
+            return (
+                isinstance(orelse, cst.Else)
+                and says_present(statement.test, self._scope)
+                and _exits(orelse.body, returns=returns)
+            )
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return False
+        for small in statement.body:
+            if isinstance(small, cst.Assert) and says_present(small.test, self._scope):
+                return True
+        return any(self._gating_call(call) for call in _unconditional_calls(statement))
+
+    def _functions_around(self, node: cst.CSTNode) -> list[cst.FunctionDef]:
+        """The functions `node` lies in, innermost first."""
+        found = []
+        parent = self._parents.get(id(node))
+        while parent is not None:
+            if isinstance(parent, cst.FunctionDef):
+                found.append(parent)
+            parent = self._parents.get(id(parent))
+        return found
+
+    def _nccl_group(self, call: cst.Call, *, default: bool = False) -> bool:
+        """`init_process_group("nccl")`, or `backend=args.dist_backend` where the file assigns that
+        name `"nccl"` and no other string; with `default`, also a call naming no backend."""
+        backend = keyword(call, "backend")
+        args = positional(call)
+        value = backend.value if backend is not None else args[0].value if args else None
+        if value is None:
+            return default
+        dotted = dotted_name(value)
+        return _is_nccl(value) or (
+            dotted is not None and dotted in self._nccl_names and dotted not in self._other_backend_names
+        )
+
+    def _nccl_file(self) -> bool:
+        """The file starts a process group, and every one it starts uses NCCL."""
+        if self._nccl_only is None:
+            starters = apis(Fact.NCCL_GROUP)
+            groups = [(call, self._resolve(call.func)) for call in self._process_groups]
+            groups = [(call, name) for call, name in groups if name == _PROCESS_GROUP or name in starters]
+            self._nccl_only = bool(groups) and all(
+                self._nccl_group(call, default=name in starters) for call, name in groups
+            )
+        return self._nccl_only
+
+    def _true_without_cuda(self, test: cst.BaseExpression) -> bool:
+        """`test` holds on every machine without CUDA, so `if test: exit` lets only CUDA runs
+        past: `not torch.cuda.is_available()`, `args.cpu or not cuda`; not `distributed and not
+        cuda` (a CPU run that is not distributed goes on)."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return says_present(test.expression, self._scope)
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._true_without_cuda(test.left), self._true_without_cuda(test.right)
+            return left or right if isinstance(test.operator, cst.Or) else left and right
+        return says_missing(test, self._scope)
+
+    def _gating_call(self, call: cst.Call) -> bool:
+        name = self._resolve(call.func)
+        if name in _CUDA_CLAIMS:
+            return True
+        if name == _PROCESS_GROUP:
+            return self._nccl_group(call)
+        callee = call.func
+        if (
+            isinstance(callee, cst.Attribute)
+            and isinstance(callee.value, cst.Name)
+            and callee.value.value == "self"
+        ):
+            callees = self._functions.get(f".{callee.attr.value}", [])
+        else:
+            callees = self._functions.get(callee.value, []) if isinstance(callee, cst.Name) else []
+        if callees:
+            return len(callees) == 1 and self.gates(callees[0])
+        written = dotted_name(callee)
+        return self._facts is not None and written is not None and self._facts.gates(written)
+
+
+class _Block:
+    """How far a block's statements have been judged for a gate, and the first gate found."""
+
+    def __init__(self, positions: dict[int, int]) -> None:
+        self.positions = positions  # id(statement) -> index
+        self.judged = 0
+        self.gate: int | None = None
+
+
+def _test_leaves(test: cst.BaseExpression) -> frozenset[str]:
+    """The flags an `if` test combines with `and`/`or` (`use_ddp`, `self.distributed`); empty when
+    it is anything else (a comparison, a call: what it reads may change unseen)."""
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _test_leaves(test.left), _test_leaves(test.right)
+        return left | right if left and right else frozenset()
+    name = dotted_name(test) if isinstance(test, (cst.Name, cst.Attribute)) else None
+    return frozenset() if name is None else frozenset({name})
+
+
+def _implies(test: cst.BaseExpression, other: cst.BaseExpression) -> bool:
+    """Whenever flag test `test` is true, so is `other` (`a` implies `a or b`; `a and b` implies `a`)."""
+    if isinstance(other, cst.BooleanOperation) and isinstance(other.operator, cst.Or):
+        if _implies(test, other.left) or _implies(test, other.right):
+            return True
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        if _implies(test.left, other) or _implies(test.right, other):
+            return True
+    if isinstance(other, cst.BooleanOperation) and isinstance(other.operator, cst.And):
+        return _implies(test, other.left) and _implies(test, other.right)
+    leaves = _test_leaves(test)
+    return len(leaves) == 1 and isinstance(test, (cst.Name, cst.Attribute)) and leaves == _test_leaves(other)
+
+
+def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
+    """A name that is not a use: `def f`, `x.f`, `f=...` keywords, parameters, import aliases."""
+    kind = type(parent)
+    if kind in _DEFINING:
+        return True
+    if kind is cst.Attribute:
+        return parent.attr is node  # type: ignore[union-attr]
+    return kind is cst.Arg and parent.keyword is node  # type: ignore[union-attr]
+
+
+_DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AsName})
+
+
+@functools.cache
+def _group_starter_names() -> frozenset[str]:
+    """The last names of the calls that may start a process group (resolved later)."""
+    return frozenset({"init_process_group"} | {api.rsplit(".", 1)[-1] for api in apis(Fact.NCCL_GROUP)})
+
+
+def _last_name(func: cst.BaseExpression) -> str | None:
+    """`init_process_group` for `dist.init_process_group` or `init_process_group`."""
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def _is_nccl(node: cst.BaseExpression) -> bool:
+    """`"nccl"` (or `"cuda:nccl"`), not a mixed `"cpu:gloo,cuda:nccl"`."""
+    if not isinstance(node, cst.SimpleString):
+        return False
+    text = node.evaluated_value
+    return isinstance(text, str) and "nccl" in text and "gloo" not in text
+
+
+def runs_later(function: cst.FunctionDef) -> bool:
+    """Calling it runs none of its body: an `async def` or a generator."""
+    return function.asynchronous is not None or _contains(function.body, (cst.Yield,))
+
+
+def may_return(statement: cst.BaseStatement) -> bool:
+    """The statement can leave the function with a `return` (not one of a nested function)."""
+    return _contains(statement, (cst.Return,))
+
+
+def _unconditional_calls(statement: cst.CSTNode) -> list[cst.Call]:
+    """The calls a statement always makes: not those after `and`/`or`, in a branch of `x if c
+    else y`, in a comprehension's element or a lambda (`device or torch.cuda.current_device()`
+    claims the GPU only when no device is passed)."""
+    found = []
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            found.append(node)
+        if isinstance(node, cst.BooleanOperation):
+            stack.append(node.left)
+        elif isinstance(node, cst.IfExp):
+            stack.append(node.test)
+        elif isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            stack.append(node.for_in.iter)
+        elif not isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            stack.extend(children(node))
+    return found
+
+
+def _contains(root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> bool:
+    """A node of `kinds` in `root`, outside nested functions, classes and lambdas."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, kinds):
+            return True
+        if not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(children(node))
+    return False
+
+
+def _exits(body: cst.BaseSuite, *, returns: bool = True) -> bool:
+    """The block ends the function or program: `return` (when `returns`), `raise`, `sys.exit()`,
+    `pytest.skip()`."""
+    if isinstance(body, cst.SimpleStatementSuite):
+        last: cst.CSTNode | None = body.body[-1] if body.body else None
+    else:
+        line = body.body[-1] if body.body else None
+        last = line.body[-1] if isinstance(line, cst.SimpleStatementLine) and line.body else None
+    if isinstance(last, cst.Raise) or (returns and isinstance(last, cst.Return)):
+        return True
+    if not isinstance(last, cst.Expr) or not isinstance(last.value, cst.Call):
+        return False
+    name = dotted_name(last.value.func)
+    if name is None:
+        return False
+    return name in _EXITS or name.rsplit(".", 1)[-1] in _SKIP_METHODS
+
+
+def _cuda_only_decorated(node: cst.FunctionDef | cst.ClassDef, scope: Scope) -> bool:
+    return any(_skips_without_cuda(decorator.decorator, scope) for decorator in node.decorators)
+
+
+def _skips_without_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
+    """`unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif(...)`,
+    `skipUnless(TEST_CUDA)`, `requires_cuda`, `onlyCUDA`, `skip_if_lt_x_gpu(2)`; a list of marks
+    holding one. Not `pytest.mark.parametrize("device", ["cpu", "cuda"])`: data, not a condition."""
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return any(_skips_without_cuda(element.value, scope) for element in node.elements)
+    func = node.func if isinstance(node, cst.Call) else node
+    name = dotted_name(func)
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    if isinstance(node, cst.Call) and last in ("skipif", "skipunless"):
+        args = positional(node)
+        if not args:
+            return False
+        condition = args[0].value
+        return says_missing(condition, scope) if last == "skipif" else says_present(condition, scope)
+    if "param" in last or "expand" in last:
+        return False
+    words = name_words(name)
+    if not words & CUDA_WORDS:
+        return False
+    return "skip" not in words or bool(words & _SKIP_WITHOUT)
+
+
+def _is_pytestmark(node: cst.Assign) -> bool:
+    return any(isinstance(t.target, cst.Name) and t.target.value == "pytestmark" for t in node.targets)
+
+
+def _at_module_level(node: cst.CSTNode, parents: dict[int, cst.CSTNode]) -> bool:
+    """Not inside a function or class (an import under `try:` at the top still counts)."""
+    parent = parents.get(id(node))
+    while parent is not None:
+        if isinstance(parent, (cst.FunctionDef, cst.ClassDef, cst.If)):
+            return False
+        parent = parents.get(id(parent))
+    return True

@@ -1,0 +1,166 @@
+"""A CUDA device default no constructor call overrides, across the project (TDL301, issue 13).
+
+From the summaries' `cuda_defaults` and `constructions` (`analysis/project/constructor_defaults.py`),
+once `project_facts._Pass` resolves what each text names: for each class of a checked
+file, the `__init__` parameters whose CUDA default is never overridden. That holds when
+the project constructs the class at least once and no construction passes the parameter
+(by position or keyword; `*args`/`**kwargs` pass everything). Unknown (no fact) when the
+class is used as a value anywhere (a subclass, whose `super().__init__(...)` may pass it;
+`partial(Encoder, ...)`; stored, passed or returned), when a package `__init__.py` of a
+distributed library exports it (a library's public class is constructed by its users, not by
+the project; a research repository's `models/__init__.py` exporting its classes to `train.py`
+does not count), or when a file that names it could not be parsed. LibCST-free, like the rest
+of the propagation.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchdev_lint.analysis.project.file_facts import FileFacts
+    from torchdev_lint.analysis.project.index import ProjectIndex
+
+Summary = dict[str, Any]
+Target = tuple[str, str]
+Resolve = Callable[[str, list[Any]], Target | None]
+
+# How many package levels above a class's module may re-export it.
+_MAX_PACKAGE_DEPTH = 4
+# Text a file defining such a class must hold: a CUDA default (`device="cuda"`, `device: str =
+# "cuda:0"`, `device=torch.device("cuda")`) in the parameters of a `def __init__(` (up to its `):`
+# or `) ->`; a default on one line).
+_INIT_TEXT = re.compile(rb"\bdef[ \t]+__init__[ \t]*\(")
+_SIGNATURE_END = re.compile(rb"\)[ \t]*(?::|->)")
+_DEFAULT_TEXT = re.compile(
+    rb"""=[ \t]*(?:torch\.device\([ \t]*)?["']cuda(?::\d+)?["'][ \t]*\)?[ \t]*[,)\n#]"""
+)
+
+
+def may_define(source: bytes) -> bool:
+    """Can the text define a class with a CUDA default (a cheap test, before parsing)?"""
+    if b"cuda" not in source:
+        return False
+    for init in _INIT_TEXT.finditer(source):
+        end = _SIGNATURE_END.search(source, init.end())
+        if _DEFAULT_TEXT.search(source, init.end(), end.end() if end else len(source)):
+            return True
+    return False
+
+
+def classes(summaries: Mapping[str, Summary]) -> set[Target]:
+    """The classes with a stored CUDA default: files naming them must be read (their callers)."""
+    return {(path, name) for path, summary in summaries.items() for name in summary["cuda_defaults"]}
+
+
+def with_defaults(
+    facts: dict[str, FileFacts],
+    summaries: Mapping[str, Summary],
+    resolve: Resolve,
+    unreadable: list[bytes],
+    index: ProjectIndex,
+) -> dict[str, FileFacts]:
+    """`facts` with `cuda_defaults` set: (class, parameter) of each file whose default no call overrides."""
+    found = never_overridden(summaries, resolve, unreadable, index)
+    return {path: known._replace(cuda_defaults=found.get(path, frozenset())) for path, known in facts.items()}
+
+
+def never_overridden(
+    summaries: Mapping[str, Summary], resolve: Resolve, unreadable: list[bytes], index: ProjectIndex
+) -> dict[str, frozenset[tuple[str, str]]]:
+    """For each file: (class, parameter) of its CUDA defaults that no construction overrides."""
+    candidates = classes(summaries)
+    if not candidates:
+        return {}
+    names = _names(summaries, candidates, resolve)
+    calls: dict[Target, list[list[Any]]] = {}
+    escaped: set[Target] = set()
+    for path, summary in summaries.items():
+        constructions = summary["constructions"]
+        for text, reference in constructions["refs"].items():
+            target = resolve(path, reference) if _last(reference) in names else None
+            if target not in candidates:
+                continue
+            assert target is not None
+            calls.setdefault(target, []).extend(constructions["calls"].get(text, ()))
+            if text in constructions["escapes"]:
+                escaped.add(target)
+        # Calls and values are noted for class-like names only: `from enc import TextEncoder as te`
+        # hides them.
+        aliases = [(name, ref) for name, ref in summary["aliases"].items() if _last(ref) in names]
+        lowercase = [reference for name, reference in aliases if not name[:1].isupper()]
+        escaped.update(
+            target for reference in lowercase if (target := resolve(path, reference)) in candidates
+        )
+        if os.path.basename(path) == "__init__.py" and index.distributed(os.path.dirname(path)):
+            escaped.update(_exported(path, summary, [ref for _, ref in aliases], candidates, resolve))
+    escaped.update(target for target in candidates - escaped if _package_exports(target, resolve, index))
+    found: dict[str, set[tuple[str, str]]] = {}
+    for target in candidates - escaped:
+        path, name = target
+        word = re.compile(rb"\b%s\b" % re.escape(name.encode()))
+        if not calls.get(target) or any(word.search(source) for source in unreadable):
+            continue
+        for position, parameter in summaries[path]["cuda_defaults"][name]:
+            if not any(_passes(slots, position, parameter) for slots in calls[target]):
+                found.setdefault(path, set()).add((name, parameter))
+    return {path: frozenset(pairs) for path, pairs in found.items()}
+
+
+def _names(summaries: Mapping[str, Summary], candidates: set[Target], resolve: Resolve) -> set[str]:
+    """The names the candidate classes go by: their own and those they are imported under
+    (`from .encoder import TextEncoder as Encoder`). Only references ending in one of these are
+    resolved: resolving one can make pass 1 read its module, and every summary holds many."""
+    names = {name for _, name in candidates}
+    changed = True
+    while changed:
+        changed = False
+        for path, summary in summaries.items():
+            for alias, reference in summary["aliases"].items():
+                if (
+                    alias not in names
+                    and _last(reference) in names
+                    and resolve(path, reference) in candidates
+                ):
+                    names.add(alias)
+                    changed = True
+    return names
+
+
+def _last(reference: list[Any]) -> str:
+    """The name a reference ends with: `TextEncoder` of `["module", 1, "encoder.TextEncoder"]`."""
+    return str(reference[-1]).rsplit(".", 1)[-1]
+
+
+def _exported(
+    path: str, summary: Summary, aliases: list[list[Any]], candidates: set[Target], resolve: Resolve
+) -> set[Target]:
+    """The candidate classes a package `__init__.py` re-exports (by name, or by `import *`)."""
+    found = {resolve(path, reference) for reference in aliases}
+    return {target for target in found if target in candidates}
+
+
+def _package_exports(target: Target, resolve: Resolve, index: ProjectIndex) -> bool:
+    """Does a distributed package holding the class's module have it as an attribute (`from
+    .encoder import *` or `import TextEncoder` in its `__init__.py`)? Asking reads that
+    `__init__.py` in the next round of pass 1 (its text need not name the class)."""
+    path, name = target
+    folder = os.path.dirname(path)
+    for level in range(1, _MAX_PACKAGE_DEPTH + 1):
+        if not index.is_package(folder):
+            return False
+        if index.distributed(folder) and resolve(path, ["module", level, name]) == target:
+            return True
+        folder = os.path.dirname(folder)
+    return False
+
+
+def _passes(slots: list[Any], position: int | None, parameter: str) -> bool:
+    """Does a call with these slots pass the parameter (at `position`, counting `self`)?"""
+    if slots == ["*"]:
+        return True
+    count, keywords = slots
+    return parameter in keywords or (position is not None and count >= position)

@@ -1,0 +1,101 @@
+"""What a file's check learns from the rest of its project: plain data, made by pass 1
+(`analysis/project/project_facts.py`) and handed to each file's check (workers receive it pickled)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, NamedTuple
+
+from torchdev_lint.analysis.project.parameter_facts import Handed
+
+if TYPE_CHECKING:
+    from torchdev_lint.analysis.project.parameters import Parameter
+
+
+class FileFacts(NamedTuple):
+    """What a file's check learns from the rest of the project (see `analysis/project/parameter_facts.py`
+    for the parameter boundaries)."""
+
+    gating: frozenset[str] = frozenset()
+    # (callee as written, call position or -1, parameter): stored in a saved dict / batches moved.
+    checkpointing: frozenset[Handed] = frozenset()
+    batch_moving: frozenset[Handed] = frozenset()
+    # (function, parameter) of this file: every project call passes a pinned loader.
+    pinned_loaders: frozenset[tuple[str, str]] = frozenset()
+    # Of them, those for which every call's pinned loader collates by default (TDL205's fix safety).
+    collated_loaders: frozenset[tuple[str, str]] = frozenset()
+    # `load_facts.local_key`s of `torch.load` paths the project writes only from host memory;
+    # base class texts naming a project Dataset class (`analysis/data/dataset_bases.py`).
+    host_saved: frozenset[str] = frozenset()
+    dataset_bases: frozenset[str] = frozenset()
+    # Callees as written that return host data (`analysis/provenance/returned_values.py`).
+    host_returns: frozenset[str] = frozenset()
+    # (class, parameter) of this file: a CUDA default no construction overrides (constructor_facts).
+    cuda_defaults: frozenset[tuple[str, str]] = frozenset()
+    # (name, module): a name the file imports from a project package that binds it by `import
+    # module` of a third-party module (`from . import k2`; `analysis/provenance/host_facts.py`).
+    external_modules: frozenset[tuple[str, str]] = frozenset()
+    # (class as written, call position or -1, parameter): a project dataset class hands out the
+    # items of that constructor argument unchanged (`analysis/data/dataset_items.py`).
+    item_passing: frozenset[Handed] = frozenset()
+    # (function of this file, every call of it from other files runs only where CUDA is): for the
+    # module-level functions other files of the project call (`analysis/context/cuda_callers.py`).
+    cuda_callers: frozenset[tuple[str, bool]] = frozenset()
+
+    def gates(self, callee: str) -> bool:
+        """`callee`, written as the file writes it, stops the program where CUDA is missing."""
+        return callee in self.gating
+
+    def called_with_cuda(self, function: str) -> bool | None:
+        """Do the calls other files make of this file's `function` all run only where CUDA is?
+        None when no other file calls it."""
+        for name, gated in self.cuda_callers:
+            if name == function:
+                return gated
+        return None
+
+    def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
+        """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""
+        return _parameters(self.checkpointing, callee)
+
+    def moves_batches(self, callee: str) -> list[tuple[int | None, str]]:
+        """The loader parameters (call position, name) whose batches `callee` moves to a device."""
+        return _parameters(self.batch_moving, callee)
+
+    def hands_out_items(self, callee: str) -> list[tuple[int | None, str]]:
+        """The constructor parameters (call position, name) whose items the dataset class
+        `callee` returns as they are."""
+        return _parameters(self.item_passing, callee)
+
+    def pinned(self, parameter: Parameter) -> bool:
+        """Does every call in the project pass a pinned `DataLoader` for this loader parameter?"""
+        return (parameter.function, parameter.name) in self.pinned_loaders
+
+    def collated(self, parameter: Parameter) -> bool:
+        """... and every such loader collates by default (its batches' parts are tensors)?"""
+        return (parameter.function, parameter.name) in self.collated_loaders
+
+    @property
+    def digest(self) -> str:
+        """A hash of these facts for the file's cache key; empty when there are none."""
+        if not any(self):
+            return ""
+        return hashlib.sha256(json.dumps([sorted(member) for member in self]).encode()).hexdigest()
+
+
+def _parameters(handed: frozenset[Handed], callee: str) -> list[tuple[int | None, str]]:
+    return [(None if at < 0 else at, name) for text, at, name in handed if text == callee]
+
+
+class ProjectFacts(NamedTuple):
+    """The facts of every checked file that has some (plain data: workers receive it)."""
+
+    files: dict[str, FileFacts]
+
+    def of(self, path: str) -> FileFacts | None:
+        return self.files.get(path)
+
+    def digest(self, path: str) -> str:
+        facts = self.files.get(path)
+        return facts.digest if facts is not None else ""

@@ -1,0 +1,566 @@
+"""Project facts: pass 1 over the checked files, to a fixed point, and what each check receives.
+
+Facts that cross files: which functions stop the program where CUDA is missing
+(`utils.init_distributed_mode()` exits, raises or asserts without CUDA, or joins
+an NCCL process group), so that TDL301/TDL311 stay silent after a call of one;
+and what functions do with their parameters (`analysis/project/parameter_facts.py`:
+store them in a checkpoint, move a loader's batches, receive pinned loaders).
+Pass 1 parses only the files that can matter: those whose text could hold a gate
+of their own, build a loader or save a checkpoint, then, round by round, those
+naming a function already known to gate or to use a parameter so (a caller, or a
+package `__init__` re-exporting it) and the modules loaders are passed to.
+Summaries are cached on disk by content (`analysis/project/summary_cache.py`), so a warm run
+parses nothing, and this module imports LibCST only on a miss.
+
+A file's check receives `FileFacts`: the callees it names that gate or use their
+parameters so, and its own loader parameters every call passes pinned. Their
+digest is what the file's cache key adds, so an edit elsewhere that leaves those
+facts alone re-checks nothing, and one that changes them re-checks exactly the
+files they concern. Unknown (third-party, unparsable, ambiguous) never gates nor
+yields a finding: without facts a file is checked as it is on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from torchdev_lint.analysis.context.cuda_callers import cuda_callers, file_callers
+from torchdev_lint.analysis.project import constructor_facts, summary_cache
+from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
+from torchdev_lint.analysis.project.index import ProjectIndex
+from torchdev_lint.analysis.project.inheritance import Inheritance
+from torchdev_lint.analysis.project.parameter_facts import (
+    Handed,
+    Moving,
+    Pinned,
+    handed,
+    moving_parameters,
+    pinned_parameters,
+)
+from torchdev_lint.analysis.project.pass_one_text import imports, wants_summary
+from torchdev_lint.analysis.provenance import load_facts
+from torchdev_lint.diagnostics import SourceError
+from torchdev_lint.files import read_source
+
+if TYPE_CHECKING:
+    pass
+
+_MAX_ALIASES = 8
+# The summary fields that name a function of the file.
+_DEFINED = (
+    "functions",
+    "checkpoints",
+    "batches",
+    "cuda_defaults",
+    "forwards",
+    "returns",
+    "dataset_items",
+    "defined",
+)
+
+Summary = summary_cache.Summary
+Target = tuple[str, str]
+Parse = Callable[[str, bytes], Any]
+
+
+def project_facts(
+    paths: Iterable[str],
+    parse: Parse,
+    cache_directory: str | None = None,
+    summaries: Mapping[str, Summary] | None = None,
+    texts: Mapping[str, bytes] | None = None,
+) -> ProjectFacts:
+    """Pass 1 over `paths` (and the project files they lead to): the facts of each path.
+
+    `parse(path, source)` returns a LibCST module or raises SourceError (the engine's parse,
+    which refuses what would crash the parser). `summaries` (by absolute path) are files'
+    summaries already made from a parse of their current text (the runner's checks make them
+    from their own trees, see `needs_parse`): they are used instead of parsing again. `texts`
+    (by absolute path) are files' texts to read instead of what the disk holds (fixes not
+    written: `--diff`, the language server's buffers).
+    """
+    given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
+    analysis = _Pass(parse, cache_directory, set(given), summaries or {}, texts or {})
+    for path in given:
+        analysis.add(path)
+    facts = analysis.run()
+    return ProjectFacts({given[path]: found for path, found in facts.items() if path in given})
+
+
+def project_pass(paths: Iterable[str], parse: Parse, cache_directory: str | None = None) -> ProjectPass:
+    """Pass 1 over `paths`, kept so that a file's facts can be asked again with another summary
+    of its own (the language server: an unsaved buffer's text), without reading the project."""
+    analysis = _Pass(parse, cache_directory, {os.path.abspath(p) for p in paths if p.endswith(".py")}, {}, {})
+    for path in sorted(analysis.checked):
+        analysis.add(path)
+    facts = analysis.run()
+    analysis.unparsed.clear()  # the texts are not searched again
+    return ProjectPass(analysis, facts)
+
+
+class ProjectPass:
+    """The outcome of pass 1 over a project, by absolute path."""
+
+    def __init__(self, analysis: _Pass, facts: dict[str, FileFacts]) -> None:
+        self._analysis = analysis
+        self._facts = facts
+
+    def of(self, path: str) -> FileFacts | None:
+        """The facts of a checked file as saved."""
+        return self._facts.get(os.path.abspath(path))
+
+    def facts_with(self, path: str, summary: Summary) -> FileFacts | None:
+        """The facts of checked file `path` if its summary were `summary`: the fixed point again
+        over the summaries read (a file only the new text would lead to is not read)."""
+        return self._analysis.facts_with(os.path.abspath(path), summary)
+
+
+def recorded_facts(path: str, parse: Parse, cache_directory: str) -> tuple[FileFacts | None, PassInputs]:
+    """`project_facts([path], ...).of(path)`, with everything the pass read to find them."""
+    absolute = os.path.abspath(path)
+    analysis = _Pass(parse, cache_directory, {absolute}, {}, {})
+    analysis.inputs = PassInputs({}, {}, analysis.index.probes)
+    analysis.add(absolute)
+    return analysis.run().get(absolute), analysis.inputs
+
+
+class PassInputs(NamedTuple):
+    """What a pass read: the bytes of each file (None: it could not be read), whether each file
+    pass 1 summarized got a summary (False: unreadable), and what the project index found at each
+    path it asked about (`ProjectIndex.probes`). The answer depends on nothing else."""
+
+    sources: dict[str, bytes | None]
+    summarized: dict[str, bool]
+    probes: dict[str, int]
+
+
+class _Pass:
+    """Summaries of the files read so far, and the fixed point over them."""
+
+    def __init__(
+        self,
+        parse: Parse,
+        cache_directory: str | None,
+        checked: set[str],
+        known: Mapping[str, Summary],
+        texts: Mapping[str, bytes],
+    ) -> None:
+        self.inputs: PassInputs | None = None  # kept only when asked for (`recorded_facts`)
+        self.checked = checked
+        self.known = known
+        self.texts = texts  # read instead of the disk (`project_facts`)
+        self.index = ProjectIndex()
+        self.parse = parse
+        self.cache_directory = cache_directory
+        self.summaries: dict[str, Summary] = {}
+        self.unparsed: dict[str, bytes] = {}  # checked, no summary yet (no gate text of its own)
+        self.seen: set[str] = set()
+        self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
+        self.inheritance = Inheritance(self.summaries, self.index.locate, self.wanted)
+        self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
+        self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
+        self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
+        self._targets: dict[tuple[Any, ...], Target | None] = {}
+        # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
+        # checking part of an installed package must not read the rest of it.
+        self.scopes = {self.index.scope(path) for path in checked}
+
+    def add(self, path: str) -> None:
+        """A file: parsed now when its text could hold a gate, else kept for later rounds; the
+        project modules it imports that are not checked are added too (`check train.py` alone
+        must still see the gate in `utils.py`; a whole checked project adds none)."""
+        work = [path]
+        while work:
+            current = work.pop()
+            source = self._read(current)
+            if source is None:
+                continue
+            if wants_summary(source):
+                self._summarize(current, source)
+            else:
+                self.unparsed[current] = source
+            for level, dotted in imports(source):
+                located = self.index.locate(current, level, dotted)
+                if located is not None and located.file is not None and located.file not in self.checked:
+                    work.append(located.file)
+
+    def run(self) -> dict[str, FileFacts]:
+        """Rounds until no file is left that could name a gating function: the files whose
+        text names one, and the modules a reference to one leads to (a re-exporting package)."""
+        while True:
+            gating = self._fixed_point()
+            moving = moving_parameters(self.summaries, self._target)
+            known = gating | self._parameter_functions(moving)
+            known |= constructor_facts.classes(self.summaries)  # read the files naming them
+            # A caller in another file names the function, or the class of a method (or a subclass).
+            names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
+            names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
+            names |= self._loader_callees() | load_facts.wanted_names(self.summaries, self._canonical)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
+            names |= {name for (_, name), gated in callers.items() if gated}  # other callers may not be
+            names |= {
+                text.rsplit(".", 1)[-1]
+                for summary in self.summaries.values()
+                for text in summary["cuda_sites"]
+            }
+            fresh, self.names = names - self.names, self.names | names
+            self._forget()
+            pinned, collated = self._pinned(moving)
+            facts = {
+                path: self._facts(
+                    path, gating, moving, pinned.get(path, frozenset()), collated.get(path, frozenset())
+                )._replace(cuda_callers=file_callers(callers, path))
+                for path in self.summaries
+                if path in self.checked
+            }
+            facts = self._with_load_facts(facts)
+            facts = constructor_facts.with_defaults(
+                facts, self.summaries, self._target, self.unreadable, self.index
+            )
+            new = [path for path in self.wanted if path not in self.summaries]
+            new += self._loading(load_facts.needles(self.summaries))
+            if fresh:
+                named = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(n.encode()) for n in sorted(fresh)))
+                new += [path for path, source in self.unparsed.items() if named.search(source)]
+            self.wanted.clear()
+            progressed = False
+            for path in dict.fromkeys(new):
+                source = self.unparsed.pop(path, None)
+                if source is None:
+                    source = self._read(path)
+                if source is not None:
+                    self._summarize(path, source)
+                    progressed = progressed or path in self.summaries
+            if not progressed:
+                return {path: found for path, found in facts.items() if any(found)}
+
+    def facts_with(self, path: str, summary: Summary) -> FileFacts | None:
+        """`ProjectPass.facts_with`: one more evaluation, the file's summary replaced meanwhile."""
+        if path not in self.checked:
+            return None
+        saved = self.summaries.get(path)
+        self.summaries[path] = summary
+        try:
+            self._forget()
+            gating = self._fixed_point()
+            moving = moving_parameters(self.summaries, self._target)
+            pinned_all, collated_all = self._pinned(moving)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
+            found = self._facts(
+                path,
+                gating,
+                moving,
+                pinned_all.get(path, frozenset()),
+                collated_all.get(path, frozenset()),
+            )._replace(cuda_callers=file_callers(callers, path))
+            found = self._with_load_facts({path: found})[path]
+            found = constructor_facts.with_defaults(
+                {path: found}, self.summaries, self._target, self.unreadable, self.index
+            )[path]
+        finally:
+            if saved is None:
+                del self.summaries[path]
+            else:
+                self.summaries[path] = saved
+            self._forget()
+        return found if any(found) else None
+
+    def _read(self, path: str) -> bytes | None:
+        """The bytes of a file not read before (None when seen already, unreadable or outside
+        the checked files' projects)."""
+        if path in self.seen:
+            return None
+        self.seen.add(path)
+        if path not in self.checked and not self._in_scope(path):
+            return None
+        source: bytes | None = self.texts.get(path)
+        if source is None:
+            try:
+                source = read_source(path)
+            except SourceError:
+                source = None
+        if self.inputs is not None:
+            self.inputs.sources[path] = source
+        return source
+
+    def _in_scope(self, path: str) -> bool:
+        folder = os.path.dirname(path)
+        while folder not in self.scopes:
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return False
+            folder = parent
+        return True
+
+    def _fixed_point(self) -> set[Target]:
+        """Every function known to gate: its own gate, or a gating callee called before it returns.
+        Starts from none, so recursion alone proves nothing."""
+        self._forget()
+        gating: set[Target] = set()
+        changed = True
+        while changed:
+            changed = False
+            for path, summary in self.summaries.items():
+                for qualname, function in summary["functions"].items():
+                    if (path, qualname) in gating:
+                        continue
+                    if function["then"] == "gate" or any(
+                        self._target(path, reference) in gating for reference in function["calls"]
+                    ):
+                        gating.add((path, qualname))
+                        changed = True
+        return gating
+
+    def _forget(self) -> None:
+        """The summaries changed (or may have): resolutions made from them are stale."""
+        self._targets.clear()
+        self.inheritance.forget()
+
+    def _aliases(self, known: set[Target]) -> set[str]:
+        """Names a module re-exports a known function under (`from .dist import init as setup`)."""
+        return {
+            name
+            for path, summary in self.summaries.items()
+            for name, reference in summary["aliases"].items()
+            if self._target(path, reference) in known
+        }
+
+    def _parameter_functions(self, moving: Moving) -> set[Target]:
+        """Functions that store a parameter in a checkpoint or move a loader parameter's batches."""
+        stored = {
+            (path, qualname)
+            for path, summary in self.summaries.items()
+            for qualname in summary["checkpoints"]
+        }
+        return stored | moving.keys()
+
+    def _pinned(self, moving: Moving) -> tuple[Pinned, Pinned]:
+        """The loader parameters every call passes a pinned loader for, and a pinned loader
+        collating by default for (`parameter_facts.pinned_parameters`)."""
+        unseen = lambda target: self.inheritance.calls_unseen(target, self.unparsed.values())  # noqa: E731
+        return pinned_parameters(self.summaries, self._target, self.unreadable, moving, unseen)
+
+    def _loader_callees(self) -> set[str]:
+        """The names of the project functions loaders are passed to, and of the dataset classes
+        they iterate: their modules are wanted (where the batches go is in the callee, what the
+        items are in the class)."""
+        names = set()
+        for path, summary in self.summaries.items():
+            passed = [entry[0] for entry in summary["loader_args"]]
+            passed += [entry[0] for entries in summary["forwards"].values() for entry in entries]
+            passed += summary["dataset_calls"]
+            for text in passed:
+                reference = summary["sites"].get(text)
+                if reference is not None and reference[0] == "here":
+                    self.inheritance.method(path, reference[1], want=True)  # a base class's module
+                if reference is None or reference[0] != "module":
+                    continue
+                located = self.index.locate(path, reference[1], reference[2])
+                if located is not None and located.file is not None and located.attributes:
+                    names.add(located.attributes[0])
+                    if located.file not in self.summaries:
+                        self.wanted.add(located.file)
+        return names
+
+    def _facts(
+        self,
+        path: str,
+        gating: set[Target],
+        moving: Moving,
+        pinned: frozenset[tuple[str, str]],
+        collated: frozenset[tuple[str, str]],
+    ) -> FileFacts:
+        summary = self.summaries[path]
+        checkpointing, batch_moving = handed(summary, lambda r: self._target(path, r), self.summaries, moving)
+        gates = frozenset(
+            text
+            for text, reference in summary["sites"].items()
+            if reference is not None and self._target(path, reference) in gating
+        )
+        return FileFacts(gates, checkpointing, batch_moving, pinned, collated, item_passing=self._items(path))
+
+    def _items(self, path: str) -> frozenset[Handed]:
+        """The dataset classes of other files this file constructs that hand out their
+        constructor arguments' items (`FileFacts.item_passing`)."""
+        found = set()
+        for text, reference in self.summaries[path]["sites"].items():
+            target = self._target(path, reference) if reference is not None else None
+            callee = self.summaries.get(target[0]) if target is not None else None
+            if target is not None and callee is not None and target[0] != path:
+                for position, name in callee.get("dataset_items", {}).get(target[1], ()):
+                    found.add((text, -1 if position is None else position, name))
+        return frozenset(found)
+
+    def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
+        """TDL101's facts: loads of paths saved from host memory, bases that are Datasets,
+        callees returning host data."""
+        proof = load_facts.HostProof(self.summaries, self._target, self._canonical, self._library)
+        host = load_facts.host_loads(self.summaries, self.checked, proof)
+        datasets = load_facts.dataset_bases(self.summaries, self.checked, self._class)
+        sites = load_facts.host_sites(self.summaries, self.checked, proof.returns_host)
+        return {
+            path: found._replace(
+                host_saved=host.get(path, frozenset()),
+                dataset_bases=datasets.get(path, frozenset()),
+                host_returns=sites.get(path, frozenset()),
+                external_modules=self._external_modules(path),
+            )
+            for path, found in facts.items()
+        }
+
+    def _external_modules(self, path: str) -> frozenset[tuple[str, str]]:
+        """The names `path` imports at module level from a project package that re-exports a
+        third-party module under them, among those its host conditions ask about (others
+        would cost a parse of their package for nothing)."""
+        summary = self.summaries[path]
+        asked = load_facts.libraries_asked(summary)
+        return frozenset(
+            (name, library)
+            for name, reference in summary["aliases"].items()
+            if reference[0] == "module"
+            and (library := asked.get((reference[1], reference[2]))) is not None
+            and self._library(path, reference[1], reference[2]) == library
+        )
+
+    def _library(self, path: str, level: int, dotted: str, depth: int = 0) -> str | None:
+        """The third-party module an import of `path` names (`import k2`: `k2`), also through a
+        project package binding it at module level by `import k2` (`from . import k2`), whose
+        module is summarized when it has not been; None for anything else."""
+        located = self.index.locate(path, level, dotted)
+        if located is None:
+            return dotted if level == 0 else None
+        if located.file is None or len(located.attributes) != 1 or depth > _MAX_ALIASES:
+            return None
+        if located.file not in self.summaries:
+            source = self.unparsed.pop(located.file, None) or self._read(located.file)
+            if source is not None:
+                self._summarize(located.file, source)
+        alias = self.summaries.get(located.file, {}).get("aliases", {}).get(located.attributes[0])
+        if alias is None or alias[0] != "module":
+            return None
+        return self._library(located.file, alias[1], alias[2], depth + 1)
+
+    def _loading(self, needles: set[bytes]) -> list[str]:
+        """Checked files not parsed yet whose text may load a path saved from host memory."""
+        fresh, self.needles = needles - self.needles, self.needles | needles
+        if not fresh:
+            return []
+        named = re.compile(b"|".join(re.escape(needle) for needle in sorted(fresh)))
+        return [
+            path
+            for path, source in self.unparsed.items()
+            if path in self.checked and b"load" in source and named.search(source)
+        ]
+
+    def _canonical(self, path: str, reference: list[Any]) -> str | None:
+        """What a reference of `path` names project-wide: `file:name`, or `:dotted` outside it."""
+        if reference[0] == "here":
+            return f"{path}:{reference[1]}"
+        if reference[0] != "module":
+            return None
+        located = self.index.locate(path, reference[1], reference[2])
+        if located is None:
+            return f":{reference[2]}" if reference[1] == 0 else None
+        if located.file is None or not located.attributes:
+            return None
+        return f"{located.file}:{'.'.join(located.attributes)}"
+
+    def _class(self, path: str, reference: list[Any], depth: int = 0) -> Target | None:
+        """The project class a base reference names, through re-exports; the module holding it
+        is summarized when it has not been."""
+        if reference[0] == "here":
+            return path, reference[1]
+        located = self.index.locate(path, reference[1], reference[2])
+        if located is None or located.file is None or len(located.attributes) != 1 or depth > _MAX_ALIASES:
+            return None
+        if located.file not in self.summaries:
+            source = self.unparsed.pop(located.file, None) or self._read(located.file)
+            if source is not None:
+                self._summarize(located.file, source)
+        summary = self.summaries.get(located.file)
+        name = located.attributes[0]
+        if summary is None or name in summary["dataset_classes"]:
+            return located.file, name
+        alias = summary["aliases"].get(name)
+        if alias is not None:
+            return self._class(located.file, alias, depth + 1)
+        for level, module in reversed(summary["stars"]):  # a package's `from .base import *`
+            found = self._class(located.file, ["module", level, f"{module}.{name}".lstrip(".")], depth + 1)
+            if found is not None and name in self.summaries.get(found[0], {}).get("dataset_classes", {}):
+                return found
+        return located.file, name
+
+    # Resolution ------------------------------------------------------------
+
+    def _target(self, path: str, reference: list[Any], depth: int = 0) -> Target | None:
+        """The project function a reference of `path` names, or None (unknown)."""
+        key = (path, *reference)  # a reference is a flat list of strings and ints
+        if key not in self._targets:
+            self._targets[key] = None  # a cycle of re-exports names nothing
+            self._targets[key] = self._resolve(path, reference, depth)
+        return self._targets[key]
+
+    def _resolve(self, path: str, reference: list[Any], depth: int) -> Target | None:
+        kind = reference[0]
+        if kind == "here":
+            return self.inheritance.method(path, reference[1])
+        if kind == "star":
+            return self._from_stars(path, reference[1], depth)
+        located = self.index.locate(path, reference[1], reference[2])
+        if located is None or located.file is None:
+            return None
+        return self._member(located.file, located.attributes, depth)
+
+    def _member(self, path: str, attributes: tuple[str, ...], depth: int) -> Target | None:
+        """The function `attributes` names in module `path`: defined there, re-exported from
+        another module, or bound by one of its `import *`."""
+        if not attributes or depth > _MAX_ALIASES:
+            return None
+        summary = self.summaries.get(path)
+        if summary is None:
+            if attributes[0] in self.names:
+                self.wanted.add(path)
+            return None
+        qualname = ".".join(attributes)
+        if any(qualname in summary[field] for field in _DEFINED):
+            return path, qualname
+        alias = summary["aliases"].get(attributes[0])
+        if alias is not None:
+            level, dotted = alias[1], ".".join((alias[2], *attributes[1:]))
+            return self._target(path, ["module", level, dotted], depth + 1)
+        if len(attributes) == 1:
+            return self._from_stars(path, attributes[0], depth)
+        return None
+
+    def _from_stars(self, path: str, name: str, depth: int) -> Target | None:
+        for level, module in reversed(self.summaries[path]["stars"]):
+            located = self.index.locate(path, level, module)
+            if located is not None and located.file is not None and not located.attributes:
+                found = self._member(located.file, (name,), depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    # Summaries, parsed or cached -------------------------------------------
+
+    def _summarize(self, path: str, source: bytes) -> None:
+        entry = summary_cache.entry(source, self.cache_directory)
+        summary = summary_cache.load(entry) if entry is not None else None
+        if summary is None:
+            from torchdev_lint.analysis.project.summaries import summarize  # LibCST: only on a miss
+
+            try:
+                summary = self.known.get(path) or summarize(self.parse(path, source), path)
+            except (SourceError, RecursionError):
+                self.unreadable.append(source)
+                if self.inputs is not None:
+                    self.inputs.summarized[path] = False
+                return
+            if entry is not None:
+                summary_cache.store(entry, summary)
+        self.summaries[path] = summary
+        if self.inputs is not None:
+            self.inputs.summarized[path] = True

@@ -1,0 +1,78 @@
+"""Where pass 1's summaries (`analysis/project/summaries.py`) are cached on disk, by the file's content.
+
+A summary is looked up before anything is parsed, so this module imports neither LibCST nor
+the summarizer: a warm run reads JSON only.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from torchdev_lint.analysis.project.pass_one_text import wants_summary
+
+FOLDER = "summaries"
+# Every field a cached summary must have (an entry written by an older tool lacks some).
+_FIELDS = frozenset(
+    {
+        "functions",
+        "sites",
+        "aliases",
+        "stars",
+        "counts",
+        "checkpoints",
+        "batches",
+        "loader_args",
+        "forwards",
+        "passed_on",
+        "classes",
+        "method_calls",
+        "saved_files",
+        "dataset_classes",
+        "dataset_items",
+        "dataset_calls",
+        "returns",
+        "cuda_defaults",
+        "constructions",
+    }
+)
+
+Summary = dict[str, Any]
+
+
+def entry(source: bytes, cache_directory: str | None) -> str | None:
+    """Where the summary of a file holding `source` is cached (None: no cache)."""
+    if cache_directory is None:
+        return None
+    from torchdev_lint.cache import summary_key
+
+    return entry_for_key(summary_key(source), cache_directory)
+
+
+def entry_for_key(key: str, cache_directory: str) -> str:
+    """Where the summary of key `key` (`cache.summary_key`) is cached."""
+    return os.path.join(cache_directory, FOLDER, key[:2], key + ".json")
+
+
+def load(path: str) -> Summary | None:
+    """The summary cached at `path`, or None when it is missing, unreadable or incomplete."""
+    from torchdev_lint.cache import load_json
+
+    data = load_json(path)
+    return data if isinstance(data, dict) and _FIELDS <= data.keys() else None
+
+
+def store(path: str, summary: Summary) -> None:
+    from torchdev_lint.cache import store_json
+
+    store_json(path, summary)
+
+
+def needs_parse(source: bytes, cache_directory: str | None) -> bool:
+    """Will pass 1 parse this checked file before any other is summarized: its text may hold a
+    fact of its own, and no summary of it is cached? (The runner then checks it first and
+    hands its summary to `project_facts`: one parse for both.)"""
+    if not wants_summary(source):
+        return False
+    path = entry(source, cache_directory)
+    return path is None or not os.path.exists(path)

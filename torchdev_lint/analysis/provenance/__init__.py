@@ -1,0 +1,1 @@
+"""Files: what the project saves and loads, from which memory, under which identity; what functions return."""
