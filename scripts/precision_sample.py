@@ -89,7 +89,10 @@ def run_check(project: Project, jobs: int) -> list[Finding]:
     command = [sys.executable, "-m", "torchdev_lint", "check", "--select", "ALL", "--no-cache"]
     command += ["--no-respect-gitignore", "--isolated", "--format", "json", "-q", "-j", str(jobs)]
     result = subprocess.run([*command, str(project.root)], capture_output=True, text=True, cwd=NEUTRAL_CWD)
-    if result.returncode not in (0, 1):
+    if result.returncode == 2 and result.stdout.strip():
+        # Files the checker could not read (one line each on stderr); the others were checked.
+        print(f"{project.label}: {result.stderr.strip()}", file=sys.stderr)
+    elif result.returncode not in (0, 1):
         raise SystemExit(f"check failed on {project.root}:\n{result.stderr}")
     return [
         Finding(
