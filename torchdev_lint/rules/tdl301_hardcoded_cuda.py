@@ -40,11 +40,11 @@ class HardcodedCuda(Rule):
         ## What it does
         Flags a CUDA device written into the code: `"cuda"`/`"cuda:N"` used as a device (`.to("cuda")`,
         `device="cuda"`, `torch.device("cuda")`, or assigned to a name that says device, `DEVICE = "cuda"`)
-        and `.cuda()`/`.cuda(i)`, in a function that neither checks
-        `torch.cuda.is_available()`/`torch.cuda.device_count()` nor takes a device parameter (a device-index
-        parameter does not excuse `.cuda(i)`: it still targets CUDA; a process rank counts only where the
-        function places data with it). For top-level code, the module as a whole must check availability. Also `"cuda"` in a conditional whose test does not say CUDA
-        is there (`"xpu" if xpu_ok() else "cuda"`). One finding per statement, however many uses it holds.
+        and `.cuda()`/`.cuda(i)`, in a function that neither checks `torch.cuda.is_available()`/
+        `torch.cuda.device_count()` nor takes a device parameter (a device-index parameter does not excuse
+        `.cuda(i)`: it still targets CUDA; a process rank counts only where the function places data with
+        it). For top-level code, the module as a whole must check availability. Also `"cuda"` in a
+        conditional whose test does not say CUDA is there (`"xpu" if xpu_ok() else "cuda"`). One finding per statement, however many uses it holds.
         Under a test of a tensor's own device (`if mask.is_cuda: filler = filler.cuda()`) the message says to
         follow it (`.to(mask.device)`): `.cuda()` picks the current GPU; on MPS/XPU they end up apart.
 
@@ -60,14 +60,16 @@ class HardcodedCuda(Rule):
           (`if not torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
           `torch.distributed.init_process_group("nccl")`, `torch.cuda.set_device(rank)`, or a call such as
           `init_distributed_mode(args)` of a function of the file that does one; in a file whose every
-          `init_process_group` uses NCCL, a return or raise unless the group is initialised, `if not
-          dist.is_initialized(): return` or through a helper of the file, `is_dist_avail_and_initialized()`,
-          `if get_world_size() == 1: return`, or a block under `if get_world_size() > 1:` (a size 1 without
-          a group: a library's, a helper's, or a module-level `size = 1` only functions rebind to one);
-          a claim in the statement itself, `torch.device("cuda", torch.cuda.current_device())`), tests
-          skipped without CUDA (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`,
-          `pytestmark`, `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and
-          private methods, through `self._helper()`) called only from such code, moves a test expects to fail
+          `init_process_group` uses NCCL (or a setting defaulting to it, `kwargs.get("backend", "nccl")`),
+          or that starts none in a project whose every start does, a return or raise unless the group is
+          initialised, `if not dist.is_initialized(): return` or through a helper of the file,
+          `is_dist_avail_and_initialized()`, `if get_world_size() == 1: return`, or a block under `if
+          get_world_size() > 1:` (a size 1 without a group: a library's, a helper's, or a module-level
+          `size = 1` only functions rebind to one); a claim in the statement itself,
+          `torch.device("cuda", torch.cuda.current_device())`), tests skipped without CUDA
+          (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
+          `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and private methods,
+          through `self._helper()`) called only from such code, moves a test expects to fail
           (`with self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:`
           that catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT,
           CuPy, apex, setGPU, a `*_cuda` extension) or build a CUDA extension (`cpp_extension.load` of `.cu`
@@ -124,9 +126,8 @@ class HardcodedCuda(Rule):
         not on every object with a `.cuda()` method; a string setting may become a `torch.device`. No fix for
         a default no construction overrides (whether the class should default to the CPU or to a choice is the
         author's), a GPU index (`"cuda:1"`, `.cuda(i)`: one variable cannot stand for a chosen GPU), a branch
-        of a conditional, a move that follows a tensor (its device is the answer), nor where the module does
-        not import `torch` itself.
-        """
+        of a conditional, a move that follows a tensor (its device is the answer), nor where the module
+        does not import `torch` itself."""
     invalid = (
         Invalid(
             """

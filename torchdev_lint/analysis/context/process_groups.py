@@ -7,7 +7,8 @@ comes from `dist.get_world_size()` (which raises without a group) or from a help
 that returns 1 whenever no group is initialised: the helper's value is 1 unless the group exists.
 `requirements.CudaRequirements` asks here: in a file whose every `init_process_group` uses NCCL,
 that group is NCCL's, and such code cannot meet a CPU-only machine (`torch.tensor(...,
-device="cuda")` for `dist.all_reduce` is right there).
+device="cuda")` for `dist.all_reduce` is right there). `is_nccl` and `nccl_by_default` tell a
+backend argument that names NCCL, or a setting whose default is NCCL.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import libcst as cst
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.bindings import unpacked, walk_bindings
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, resolve
+from torchdev_lint.syntax import positional
 
 _IS_INITIALIZED = "torch.distributed.is_initialized"
 _GET_WORLD_SIZE = "torch.distributed.get_world_size"
@@ -221,3 +223,23 @@ def _binds_locally(function: cst.FunctionDef, name: str) -> bool:
             return False
         found = found or any(isinstance(t, cst.Name) and t.value == name for t in unpacked(bound.target))
     return found
+
+
+def is_nccl(node: cst.BaseExpression) -> bool:
+    """`"nccl"` (or `"cuda:nccl"`), not a mixed `"cpu:gloo,cuda:nccl"`."""
+    if not isinstance(node, cst.SimpleString):
+        return False
+    text = node.evaluated_value
+    return isinstance(text, str) and "nccl" in text and "gloo" not in text
+
+
+def nccl_by_default(node: cst.BaseExpression) -> bool:
+    """`kwargs.get("backend", "nccl")`, `getattr(args, "backend", "nccl")`: NCCL unless configured."""
+    if not isinstance(node, cst.Call):
+        return False
+    args = positional(node)
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and len(args) == 2:
+        return is_nccl(args[1].value)
+    if isinstance(node.func, cst.Name) and node.func.value == "getattr" and len(args) == 3:
+        return is_nccl(args[2].value)
+    return False

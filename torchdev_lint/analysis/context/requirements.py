@@ -26,7 +26,7 @@ from torchdev_lint.analysis.context.cuda_only_code import (
     imports_cuda_only_inside,
 )
 from torchdev_lint.analysis.context.guards import CUDA_WORDS, name_words, says_missing, says_present
-from torchdev_lint.analysis.context.process_groups import Initialization
+from torchdev_lint.analysis.context.process_groups import Initialization, is_nccl, nccl_by_default
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.loops import bound_in
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, resolve
@@ -47,12 +47,15 @@ _CACHE = "_cuda_requirements"
 
 class GatingCallees(Protocol):
     """Facts from outside the file: which callees (`utils.init_distributed_mode`, as the
-    file writes them) stop the program where CUDA is missing, and whether the calls other
-    files make of a module-level function of this file all run only where CUDA is."""
+    file writes them) stop the program where CUDA is missing, whether the calls other
+    files make of a module-level function of this file all run only where CUDA is, and whether
+    every process group the project starts is NCCL's."""
 
     def gates(self, callee: str) -> bool: ...
 
     def called_with_cuda(self, function: str) -> bool | None: ...
+
+    def nccl_program(self) -> bool: ...
 
 
 def cuda_requirements(scope: Scope, path: str, facts: GatingCallees | None = None) -> CudaRequirements:
@@ -83,7 +86,7 @@ class CudaRequirements:
         self._nccl_names: set[str] = set()
         self._other_backend_names: set[str] = set()  # also assigned another string: `backend = "gloo"`
         self._process_groups: list[cst.Call] = []
-        self._nccl_only: bool | None = None
+        self._group_starts: list[bool] | None = None
         # Module-level names functions rebind through `global name`: the functions, by name.
         self._global_writers: dict[str, list[cst.FunctionDef]] = {}
         self._initialization = Initialization(
@@ -136,7 +139,7 @@ class CudaRequirements:
         elif kind is cst.Assign:
             value = node.value  # type: ignore[attr-defined]
             if type(value) is cst.SimpleString:
-                names = self._nccl_names if _is_nccl(value) else self._other_backend_names
+                names = self._nccl_names if is_nccl(value) else self._other_backend_names
                 names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)  # type: ignore[attr-defined]
             elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
                 self._module_only = True
@@ -349,28 +352,41 @@ class CudaRequirements:
         return found
 
     def _nccl_group(self, call: cst.Call, *, default: bool = False) -> bool:
-        """`init_process_group("nccl")`, or `backend=args.dist_backend` where the file assigns that
-        name `"nccl"` and no other string; with `default`, also a call naming no backend."""
+        """`init_process_group("nccl")`, a setting whose default is NCCL (`kwargs.get("backend",
+        "nccl")`), or `backend=args.dist_backend` where the file assigns that name `"nccl"` and no
+        other string; with `default`, also a call naming no backend."""
         backend = keyword(call, "backend")
         args = positional(call)
         value = backend.value if backend is not None else args[0].value if args else None
         if value is None:
             return default
         dotted = dotted_name(value)
-        return _is_nccl(value) or (
-            dotted is not None and dotted in self._nccl_names and dotted not in self._other_backend_names
+        return (
+            is_nccl(value)
+            or nccl_by_default(value)
+            or (dotted is not None and dotted in self._nccl_names and dotted not in self._other_backend_names)
         )
 
-    def _nccl_file(self) -> bool:
-        """The file starts a process group, and every one it starts uses NCCL."""
-        if self._nccl_only is None:
+    def group_starts(self) -> list[bool]:
+        """For each process group the file starts: does it use NCCL?"""
+        if self._group_starts is None:
             starters = apis(Fact.NCCL_GROUP)
             groups = [(call, self._resolve(call.func)) for call in self._process_groups]
-            groups = [(call, name) for call, name in groups if name == _PROCESS_GROUP or name in starters]
-            self._nccl_only = bool(groups) and all(
-                self._nccl_group(call, default=name in starters) for call, name in groups
-            )
-        return self._nccl_only
+            self._group_starts = [
+                self._nccl_group(call, default=name in starters)
+                for call, name in groups
+                if name == _PROCESS_GROUP or name in starters
+            ]
+        return self._group_starts
+
+    def _nccl_file(self) -> bool:
+        """The program's process groups use NCCL: the file starts some, all with NCCL; or it starts
+        none, and every one the project starts uses NCCL (`nccl_program`: a model's collective
+        helper in a project whose training scripts start NCCL groups)."""
+        starts = self.group_starts()
+        if starts:
+            return all(starts)
+        return self._facts is not None and self._facts.nccl_program()
 
     def _true_without_cuda(self, test: cst.BaseExpression) -> bool:
         """`test` holds on every machine without CUDA, so `if test: exit` lets only CUDA runs
@@ -461,14 +477,6 @@ def _last_name(func: cst.BaseExpression) -> str | None:
     if isinstance(func, cst.Attribute):
         return func.attr.value
     return func.value if isinstance(func, cst.Name) else None
-
-
-def _is_nccl(node: cst.BaseExpression) -> bool:
-    """`"nccl"` (or `"cuda:nccl"`), not a mixed `"cpu:gloo,cuda:nccl"`."""
-    if not isinstance(node, cst.SimpleString):
-        return False
-    text = node.evaluated_value
-    return isinstance(text, str) and "nccl" in text and "gloo" not in text
 
 
 def runs_later(function: cst.FunctionDef) -> bool:

@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     from torchdev_lint.analysis.project.parameters import Parameter
 
 
+NCCL = "nccl"
+
+
 class FileFacts(NamedTuple):
     """What a file's check learns from the rest of the project (see `analysis/project/parameter_facts.py`
     for the parameter boundaries)."""
@@ -42,6 +45,8 @@ class FileFacts(NamedTuple):
     # (function of this file, every call of it from other files runs only where CUDA is): for the
     # module-level functions other files of the project call (`analysis/context/cuda_callers.py`).
     cuda_callers: frozenset[tuple[str, bool]] = frozenset()
+    # `NCCL` when every process group the project starts uses NCCL (`analysis/context/project_groups.py`).
+    process_groups: frozenset[str] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
@@ -54,6 +59,10 @@ class FileFacts(NamedTuple):
             if name == function:
                 return gated
         return None
+
+    def nccl_program(self) -> bool:
+        """Does every process group the project starts use NCCL (at least one)?"""
+        return NCCL in self.process_groups
 
     def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
         """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""

@@ -2,7 +2,8 @@
 before parsing, since parsing every file of a project would cost more than checking it.
 
 `wants_summary`: can the text hold a fact of its own (a gate, a loader built, a checkpoint
-saved, a load in a derived class, a CUDA constructor default)? `may_gate`: can it hold a gate
+saved, a load in a derived class, a CUDA constructor default)? `may_test_group`: can it test for a
+process group (`analysis/context/project_groups.py`)? `may_gate`: can it hold a gate
 (a function that stops its caller where CUDA is missing)? `imports`: the modules its import lines name, to find the project files a checked
 file leads to without parsing it.
 """
@@ -50,6 +51,12 @@ def wants_summary(source: bytes) -> bool:
     if any(literal in source and pattern.search(source) for literal, pattern in _PARAMETER_TEXT):
         return True
     return bool(may_gate(source) or load_facts.may_need(source))
+
+
+def may_test_group(source: bytes) -> bool:
+    """Can the text test whether a process group is initialised (`dist.is_initialized()`, a world
+    size, a helper named for either)? Only such files receive the project's NCCL fact."""
+    return b"initialized" in source or b"world_size" in source
 
 
 def may_gate(source: bytes) -> bool:

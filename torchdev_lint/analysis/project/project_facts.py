@@ -28,8 +28,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchdev_lint.analysis.context.cuda_callers import cuda_callers, file_callers
+from torchdev_lint.analysis.context.project_groups import nccl_program
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
-from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
+from torchdev_lint.analysis.project.file_facts import NCCL, FileFacts, ProjectFacts
 from torchdev_lint.analysis.project.index import ProjectIndex
 from torchdev_lint.analysis.project.inheritance import Inheritance
 from torchdev_lint.analysis.project.parameter_facts import (
@@ -40,7 +41,7 @@ from torchdev_lint.analysis.project.parameter_facts import (
     moving_parameters,
     pinned_parameters,
 )
-from torchdev_lint.analysis.project.pass_one_text import imports, wants_summary
+from torchdev_lint.analysis.project.pass_one_text import imports, may_test_group, wants_summary
 from torchdev_lint.analysis.provenance import load_facts
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_source
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     pass
 
 _MAX_ALIASES = 8
+NCCL_ONLY = frozenset({NCCL})
 # The summary fields that name a function of the file.
 _DEFINED = (
     "functions",
@@ -163,6 +165,7 @@ class _Pass:
         self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
         self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
+        self.group_tests: set[str] = set()  # checked files whose text may test for a process group
         self._targets: dict[tuple[Any, ...], Target | None] = {}
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
         # checking part of an installed package must not read the rest of it.
@@ -178,6 +181,8 @@ class _Pass:
             source = self._read(current)
             if source is None:
                 continue
+            if current in self.checked and may_test_group(source):
+                self.group_tests.add(current)
             if wants_summary(source):
                 self._summarize(current, source)
             else:
@@ -220,6 +225,11 @@ class _Pass:
             facts = constructor_facts.with_defaults(
                 facts, self.summaries, self._target, self.unreadable, self.index
             )
+            if nccl_program(self.summaries.values(), self.unreadable):  # only where a test may ask
+                facts |= {
+                    path: facts.get(path, FileFacts())._replace(process_groups=NCCL_ONLY)
+                    for path in self.group_tests
+                }
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
             if fresh:
@@ -260,6 +270,8 @@ class _Pass:
             found = constructor_facts.with_defaults(
                 {path: found}, self.summaries, self._target, self.unreadable, self.index
             )[path]
+            if nccl_program(self.summaries.values(), self.unreadable):
+                found = found._replace(process_groups=NCCL_ONLY)
         finally:
             if saved is None:
                 del self.summaries[path]

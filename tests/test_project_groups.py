@@ -1,0 +1,89 @@
+"""A collective helper in a project whose process groups are all NCCL's (issue 23): `if
+dist.is_initialized(): n = torch.tensor(k).cuda()` in a model file runs only with a group, and every
+group the project's scripts start uses NCCL (by default: `kwargs.get("backend", "nccl")`), so the
+`.cuda()` cannot meet a machine without CUDA. A start with another backend, a file pass 1 cannot
+parse that names `init_process_group`, or a check of the model's folder alone keeps the finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from multifile import findings, write_files
+
+from torchdev_lint.cache import ResultCache
+
+_HELPER = """
+import torch
+import torch.distributed as dist
+
+def mean_over_ranks(y):
+    if dist.is_initialized():
+        n = torch.tensor(y.size(0)).cuda()
+        dist.all_reduce(n)
+        return y.sum(0) / n
+    return y.mean(0)
+"""
+_TRAIN = """
+import os
+import torch.distributed as dist
+
+def main(**kwargs):
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        dist.init_process_group(backend=BACKEND, init_method="env://")
+"""
+_FOUND = ["model/stats.py:7 TDL301"]
+
+
+@pytest.mark.parametrize(
+    "backend", ['kwargs.get("backend", "nccl")', 'getattr(kwargs["args"], "dist_backend", "nccl")', '"nccl"']
+)
+def test_a_helper_under_an_initialised_group_of_an_nccl_project_is_cuda_only(
+    tmp_path: Path, backend: str
+) -> None:
+    write_files(tmp_path, {"model/stats.py": _HELPER, "train.py": _TRAIN.replace("BACKEND", backend)})
+    assert findings(tmp_path, ["TDL301"]) == []
+    assert findings(tmp_path, ["TDL301"], jobs=2) == []
+
+
+@pytest.mark.parametrize("backend", ['kwargs.get("backend")', '"gloo"', 'kwargs.get("backend", "gloo")'])
+def test_another_or_an_unknown_backend_keeps_the_finding(tmp_path: Path, backend: str) -> None:
+    write_files(tmp_path, {"model/stats.py": _HELPER, "train.py": _TRAIN.replace("BACKEND", backend)})
+    assert findings(tmp_path, ["TDL301"]) == _FOUND
+
+
+def test_one_start_with_another_backend_among_nccl_ones_keeps_the_finding(tmp_path: Path) -> None:
+    files = {
+        "model/stats.py": _HELPER,
+        "train.py": _TRAIN.replace("BACKEND", '"nccl"'),
+        "evaluate_cpu.py": _TRAIN.replace("BACKEND", '"gloo"'),
+    }
+    write_files(tmp_path, files)
+    assert findings(tmp_path, ["TDL301"]) == _FOUND
+
+
+def test_an_unparsable_file_naming_a_group_start_keeps_the_finding(tmp_path: Path) -> None:
+    broken = "import torch.distributed as dist\ndist.init_process_group(backend='gloo'\n"
+    write_files(tmp_path, {"model/stats.py": _HELPER, "train.py": _TRAIN.replace("BACKEND", '"nccl"')})
+    (tmp_path / "evaluate_cpu.py").write_text(broken)
+    assert findings(tmp_path, ["TDL301"], "model/stats.py", "train.py", "evaluate_cpu.py") == _FOUND
+
+
+def test_the_model_folder_checked_alone_keeps_the_finding(tmp_path: Path) -> None:
+    write_files(tmp_path, {"model/stats.py": _HELPER, "train.py": _TRAIN.replace("BACKEND", '"nccl"')})
+    assert findings(tmp_path, ["TDL301"], "model/stats.py") == _FOUND
+
+
+def test_a_file_starting_groups_of_its_own_is_judged_by_them(tmp_path: Path) -> None:
+    own_gloo = _HELPER + "\ndef setup():\n    dist.init_process_group('gloo')\n"
+    write_files(tmp_path, {"model/stats.py": own_gloo, "train.py": _TRAIN.replace("BACKEND", '"nccl"')})
+    assert findings(tmp_path, ["TDL301"]) == _FOUND
+
+
+def test_a_cached_finding_comes_back_when_a_script_changes_its_backend(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    write_files(project, {"model/stats.py": _HELPER, "train.py": _TRAIN.replace("BACKEND", '"nccl"')})
+    cache = ResultCache(str(tmp_path / "cache"))
+    assert findings(project, ["TDL301"], cache=cache) == []
+    (project / "train.py").write_text((project / "train.py").read_text().replace('"nccl"', '"gloo"'))
+    assert findings(project, ["TDL301"], cache=cache) == _FOUND
