@@ -45,18 +45,18 @@ class LoaderWithoutPinMemory(Rule):
         behind or before dtype casts: `x.float().to(device)`). The loader is followed to the loops that
         iterate it, directly or through wrapper calls (`enumerate`, `zip`, `tqdm(loader)`,
         `logger.log_every(loader, n)`), and to batches drawn with `next()` on each pass of a loop (`x, y =
-        next(it)` with `it = iter(loader)` or `cycle(loader)`). A loader that leaves the function (returned,
-        passed on, stored) is flagged when the file moves batches of a loader of unknown origin (a parameter
-        or attribute named like a loader), or when it is passed to a project function, in any file, that
-        moves that parameter's batches to a device. Not flagged: loaders given `pin_memory` or `**kwargs`,
-        or whose `pin_memory` the author commented out (`# pin_memory=True` in the call or its line: a
-        decision about that loader); loaders whose batches are never moved (or only to the CPU, or only
-        cast), or whose moved batches are bound to a name the function never reads (`x_gpu = x.to(device)`,
-        the model given `x`); loaders handed to a library that puts batches on the device itself
-        (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`) and, in a file that does so, moves of
-        loaders of unknown origin; loaders over data already on a device (a `TensorDataset` of tensors moved
-        or created there, a dataset class of the file or a `collate_fn` that moves data to a device), where
-        pinning would raise.
+        next(it)` with `it = iter(loader)` or `cycle(loader)`), also through a `self` attribute the class
+        assigns. A loader that leaves the function (returned, passed on, stored) is flagged when the file
+        moves batches of a loader of unknown origin (a parameter, an attribute assigned elsewhere), or when it
+        is passed to a project function, in any file, that moves its batches. Not flagged: loaders given
+        `pin_memory` or `**kwargs`, or whose `pin_memory` the author commented out (`# pin_memory=True` in the
+        call or its line: a decision about that loader); loaders whose batches are never moved (or only to the
+        CPU, or only cast), or whose moved batches are bound to a name the function never reads (`x_gpu =
+        x.to(device)`, the model given `x`); loaders handed to a library that puts batches on the device
+        itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`) and, in a file that does so,
+        moves of loaders of unknown origin; loaders over data already on a device (a `TensorDataset` of
+        tensors moved or created there, a dataset class of the file or a `collate_fn` that moves data to a
+        device), where pinning would raise.
 
         ## Why it matters
         A copy from ordinary (pageable) host memory to the GPU is staged through a pinned buffer by the
@@ -353,7 +353,7 @@ class LoaderWithoutPinMemory(Rule):
                     net(inputs.cuda(), labels.to("cuda")).backward()
             """,
         ),
-        # A batch drawn with `next()` on each step, from a loader kept behind a generator.
+        # A batch drawn with `next()` on each step, from a loader kept behind a generator (not the other).
         Invalid(
             """
             from torch.utils.data import DataLoader
@@ -361,6 +361,7 @@ class LoaderWithoutPinMemory(Rule):
             class Scorer:
                 def __init__(self, samples):
                     self.train_dl = cycle(DataLoader(samples, batch_size=8))
+                    self.valid_dl = cycle(DataLoader(samples, batch_size=8))  # never drawn
 
                 def score(self, net, device, steps):
                     for _ in range(steps):

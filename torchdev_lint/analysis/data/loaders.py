@@ -20,8 +20,9 @@ from torchdev_lint.analysis.context.guards import is_availability_call
 from torchdev_lint.analysis.knowledge.devices import as_move
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.project.parameters import Parameter, parameter_of
-from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, open_scope, resolve
 from torchdev_lint.analysis.syntax.walk import first
+from torchdev_lint.analysis.values.module_classes import attribute_assignments, instance_name
 from torchdev_lint.syntax import argument, has_star, keyword, keyword_is_true
 
 DATALOADER_CLASSES = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -96,6 +97,28 @@ def _bound_values(node: cst.BaseExpression, scope: Scope) -> list[tuple[cst.Base
     """The values every binding of a name assigns, or None when any binding is opaque."""
     found = assigned_values(node, scope)
     return None if found is None else [(value, found[1]) for value in found[0]]
+
+
+def _self_attribute_values(
+    node: cst.Attribute, scope: Scope
+) -> list[tuple[cst.BaseExpression, Scope]] | None:
+    """`self.dl` in a method: what the class's methods assign to `self.dl` (`self.dl =
+    cycle(DataLoader(...))` in `__init__`), each with its method's scope; None when unknown (not
+    an attribute of `self`, assigned nowhere in the class, or also in a way not followed)."""
+    owner = scope.owner
+    cls = owner.parent
+    if (
+        not isinstance(node.value, cst.Name)
+        or not isinstance(owner.node, cst.FunctionDef)
+        or cls is None
+        or not isinstance(cls.node, cst.ClassDef)
+        or instance_name(owner.node) != node.value.value
+    ):
+        return None
+    found = attribute_assignments(cls.node, node.attr.value)
+    if not found:
+        return None
+    return [(value, open_scope(method, cls) or cls) for method, value in found]
 
 
 def is_loader(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
@@ -215,7 +238,12 @@ def loader_origin(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Loa
         return LoaderOrigin(parameters=(parameter,))
     origin = LoaderOrigin()
     sources = [arg for arg in _wrapped(node, scope) if is_loader(arg, scope)]
-    values = [(source, scope) for source in sources] if sources else _bound_values(node, scope)
+    if sources:
+        values: list[tuple[cst.BaseExpression, Scope]] | None = [(source, scope) for source in sources]
+    elif isinstance(node, cst.Attribute):
+        values = _self_attribute_values(node, scope)
+    else:
+        values = _bound_values(node, scope)
     if values is None:
         return LoaderOrigin(untraced=True)
     for value, owner in values:
