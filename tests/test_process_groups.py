@@ -70,3 +70,13 @@ def test_a_gloo_group_elsewhere_in_the_file_keeps_the_finding() -> None:
 def test_a_module_size_never_rebound_is_no_gate() -> None:
     source = _PROGRAM.format(size="dist.get_world_size()", parameter="").replace("    global replicas\n", "")
     assert _lines(source) == [13]  # one line up: the `global` statement is gone
+
+
+@pytest.mark.parametrize("spelling", ["0x2", "0b10", "0o2", "2_0"])
+def test_sizes_in_other_integer_spellings(spelling: str) -> None:
+    """Hex, binary, octal and grouped literals are read as numbers, not text (ultralytics' `if a < 0xFF:`
+    crashed pass 1): `0x2` is 2 like `2`; `2_0` is 20, which proves nothing."""
+    source = _PROGRAM.format(size="dist.get_world_size()", parameter="").replace(
+        "replicas < 2", f"replicas < {spelling}"
+    )
+    assert _lines(source) == ([14] if spelling == "2_0" else [])

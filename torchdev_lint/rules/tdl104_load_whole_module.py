@@ -42,7 +42,8 @@ class LoadWholeModule(Rule):
         ## What it does
         Flags a `torch.load(...)` call whose result is used as a module: called (`torch.load(p)(x)`),
         or given `.eval()`, `.train()`, `.parameters()`, `.forward()` and other methods only modules
-        have, or moved by a bare `model.to(device)` statement; directly or through a name that is
+        have, or moved by a bare `model.to(device)` statement, or declared a module
+        (`net: nn.Module = torch.load(p)`); directly or through a name that is
         bound only to `torch.load` results in the function (a name rebound from the path it
         loads, `ckpt = torch.load(ckpt)`, counts), or through a name that is also bound to
         something else (the module it was built as, saved just before) at a use that
@@ -95,6 +96,17 @@ class LoadWholeModule(Rule):
             torch.load(path, weights_only=False).to(device).eval()
             """,
             lines=(2, 4, 5),
+        ),
+        # Declared a module where it is bound, then only its state taken.
+        Invalid(
+            """
+            import torch
+
+            def restore(policy, path, device):
+                loaded: torch.nn.Module = torch.load(path, map_location=device)
+                policy.load_state_dict(loaded.state_dict())
+            """,
+            lines=(4,),
         ),
         Invalid(
             """

@@ -52,22 +52,22 @@ class CreateThenMove(Rule):
         on the host even when given `device=`, and `torch.as_tensor` aliases an array or tensor:
         there `device=` makes the same host tensor and the same copy, so neither is flagged.
 
-        Setup code that runs once is not flagged either: one allocation more cannot matter
-        there. That is code in a function named for setup (`__init__`, `_init_weights`,
-        `_setup_train`, `distributed_init`, an availability probe such as `_is_fp16_available`,
-        a conversion for deployment such as `switch_to_deploy` or `_fuse_bn_tensor`;
-        not `init_hidden` or `init_state`, which run per batch), in a private helper the file
-        calls only from setup code or lists only in a registry named for setup
-        (`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`),
-        state made on first use and kept (under `if not hasattr(self, "pool"):`,
-        `if self.cache is None:`, an optimizer's `if len(state) == 0:`, or
-        `if k not in self.means:` whose body stores `self.means[k] = ...`: made once per key;
-        a guard over a local dict, or whose body does not store under that key, is not
-        exempt), a dummy input for an export or trace (inside an exporter class or function, or a name
-        handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`, a lambda traced once),
-        and a tensor registered as model state on the spot (`register_buffer(name, ...)`,
-        `nn.Parameter(...)`). Masks, padding and buffers built in `forward`, in a training step
-        or per call of a helper are what the rule is for.
+        Setup code that runs once is not flagged either: one allocation more cannot matter there.
+        That is code in a function named for setup (`__init__`, `_init_weights`, `_setup_train`,
+        `distributed_init`, an availability probe such as `_is_fp16_available`, a conversion for
+        deployment such as `switch_to_deploy` or `_fuse_bn_tensor`; not `init_hidden` or
+        `init_state`, which run per batch), in a function whose result is cached
+        (`@cached_property`, `@lru_cache`: once per instance or arguments), in a private helper the
+        file calls only from setup code or lists only in a registry named for setup
+        (`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`), state made on first use and
+        kept (under `if not hasattr(self, "pool"):`, `if self.cache is None:`, an optimizer's `if
+        len(state) == 0:`, or `if k not in self.means:` whose body stores `self.means[k] = ...`:
+        made once per key; a guard over a local dict, or whose body does not store under that key,
+        is not exempt), a dummy input for an export or trace (inside an exporter class or function,
+        or a name handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`,
+        `convert_to_onnx(...)`, a lambda traced once), and a tensor registered as model state on the
+        spot (`register_buffer(name, ...)`, `nn.Parameter(...)`). Masks, padding and buffers built
+        in `forward`, in a training step or per call of a helper are what the rule is for.
 
         ## Why it matters
         The tensor is first allocated and filled on the CPU, then copied over the PCIe bus and the CPU copy

@@ -357,7 +357,6 @@ class LoaderWithoutPinMemory(Rule):
         Invalid(
             """
             from torch.utils.data import DataLoader
-
             class Scorer:
                 def __init__(self, samples):
                     self.train_dl = cycle(DataLoader(samples, batch_size=8))
@@ -368,7 +367,7 @@ class LoaderWithoutPinMemory(Rule):
                         inputs, _ = next(self.train_dl)
                         net(inputs.to(device))
             """,
-            lines=(5,),
+            lines=(4,),
         ),
     )
     valid = (

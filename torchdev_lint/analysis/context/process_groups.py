@@ -87,9 +87,9 @@ class Initialization:
             return False
         left, target = test.left, test.comparisons[0]
         right, operator = target.comparator, type(target.operator)
-        if isinstance(right, cst.Integer) and (operator, int(right.value)) in size_first:
+        if isinstance(right, cst.Integer) and (operator, right.evaluated_value) in size_first:
             return self._one_unless_initialized(left)
-        if isinstance(left, cst.Integer) and (operator, int(left.value)) in size_second:
+        if isinstance(left, cst.Integer) and (operator, left.evaluated_value) in size_second:
             return self._one_unless_initialized(right)
         return False
 

@@ -4,7 +4,8 @@
 (`__init__`, `_init_weights`, `_setup_train`, an availability probe, a conversion for
 deployment such as `switch_to_deploy` or `_fuse_bn_tensor`), in a first-use branch
 (`if not hasattr(self, "queue"):`, `if len(state) == 0:`, `if k not in self.d:` storing
-`self.d[k]`), in a private helper that this
+`self.d[k]`), in a function whose result is cached (`@cached_property`, `@lru_cache`: once per
+instance or arguments), in a private helper that this
 file calls only from such code or lists only in a registry named for setup
 (`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`), a dummy input for an
 export or trace (made in an exporter, or passed to `export_onnx(model, im)`,
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from torchdev_lint.analysis.context.guards import name_words
+from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, resolve
 from torchdev_lint.analysis.syntax.walk import children, walk
 
@@ -81,7 +83,7 @@ def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
     export, in a first-use branch of its function, in a lambda handed to an export or trace call, or in a
     private helper called only from such code."""
     functions = [node for node in ancestors if isinstance(node, cst.FunctionDef)]
-    if any(_names_setup(function.name.value) for function in functions):
+    if any(_names_setup(function.name.value) or _cached(function, scope) for function in functions):
         return True
     owners = [node.name.value for node in ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
     if any(_EXPORT_WORDS & name_words(owner) for owner in owners):
@@ -101,6 +103,16 @@ def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
         and _private(functions[-1].name.value)
         and _setup_callers(scope).called_only_at_setup(functions[-1])
     )
+
+
+def _cached(function: cst.FunctionDef, scope: Scope) -> bool:
+    """`@cached_property`, `@lru_cache(...)`: the body runs once per instance or arguments."""
+    for decorator in function.decorators:
+        target = decorator.decorator
+        target = target.func if isinstance(target, cst.Call) else target
+        if resolve(target, scope) in apis(Fact.CACHED_RESULT):
+            return True
+    return False
 
 
 def _setup_callers(scope: Scope) -> _SetupCallers:

@@ -44,6 +44,9 @@ class Fact(Enum):
     NCCL_GROUP = "starts an NCCL process group"
     # Returns the process group's size, 1 whenever no group is initialised (`process_groups`).
     WORLD_SIZE = "world size, 1 without a process group"
+    # A decorator whose function runs once per instance or per arguments, its result kept: the
+    # body is setup code (`setup_code`).
+    CACHED_RESULT = "result computed once and cached"
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,19 @@ def wrap(model, distributed):
     else:
         return DataParallel(model)
 """
+_CACHED = """\
+import torch
+{imports}
+
+class Embedder:
+    def __init__(self, model, device):
+        self.model, self.device = model, device
+
+    @{decorator}
+    def dimension(self):
+        probe = torch.rand(1, 16000).to(self.device)
+        return self.model(probe).shape[-1]
+"""
 
 
 def _k2(call: str, why: str, fact: Fact = Fact.HOST_RESULT) -> Model:
@@ -153,6 +169,12 @@ def _cuda_only(api: str, why: str) -> Model:
 
 def _placing(api: str, why: str) -> Model:
     return Model(api, Fact.PLACES_BATCHES, why, _PLACED.format(api=api), ("TDL204", 5))
+
+
+def _cached(api: str, decorator: str, why: str) -> Model:
+    module, name = api.rsplit(".", 1)
+    example = _CACHED.format(imports=f"from {module} import {name}", decorator=decorator)
+    return Model(api, Fact.CACHED_RESULT, why, example, ("TDL203", 10))
 
 
 MODELS: tuple[Model, ...] = (
@@ -231,6 +253,11 @@ MODELS: tuple[Model, ...] = (
         "def restore(folder):\n    return torch.load(get_optim_files(folder)[0], weights_only=False)\n",
         ("TDL102", 5),
     ),
+    _cached(
+        "functools.cached_property", "cached_property", "computed on first access, then kept per instance"
+    ),
+    _cached("functools.cache", "cache", "computed once per arguments, then returned from the cache"),
+    _cached("functools.lru_cache", "lru_cache(maxsize=None)", "computed once per arguments while cached"),
     Model(
         "dora.distrib.init",
         Fact.NCCL_GROUP,

@@ -18,6 +18,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.knowledge.torch_api import MODULE_ONLY_METHODS, MOVE_METHODS, SAME_KIND_METHODS
 from torchdev_lint.analysis.provenance.checkpoint_loads import UseIndex
+from torchdev_lint.analysis.syntax.bindings import walk_bindings
 from torchdev_lint.analysis.syntax.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.syntax.scopes import (
     Binding,
@@ -29,6 +30,7 @@ from torchdev_lint.analysis.syntax.scopes import (
 )
 from torchdev_lint.analysis.values.kinds import (
     is_called,
+    is_module_class,
     is_self_move,
     moved_in_place,
     statement_calls,
@@ -310,5 +312,18 @@ def _loads_reaching(
 
 
 def used_as_module_here(key: str, scope: Scope) -> bool:
-    """Module use of `key` in the scope: module-only method, called, or moved in place."""
-    return used_as_module(key, scope) or is_called(key, scope) or moved_in_place(key, scope)
+    """Module use of `key` in the scope: module-only method, called, moved in place, or
+    declared a module (`net: nn.Module = torch.load(path)`)."""
+    return (
+        used_as_module(key, scope)
+        or is_called(key, scope)
+        or moved_in_place(key, scope)
+        or any(
+            bound.kind == "annotation"
+            and isinstance(bound.target, cst.Name)
+            and bound.target.value == key
+            and isinstance(bound.node, cst.AnnAssign)
+            and is_module_class(resolve(bound.node.annotation.annotation, scope), scope)
+            for bound in walk_bindings(scope_body(scope.node), expressions=False)
+        )
+    )
