@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis.context.entry_points import untimed_code
 from torchdev_lint.analysis.context.setup_code import runs_once
 from torchdev_lint.analysis.knowledge.devices import as_move
-from torchdev_lint.analysis.provenance.checkpoint_loads import is_test_code
 from torchdev_lint.analysis.values.factory_chains import factory_chain, fix_risk, on_device
 from torchdev_lint.analysis.values.host_data import factory_creates_on_cpu
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
@@ -31,20 +31,20 @@ class CreateThenMove(Rule):
     triggers = (".to(", ".cuda(")
     docs = """
         ## What it does
-        Flags a tensor factory (`torch.zeros`, `ones`, `empty`, `full`, `rand`, `randn`, `randint`,
-        `arange`, `linspace`, `eye`, `tensor`, `zeros_like`, ...) whose result is immediately moved to a
-        device in the same chain: `torch.zeros(3).to(device)`, `torch.randn(2, 2).cuda()`, also after dtype
-        casts or arithmetic with Python numbers made on the CPU on the way: `torch.zeros(n).long().cuda()`,
-        `torch.arange(n).float().to(d)`, `(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)`
-        (a number: a literal, `len(...)`, `x.size(0)`, `x.shape[1]`, `.item()`, a parameter annotated
-        `int`/`float`, a name bound only to one). Not flagged: casts to a dtype only, arithmetic with a
-        tensor or an operand not known to be a number (`(torch.arange(n) + x).cuda()`), moves to another
-        tensor (`.to(other)`), moves to the CPU, factories already given `device=`,
-        `torch.from_numpy(a).to(d)` (it has no `device=`), a factory drawing from an explicit `generator=`
-        (a CPU generator cannot fill device memory), and test code. A `*_like(x)` factory creates its tensor
-        where `x` lives, so it is flagged only where `x` is known to be on the CPU; a move to the device the
-        source already has (`zeros_like(x).to(x.device)`, `torch.tensor(t).to(t.device)`) is a no-op and
-        never flagged.
+        Flags a tensor factory (`torch.zeros`, `ones`, `empty`, `full`, `rand`, `randn`, `randint`, `arange`,
+        `linspace`, `eye`, `tensor`, `zeros_like`, ...) whose result is immediately moved to a device in the
+        same chain: `torch.zeros(3).to(device)`, `torch.randn(2, 2).cuda()`, also after dtype casts or
+        arithmetic with Python numbers made on the CPU on the way: `torch.zeros(n).long().cuda()`,
+        `torch.arange(n).float().to(d)`, `(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)` (a
+        number: a literal, `len(...)`, `x.size(0)`, `x.shape[1]`, `.item()`, a parameter annotated
+        `int`/`float`, a name bound only to one). Not flagged: casts to a dtype only, arithmetic with a tensor
+        or an operand not known to be a number (`(torch.arange(n) + x).cuda()`), moves to another tensor
+        (`.to(other)`), moves to the CPU, factories already given `device=`, `torch.from_numpy(a).to(d)` (it
+        has no `device=`), a factory drawing from an explicit `generator=` (a CPU generator cannot fill device
+        memory), test code and the `if __name__ == "__main__":` demo of a module the project imports (checked
+        with its project). A `*_like(x)` factory creates its tensor where `x` lives, so it is flagged only
+        where `x` is known to be on the CPU; a move to the device the source already has
+        (`zeros_like(x).to(x.device)`, `torch.tensor(t).to(t.device)`) is a no-op and never flagged.
 
         `torch.tensor(data)` is flagged only where `data` is known to be a NumPy array or a CPU
         tensor, which it copies once more on the host before the move. Of Python data (a list,
@@ -586,8 +586,8 @@ class CreateThenMove(Rule):
         chain = factory_chain(move.receiver, self.ctx.scope)
         if chain is None:
             return
-        if is_test_code(self.ctx.path, self.ctx.ancestors, self.ctx.scope):
-            return  # a test's speed does not matter; its tensors are built the way it reads best
+        if untimed_code(self.ctx):
+            return  # a test's or a package module's demo's speed does not matter
         if runs_once(self.ctx):
             return  # setup run once: nothing measurable to save
         if not factory_creates_on_cpu(chain.factory, chain.name, move.device_node, self.ctx):

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 
 NCCL = "nccl"
+IMPORTED = "imported"
 
 
 class FileFacts(NamedTuple):
@@ -47,6 +48,8 @@ class FileFacts(NamedTuple):
     cuda_callers: frozenset[tuple[str, bool]] = frozenset()
     # `NCCL` when every process group the project starts uses NCCL (`analysis/context/project_groups.py`).
     process_groups: frozenset[str] = frozenset()
+    # `IMPORTED` when another file of the project imports this module (`analysis/context/entry_points.py`).
+    roles: frozenset[str] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
@@ -63,6 +66,10 @@ class FileFacts(NamedTuple):
     def nccl_program(self) -> bool:
         """Does every process group the project starts use NCCL (at least one)?"""
         return NCCL in self.process_groups
+
+    def imported_by_project(self) -> bool:
+        """Does another file of the project import this module (it is part of a package)?"""
+        return IMPORTED in self.roles
 
     def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
         """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""

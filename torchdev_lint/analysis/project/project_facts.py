@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from torchdev_lint.analysis.context.cuda_callers import cuda_callers, file_callers
 from torchdev_lint.analysis.context.project_groups import nccl_program
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
-from torchdev_lint.analysis.project.file_facts import NCCL, FileFacts, ProjectFacts
+from torchdev_lint.analysis.project.file_facts import IMPORTED, NCCL, FileFacts, ProjectFacts
 from torchdev_lint.analysis.project.index import ProjectIndex
 from torchdev_lint.analysis.project.inheritance import Inheritance
 from torchdev_lint.analysis.project.parameter_facts import (
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 _MAX_ALIASES = 8
 NCCL_ONLY = frozenset({NCCL})
+IMPORTED_ROLE = frozenset({IMPORTED})
 # The summary fields that name a function of the file.
 _DEFINED = (
     "functions",
@@ -166,6 +167,8 @@ class _Pass:
         self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
         self.group_tests: set[str] = set()  # checked files whose text may test for a process group
+        self.main_blocks: set[str] = set()  # checked files whose text may hold `if __name__ == "__main__":`
+        self.imported: set[str] = set()  # files another file of the project imports
         self._targets: dict[tuple[Any, ...], Target | None] = {}
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
         # checking part of an installed package must not read the rest of it.
@@ -183,12 +186,16 @@ class _Pass:
                 continue
             if current in self.checked and may_test_group(source):
                 self.group_tests.add(current)
+            if current in self.checked and b"__main__" in source:
+                self.main_blocks.add(current)
             if wants_summary(source):
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
             for level, dotted in imports(source):
                 located = self.index.locate(current, level, dotted)
+                if located is not None and located.file is not None and located.file != current:
+                    self.imported.add(located.file)
                 if located is not None and located.file is not None and located.file not in self.checked:
                     work.append(located.file)
 
@@ -230,6 +237,10 @@ class _Pass:
                     path: facts.get(path, FileFacts())._replace(process_groups=NCCL_ONLY)
                     for path in self.group_tests
                 }
+            facts |= {  # a module of the package: its `__main__` block is a demo, not the program
+                path: facts.get(path, FileFacts())._replace(roles=IMPORTED_ROLE)
+                for path in self.main_blocks & self.imported
+            }
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
             if fresh:
@@ -272,6 +283,8 @@ class _Pass:
             )[path]
             if nccl_program(self.summaries.values(), self.unreadable):
                 found = found._replace(process_groups=NCCL_ONLY)
+            if path in self.imported:
+                found = found._replace(roles=IMPORTED_ROLE)
         finally:
             if saved is None:
                 del self.summaries[path]
