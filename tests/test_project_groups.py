@@ -87,3 +87,67 @@ def test_a_cached_finding_comes_back_when_a_script_changes_its_backend(tmp_path:
     assert findings(project, ["TDL301"], cache=cache) == []
     (project / "train.py").write_text((project / "train.py").read_text().replace('"nccl"', '"gloo"'))
     assert findings(project, ["TDL301"], cache=cache) == _FOUND
+
+
+_DIST_UTILS = """
+import torch.distributed as dist
+
+def is_dist_avail_and_initialized():
+    if not dist.is_available():
+        return False
+    if not dist.is_initialized():
+        return False
+    return True
+
+def get_world_size():
+    if not is_dist_avail_and_initialized():
+        return 1
+    return dist.get_world_size()
+"""
+_METER = """
+import torch
+import torch.distributed as dist
+from proj.utils import dist_utils
+
+class Meter:
+    def synchronize(self):
+        if not dist_utils.is_dist_avail_and_initialized():
+            return
+        t = torch.tensor([self.count, self.total], device="cuda")
+        dist.all_reduce(t)
+
+def total(x):
+    if dist_utils.get_world_size() > 1:
+        x = x.cuda()
+        dist.all_reduce(x)
+    return x
+"""
+_METER_FOUND = ["proj/model/meter.py:10 TDL301", "proj/model/meter.py:15 TDL301"]
+_PACKAGE = {"proj/__init__.py": "", "proj/utils/__init__.py": "", "proj/model/__init__.py": ""}
+
+
+def test_group_tests_imported_from_another_module_of_an_nccl_project(tmp_path: Path) -> None:
+    files = {
+        **_PACKAGE,
+        "proj/utils/dist_utils.py": _DIST_UTILS,
+        "proj/model/meter.py": _METER,
+        "train.py": _TRAIN.replace("BACKEND", '"nccl"'),
+    }
+    write_files(tmp_path, files)
+    assert findings(tmp_path, ["TDL301"]) == []
+    assert (
+        findings(tmp_path, ["TDL301"], "proj/model/meter.py", "train.py") == []
+    )  # the helpers' module read too
+    assert findings(tmp_path, ["TDL301"], "proj/model/meter.py") == _METER_FOUND  # no group start seen
+
+
+def test_an_imported_helper_that_does_not_test_the_group_keeps_the_findings(tmp_path: Path) -> None:
+    always = _DIST_UTILS.replace("    if not dist.is_initialized():\n        return False\n", "")
+    files = {
+        **_PACKAGE,
+        "proj/utils/dist_utils.py": always,
+        "proj/model/meter.py": _METER,
+        "train.py": _TRAIN.replace("BACKEND", '"nccl"'),
+    }
+    write_files(tmp_path, files)
+    assert findings(tmp_path, ["TDL301"]) == _METER_FOUND

@@ -55,25 +55,25 @@ class HardcodedCuda(Rule):
         `__init__.py` (users construct it), nor a construction passing `**kwargs` or run only with CUDA.
 
         Not flagged:
-        - code that runs only where CUDA is: after a gate in the same function or a caller in the same file
-          (or, for a module-level function, in every caller the project's other files hold)
-          (`if not torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
+        - code that runs only where CUDA is: after a gate in the same function or a caller in the same
+          file (or, for a module-level function, in every caller the project's other files hold) (`if not
+          torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
           `torch.distributed.init_process_group("nccl")`, `torch.cuda.set_device(rank)`, or a call such as
           `init_distributed_mode(args)` of a function of the file that does one; in a file whose every
           `init_process_group` uses NCCL (or a setting defaulting to it, `kwargs.get("backend", "nccl")`),
           or that starts none in a project whose every start does, a return or raise unless the group is
-          initialised, `if not dist.is_initialized(): return` or through a helper of the file,
-          `is_dist_avail_and_initialized()`, `if get_world_size() == 1: return`, or a block under `if
-          get_world_size() > 1:` (a size 1 without a group: a library's, a helper's, or a module-level
-          `size = 1` only functions rebind to one); a claim in the statement itself,
+          initialised, `if not dist.is_initialized(): return` or through a helper of the file or a project
+          module it imports, `is_dist_avail_and_initialized()`, `if get_world_size() == 1: return`, or a
+          block under `if get_world_size() > 1:` (a size 1 without a group: a library's, a helper's, or a
+          module-level `size = 1` only functions rebind to one); a claim in the statement itself,
           `torch.device("cuda", torch.cuda.current_device())`), tests skipped without CUDA
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
           `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and private methods,
-          through `self._helper()`) called only from such code, moves a test expects to fail
-          (`with self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:`
-          that catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT,
-          CuPy, apex, setGPU, a `*_cuda` extension) or build a CUDA extension (`cpp_extension.load` of `.cu`
-          sources) as they are imported, or live under a `cuda` folder, benchmark scripts, and
+          through `self._helper()`) called only from such code, moves a test expects to fail (`with
+          self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:` that
+          catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT,
+          CuPy, apex, setGPU, a `*_cuda` extension) or build a CUDA extension (`cpp_extension.load` of
+          `.cu` sources) as they are imported, or live under a `cuda` folder, benchmark scripts, and
           functions that profile CUDA (a literal `activities=[..., ProfilerActivity.CUDA]`, a string
           `sort_by="self_cuda_time_total"`; not a profiler of the CPU alone);
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;

@@ -13,7 +13,7 @@ backend argument that names NCCL, or a setting whose default is NCCL.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import libcst as cst
 
@@ -35,8 +35,10 @@ _MANY_PROCESSES_MIRRORED: _Sizes = frozenset({(cst.LessThan, 1), (cst.LessThanEq
 class Initialization:
     """Tests that say a process group is initialised, following the file's own helpers (`functions`:
     the module's functions by name, as `CudaRequirements` indexes them), its module-level sizes
-    (`global_writers`: the functions that rebind a module-level name, by name) and where a name
-    is read (`functions_around(node)`: the functions around it, innermost first)."""
+    (`global_writers`: the functions that rebind a module-level name, by name), where a name
+    is read (`functions_around(node)`: the functions around it, innermost first) and the helpers
+    of other project modules it imports (`imported_helpers`: names, each with whether it is a size,
+    from pass 1's `group_helpers`)."""
 
     def __init__(
         self,
@@ -44,11 +46,13 @@ class Initialization:
         functions: Mapping[str, list[cst.FunctionDef]],
         global_writers: Mapping[str, list[cst.FunctionDef]],
         functions_around: Callable[[cst.CSTNode], list[cst.FunctionDef]],
+        imported_helpers: Callable[[], Collection[tuple[str, bool]]] = frozenset,
     ) -> None:
         self._scope = module
         self._functions = functions
         self._global_writers = global_writers
         self._functions_around = functions_around
+        self._imported_helpers = imported_helpers
         self._helpers: dict[tuple[int, bool], bool] = {}
         self._globals: dict[str, bool] = {}
 
@@ -66,7 +70,9 @@ class Initialization:
         if resolve(test.func, self._scope) == _IS_INITIALIZED:
             return True
         helper = self._helper(test)
-        return helper is not None and self._helper_says(helper, sizes=False)
+        return (helper is not None and self._helper_says(helper, sizes=False)) or self._imported(
+            test, sizes=False
+        )
 
     def true_uninitialized(self, test: cst.BaseExpression) -> bool:
         """`test` holds whenever no process group is initialised, so `if test: return` lets only
@@ -105,7 +111,39 @@ class Initialization:
         if name == _GET_WORLD_SIZE or name in apis(Fact.WORLD_SIZE):
             return True
         helper = self._helper(size)
-        return helper is not None and self._helper_says(helper, sizes=True)
+        return (helper is not None and self._helper_says(helper, sizes=True)) or self._imported(
+            size, sizes=True
+        )
+
+    def group_helpers(self) -> list[tuple[str, bool]]:
+        """The module-level functions of the file that return a false value (`sizes`: 1) whenever no
+        process group is initialised, each with whether it is a size (pass 1's summary)."""
+        return [
+            (name, sizes)
+            for name, functions in sorted(self._functions.items())
+            if len(functions) == 1 and any(b.node is functions[0] for b in self._scope.bindings.get(name, ()))
+            for sizes in (False, True)
+            if self._helper_says(functions[0], sizes=sizes)
+        ]
+
+    def _imported(self, call: cst.Call, *, sizes: bool) -> bool:
+        """`dist_utils.is_dist_avail_and_initialized()`: an imported helper that another project
+        module defines (`imported_helpers`); the name must come from an import, not this file."""
+        func = call.func
+        name = (
+            func.attr.value
+            if isinstance(func, cst.Attribute)
+            else func.value
+            if isinstance(func, cst.Name)
+            else None
+        )
+        if name is None or (name, sizes) not in self._imported_helpers():
+            return False
+        head = func
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        bindings = self._scope.bindings.get(head.value, []) if isinstance(head, cst.Name) else []
+        return bool(bindings) and all(binding.import_target is not None for binding in bindings)
 
     def _global_size(self, read: cst.Name) -> bool:
         """`size` read where it is the module's: `size = 1` at module level, and every function

@@ -12,7 +12,7 @@ file writes them, stop the program where CUDA is missing.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 import libcst as cst
@@ -57,6 +57,8 @@ class GatingCallees(Protocol):
 
     def nccl_program(self) -> bool: ...
 
+    def imported_group_helpers(self) -> Collection[tuple[str, bool]]: ...
+
 
 def cuda_requirements(scope: Scope, path: str, facts: GatingCallees | None = None) -> CudaRequirements:
     """The analysis of the module `scope` belongs to, built once per file."""
@@ -90,7 +92,11 @@ class CudaRequirements:
         # Module-level names functions rebind through `global name`: the functions, by name.
         self._global_writers: dict[str, list[cst.FunctionDef]] = {}
         self._initialization = Initialization(
-            module, self._functions, self._global_writers, self._functions_around
+            module,
+            self._functions,
+            self._global_writers,
+            self._functions_around,
+            self._imported_group_helpers,
         )
         self._module_only = cuda_specific_path(path)
         self._gates: dict[int, bool] = {}
@@ -366,6 +372,13 @@ class CudaRequirements:
             or nccl_by_default(value)
             or (dotted is not None and dotted in self._nccl_names and dotted not in self._other_backend_names)
         )
+
+    def group_helpers(self) -> list[tuple[str, bool]]:
+        """The file's functions that say a process group is initialised (pass 1's summary)."""
+        return self._initialization.group_helpers()
+
+    def _imported_group_helpers(self) -> Collection[tuple[str, bool]]:
+        return self._facts.imported_group_helpers() if self._facts is not None else ()
 
     def group_starts(self) -> list[bool]:
         """For each process group the file starts: does it use NCCL?"""

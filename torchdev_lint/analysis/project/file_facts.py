@@ -50,6 +50,9 @@ class FileFacts(NamedTuple):
     process_groups: frozenset[str] = frozenset()
     # `IMPORTED` when another file of the project imports this module (`analysis/context/entry_points.py`).
     roles: frozenset[str] = frozenset()
+    # (name, is a size): functions of the project modules this file imports that say a process group
+    # is initialised (`dist_utils.is_dist_avail_and_initialized()`; `analysis/context/project_groups.py`).
+    group_helpers: frozenset[tuple[str, bool]] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
@@ -66,6 +69,10 @@ class FileFacts(NamedTuple):
     def nccl_program(self) -> bool:
         """Does every process group the project starts use NCCL (at least one)?"""
         return NCCL in self.process_groups
+
+    def imported_group_helpers(self) -> frozenset[tuple[str, bool]]:
+        """(name, is a size) of the group tests the file may import from project modules."""
+        return self.group_helpers
 
     def imported_by_project(self) -> bool:
         """Does another file of the project import this module (it is part of a package)?"""

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from torchdev_lint.analysis.context.cuda_callers import cuda_callers, file_callers
-from torchdev_lint.analysis.context.project_groups import nccl_program
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
-from torchdev_lint.analysis.project.file_facts import IMPORTED, NCCL, FileFacts, ProjectFacts
+from torchdev_lint.analysis.project.context_facts import ContextFacts
+from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
 from torchdev_lint.analysis.project.index import ProjectIndex
 from torchdev_lint.analysis.project.inheritance import Inheritance
 from torchdev_lint.analysis.project.parameter_facts import (
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
     pass
 
 _MAX_ALIASES = 8
-NCCL_ONLY = frozenset({NCCL})
-IMPORTED_ROLE = frozenset({IMPORTED})
 # The summary fields that name a function of the file.
 _DEFINED = (
     "functions",
@@ -166,9 +164,7 @@ class _Pass:
         self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
         self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
-        self.group_tests: set[str] = set()  # checked files whose text may test for a process group
-        self.main_blocks: set[str] = set()  # checked files whose text may hold `if __name__ == "__main__":`
-        self.imported: set[str] = set()  # files another file of the project imports
+        self.context = ContextFacts(checked)
         self._targets: dict[tuple[Any, ...], Target | None] = {}
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
         # checking part of an installed package must not read the rest of it.
@@ -184,10 +180,7 @@ class _Pass:
             source = self._read(current)
             if source is None:
                 continue
-            if current in self.checked and may_test_group(source):
-                self.group_tests.add(current)
-            if current in self.checked and b"__main__" in source:
-                self.main_blocks.add(current)
+            self.context.note_text(current, source)
             if wants_summary(source):
                 self._summarize(current, source)
             else:
@@ -195,7 +188,7 @@ class _Pass:
             for level, dotted in imports(source):
                 located = self.index.locate(current, level, dotted)
                 if located is not None and located.file is not None and located.file != current:
-                    self.imported.add(located.file)
+                    self.context.note_import(current, located.file)
                 if located is not None and located.file is not None and located.file not in self.checked:
                     work.append(located.file)
 
@@ -232,15 +225,7 @@ class _Pass:
             facts = constructor_facts.with_defaults(
                 facts, self.summaries, self._target, self.unreadable, self.index
             )
-            if nccl_program(self.summaries.values(), self.unreadable):  # only where a test may ask
-                facts |= {
-                    path: facts.get(path, FileFacts())._replace(process_groups=NCCL_ONLY)
-                    for path in self.group_tests
-                }
-            facts |= {  # a module of the package: its `__main__` block is a demo, not the program
-                path: facts.get(path, FileFacts())._replace(roles=IMPORTED_ROLE)
-                for path in self.main_blocks & self.imported
-            }
+            facts = self.context.with_facts(facts, self.summaries, self.unreadable, self._summarize_module)
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
             if fresh:
@@ -281,10 +266,9 @@ class _Pass:
             found = constructor_facts.with_defaults(
                 {path: found}, self.summaries, self._target, self.unreadable, self.index
             )[path]
-            if nccl_program(self.summaries.values(), self.unreadable):
-                found = found._replace(process_groups=NCCL_ONLY)
-            if path in self.imported:
-                found = found._replace(roles=IMPORTED_ROLE)
+            found = self.context.with_facts(
+                {path: found}, self.summaries, self.unreadable, self._summarize_module, only=path
+            )[path]
         finally:
             if saved is None:
                 del self.summaries[path]
@@ -292,6 +276,14 @@ class _Pass:
                 self.summaries[path] = saved
             self._forget()
         return found if any(found) else None
+
+    def _summarize_module(self, path: str) -> None:
+        """Summarize a project module now if it has not been and its text may say something."""
+        if path not in self.summaries:
+            source = self.unparsed.get(path) or self._read(path)
+            if source is not None and may_test_group(source):
+                self.unparsed.pop(path, None)
+                self._summarize(path, source)
 
     def _read(self, path: str) -> bytes | None:
         """The bytes of a file not read before (None when seen already, unreadable or outside

@@ -29,7 +29,8 @@ kept as written; the project index resolves them later, see
   name) whose items a class's `__getitem__` returns unchanged (`analysis/data/dataset_items.py`);
   `dataset_calls`: the imported classes whose instances the file's `DataLoader`s iterate
   (`utils.PredictDataset`): pass 1 reads their modules.
-- `group_starts`: for each process group the file starts, whether it uses NCCL
+- `group_starts`: for each process group the file starts, whether it uses NCCL; `group_helpers`:
+  its module-level functions that say a group is initialised, each with whether it is a size
   (`analysis/context/project_groups.py`).
 - `cuda_defaults`, `constructions`: classes whose `__init__` stores a CUDA default used as a
   device, and the slots each construction passes (TDL301: `analysis/project/constructor_defaults.py`).
@@ -115,6 +116,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "method_calls": sorted(collector.method_calls),
         "defined": sorted(qualname for qualname, _ in functions if "." not in qualname),
         "group_starts": requirements.group_starts(),
+        "group_helpers": requirements.group_helpers(),
         # Not in a CUDA-only module: its callees are asked about only where a gate decides.
         "cuda_sites": []
         if requirements.module_only
