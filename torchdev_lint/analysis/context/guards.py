@@ -490,7 +490,9 @@ def flag_condition(
     for ancestor in reversed(ancestors):
         if ancestor is node:
             continue
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        # A lambda made under the test exists only where it held (`if "cuda" in device: return
+        # lambda s, loc: s.cuda(i)`); a nested function may be called from anywhere.
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             return None
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and child is not ancestor.test:
             test = ancestor.test

@@ -107,9 +107,12 @@ def dataset_class_of(node: cst.BaseExpression, scope: Scope) -> cst.ClassDef | N
 
 
 def collate_code(node: cst.BaseExpression, scope: Scope) -> cst.CSTNode | None:
-    """The lambda, or the function of this file, a `collate_fn=` names (`f`, `partial(f, ...)`)."""
+    """The lambda, or the function of this file, a `collate_fn=` names (`f`, `partial(f, ...)`, or a
+    lambda that only calls it: `lambda x: collate(x, vocab)`)."""
     if isinstance(node, cst.Lambda):
-        return node
+        body = node.body
+        called = collate_reference(body.func) if isinstance(body, cst.Call) else None
+        return (defined_once(called, scope, cst.FunctionDef) if called is not None else None) or node
     name = collate_reference(node)
     return None if name is None else defined_once(name, scope, cst.FunctionDef)
 
