@@ -12,10 +12,22 @@ file's own uses. No LibCST here: a warm run imports none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, Protocol
 
 Target = tuple[str, str]
+
+
+class _Located(Protocol):
+    @property
+    def file(self) -> str | None: ...
+
+    @property
+    def attributes(self) -> tuple[str, ...]: ...
+
+
+class _Index(Protocol):
+    def locate(self, path: str, level: int, dotted: str) -> _Located | None: ...
 
 
 def cuda_callers(
@@ -49,3 +61,38 @@ def cuda_callers(
 def file_callers(found: dict[Target, bool], path: str) -> frozenset[tuple[str, bool]]:
     """`FileFacts.cuda_callers` of one checked file."""
     return frozenset((name, gated) for (file, name), gated in found.items() if file == path)
+
+
+def cuda_callee(
+    path: str,
+    reference: list[Any] | None,
+    summaries: Mapping[str, dict[str, Any]],
+    checked: Collection[str],
+    index: _Index,
+    wanted: set[str],
+) -> bool:
+    """Is the callee a reference of `path` names a module-level function of another checked file
+    that reaches CUDA (not `LOGGER.info` of an imported object, not a helper that never names
+    CUDA)? A module not read yet is added to `wanted` (pass 1's next round reads it) and answers then."""
+    if reference is None or reference[0] == "here":
+        return False
+    if reference[0] != "module":
+        return True  # a name an `import *` may bind
+    located = index.locate(path, reference[1], reference[2])
+    if located is None or located.file is None or located.file not in checked or len(located.attributes) != 1:
+        return False
+    summary = summaries.get(located.file)
+    if summary is None:
+        wanted.add(located.file)
+        return False
+    return located.attributes[0] in summary["cuda_reach"]
+
+
+def reaching(found: dict[Target, bool], summaries: Mapping[str, dict[str, Any]]) -> dict[Target, bool]:
+    """The answers for the functions that reach CUDA (summary `cuda_reach`): only their callers are
+    read in full, and only they decide anything."""
+    return {
+        (file, name): gated
+        for (file, name), gated in found.items()
+        if name in summaries.get(file, {}).get("cuda_reach", ())
+    }

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from torchdev_lint.analysis.context.cuda_callers import cuda_callers, file_callers
+from torchdev_lint.analysis.context.cuda_callers import cuda_callee, cuda_callers, file_callers, reaching
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
 from torchdev_lint.analysis.project.context_facts import ContextFacts
 from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
@@ -204,12 +204,17 @@ class _Pass:
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
             names |= self._loader_callees() | load_facts.wanted_names(self.summaries, self._canonical)
-            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
+            callers = reaching(
+                cuda_callers(self.summaries, self.checked, self._target, self.unreadable), self.summaries
+            )
             names |= {name for (_, name), gated in callers.items() if gated}  # other callers may not be
-            names |= {
+            names |= {  # callees of checked files that reach CUDA: `check_version` would read every file
                 text.rsplit(".", 1)[-1]
-                for summary in self.summaries.values()
+                for path, summary in list(self.summaries.items())
                 for text in summary["cuda_sites"]
+                if cuda_callee(
+                    path, summary["sites"].get(text), self.summaries, self.checked, self.index, self.wanted
+                )
             }
             fresh, self.names = names - self.names, self.names | names
             self._forget()
@@ -254,7 +259,9 @@ class _Pass:
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
             pinned_all, collated_all = self._pinned(moving)
-            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
+            callers = reaching(
+                cuda_callers(self.summaries, self.checked, self._target, self.unreadable), self.summaries
+            )
             found = self._facts(
                 path,
                 gating,

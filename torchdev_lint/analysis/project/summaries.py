@@ -29,6 +29,8 @@ kept as written; the project index resolves them later, see
   name) whose items a class's `__getitem__` returns unchanged (`analysis/data/dataset_items.py`);
   `dataset_calls`: the imported classes whose instances the file's `DataLoader`s iterate
   (`utils.PredictDataset`): pass 1 reads their modules.
+- `cuda_reach`: the module-level functions that name CUDA (`"cuda"`, `.cuda`) or use one of the file
+  that does: only their callers in other files are read (`analysis/context/cuda_callers.py`).
 - `group_starts`: for each process group the file starts, whether it uses NCCL; `group_helpers`:
   its module-level functions that say a group is initialised, each with whether it is a size
   (`analysis/context/project_groups.py`).
@@ -117,6 +119,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "defined": sorted(qualname for qualname, _ in functions if "." not in qualname),
         "group_starts": requirements.group_starts(),
         "group_helpers": requirements.group_helpers(),
+        "cuda_reach": collector.cuda_reach(),
         # Not in a CUDA-only module: its callees are asked about only where a gate decides.
         "cuda_sites": []
         if requirements.module_only
@@ -201,6 +204,10 @@ class _Collector:
         self._statement: tuple[str, int] | None = None
         self._statement_node: cst.CSTNode | None = None
         self._nested = 0  # functions, classes and lambdas entered inside the statement
+        # Per module-level function: it names CUDA itself (`"cuda"`, `.cuda`), and the names it uses.
+        self._outer: cst.FunctionDef | None = None
+        self.cuda_text: set[str] = set()
+        self.names_used: dict[str, set[str]] = {}
 
     def enter(self, node: cst.CSTNode) -> None:
         self.requirements.index_enter(node)
@@ -210,6 +217,10 @@ class _Collector:
             self._statement, self._statement_node, self._nested = key, node, 0
         # Exact types (LibCST's node classes are final): isinstance on its ABCs is slow.
         kind = type(node)
+        if kind is cst.FunctionDef and self.scope.parent is None:
+            self._outer = node  # type: ignore[assignment]
+        elif self._outer is not None:
+            self._note_cuda(node, kind)
         if kind is cst.Call:
             self._call(node)  # type: ignore[arg-type]
             return
@@ -242,7 +253,31 @@ class _Collector:
         elif kind is cst.Name or kind is cst.Attribute:
             self.constructors.value(node, self._ancestors, self.scope)  # type: ignore[arg-type]
 
+    def _note_cuda(self, node: cst.CSTNode, kind: type) -> None:
+        assert self._outer is not None
+        name = self._outer.name.value
+        if kind is cst.Name:
+            self.names_used.setdefault(name, set()).add(node.value)  # type: ignore[attr-defined]
+            if node.value == "cuda":  # type: ignore[attr-defined]
+                self.cuda_text.add(name)
+        elif (kind is cst.SimpleString or kind is cst.FormattedStringText) and "cuda" in node.value:  # type: ignore[attr-defined]
+            self.cuda_text.add(name)
+
+    def cuda_reach(self) -> list[str]:
+        """The module-level functions that name CUDA, or use a function of the file that does."""
+        reach = set(self.cuda_text)
+        changed = True
+        while changed:
+            changed = False
+            for name, used in self.names_used.items():
+                if name not in reach and used & reach:
+                    reach.add(name)
+                    changed = True
+        return sorted(reach)
+
     def leave(self, node: cst.CSTNode) -> None:
+        if node is self._outer:
+            self._outer = None
         self.requirements.index_leave(node)
         self._ancestors.pop()
         if type(node) in _SCOPES and self._statement is not None:
