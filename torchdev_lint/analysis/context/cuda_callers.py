@@ -13,21 +13,12 @@ file's own uses. No LibCST here: a warm run imports none.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchdev_lint.analysis.project.index import ProjectIndex
 
 Target = tuple[str, str]
-
-
-class _Located(Protocol):
-    @property
-    def file(self) -> str | None: ...
-
-    @property
-    def attributes(self) -> tuple[str, ...]: ...
-
-
-class _Index(Protocol):
-    def locate(self, path: str, level: int, dotted: str) -> _Located | None: ...
 
 
 def cuda_callers(
@@ -68,7 +59,7 @@ def cuda_callee(
     reference: list[Any] | None,
     summaries: Mapping[str, dict[str, Any]],
     checked: Collection[str],
-    index: _Index,
+    index: ProjectIndex,
     wanted: set[str],
 ) -> bool:
     """Is the callee a reference of `path` names a module-level function of another checked file

@@ -19,7 +19,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.bindings import unpacked, walk_bindings
-from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, last_name, resolve
 from torchdev_lint.syntax import positional
 
 _IS_INITIALIZED = "torch.distributed.is_initialized"
@@ -129,17 +129,10 @@ class Initialization:
     def _imported(self, call: cst.Call, *, sizes: bool) -> bool:
         """`dist_utils.is_dist_avail_and_initialized()`: an imported helper that another project
         module defines (`imported_helpers`); the name must come from an import, not this file."""
-        func = call.func
-        name = (
-            func.attr.value
-            if isinstance(func, cst.Attribute)
-            else func.value
-            if isinstance(func, cst.Name)
-            else None
-        )
+        name = last_name(call.func)
         if name is None or (name, sizes) not in self._imported_helpers():
             return False
-        head = func
+        head = call.func
         while isinstance(head, cst.Attribute):
             head = head.value
         bindings = self._scope.bindings.get(head.value, []) if isinstance(head, cst.Name) else []

@@ -29,7 +29,7 @@ from torchdev_lint.analysis.context.guards import CUDA_WORDS, name_words, says_m
 from torchdev_lint.analysis.context.process_groups import Initialization, is_nccl, nccl_by_default
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.loops import bound_in
-from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, last_name, resolve
 from torchdev_lint.analysis.syntax.walk import children, walk
 from torchdev_lint.syntax import keyword, positional
 
@@ -126,9 +126,9 @@ class CudaRequirements:
         elif kind is cst.Call:
             if imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
                 self._module_only = True
-            elif (_last_name(node.func) or "") in BUILDERS and compiles_cuda(node, self._scope):  # type: ignore[attr-defined, arg-type]
+            elif (last_name(node.func) or "") in BUILDERS and compiles_cuda(node, self._scope):  # type: ignore[attr-defined, arg-type]
                 self._module_only = self._module_only or _at_module_level(node, self._parents)
-            elif (_last_name(node.func) or "") in _group_starter_names():  # type: ignore[attr-defined]
+            elif (last_name(node.func) or "") in _group_starter_names():  # type: ignore[attr-defined]
                 self._process_groups.append(node)  # type: ignore[arg-type]
         elif kind is cst.Global:
             function = next((n for n in reversed(stack) if type(n) is cst.FunctionDef), None)
@@ -483,13 +483,6 @@ _DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias
 def _group_starter_names() -> frozenset[str]:
     """The last names of the calls that may start a process group (resolved later)."""
     return frozenset({"init_process_group"} | {api.rsplit(".", 1)[-1] for api in apis(Fact.NCCL_GROUP)})
-
-
-def _last_name(func: cst.BaseExpression) -> str | None:
-    """`init_process_group` for `dist.init_process_group` or `init_process_group`."""
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return func.value if isinstance(func, cst.Name) else None
 
 
 def runs_later(function: cst.FunctionDef) -> bool:

@@ -23,7 +23,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.context.guards import name_words
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
-from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, last_name, resolve
 from torchdev_lint.analysis.syntax.walk import children, walk
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def runs_once(ctx: FileContext) -> bool:
     holder = ctx.parent(depth)
     if isinstance(holder, cst.Arg):
         registration = ctx.parent(depth + 1)
-        return isinstance(registration, cst.Call) and _callee_name(registration) in _STATE_REGISTRATIONS
+        return isinstance(registration, cst.Call) and last_name(registration.func) in _STATE_REGISTRATIONS
     if not functions or not isinstance(holder, cst.Assign) or len(holder.targets) != 1:
         return False
     target = holder.targets[0].target
@@ -90,7 +90,7 @@ def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
         return True
     for call, arg, inner in zip(ancestors, ancestors[1:], ancestors[2:], strict=False):
         if isinstance(inner, cst.Lambda) and isinstance(arg, cst.Arg) and isinstance(call, cst.Call):
-            callee = _callee_name(call)
+            callee = last_name(call.func)
             if callee is not None and _EXPORT_WORDS & name_words(callee):
                 return True  # `torch.jit.trace(lambda: ..., example_inputs=[])`: run once, to trace
     innermost = next((i for i, node in enumerate(ancestors) if functions and node is functions[-1]), 0)
@@ -220,18 +220,6 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.endswith("__")
 
 
-def _callee_name(call: cst.Call) -> str | None:
-    """The last part of the called name: `register_buffer` of `self.register_buffer(...)`."""
-    func = call.func
-    return (
-        func.attr.value
-        if isinstance(func, cst.Attribute)
-        else func.value
-        if isinstance(func, cst.Name)
-        else None
-    )
-
-
 def _names_setup(name: str) -> bool:
     """`__init__`, `_init_weights`, `distributed_init`, `_setup_train`, `_is_fp16_available`."""
     words = name_words(name)
@@ -298,7 +286,7 @@ def _passed_to_export(name: str, function: cst.FunctionDef) -> bool:
         stack.extend(children(node))
         if not isinstance(node, cst.Call):
             continue
-        callee = _callee_name(node)
+        callee = last_name(node.func)
         if callee is None or not _EXPORT_WORDS & name_words(callee):
             continue
         for arg in node.args:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, last_name, resolve
 from torchdev_lint.syntax import keyword
 
 ACCELERATORS = frozenset({"cuda", "mps", "xpu", "hpu"})
@@ -142,15 +142,8 @@ def is_dtype(node: cst.BaseExpression, scope: Scope) -> bool:
     name = resolve(node, scope)
     if name is not None and name.startswith("torch.") and name[6:] in DTYPES:
         return True
-    last = _last_name(node)
+    last = last_name(node)
     return last is not None and "dtype" in last.lower()
-
-
-def _last_name(node: cst.BaseExpression) -> str | None:
-    """The name an expression ends in: `dtype` for `batch["image"].dtype`, `device` for `device`."""
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return node.value if isinstance(node, cst.Name) else None
 
 
 def _names_device(node: cst.BaseExpression) -> bool:
@@ -159,7 +152,7 @@ def _names_device(node: cst.BaseExpression) -> bool:
     `next(model.parameters()).device`); also an element of a device list (`devices[rank]`)."""
     if isinstance(node, cst.Subscript):
         node = node.value
-    last = _last_name(node)
+    last = last_name(node)
     return last is not None and bool(_DEVICE_NAME.search(last))
 
 

@@ -53,15 +53,14 @@ class ContextFacts:
     ) -> dict[str, FileFacts]:
         """`facts` (of every checked file, or of `only`) with the context facts added."""
         found = dict(facts)
+        paths = self.checked if only is None else {only}
         if nccl_program(summaries.values(), unreadable):
-            for path in self.group_tests if only is None else {only} & self.group_tests:
+            for path in paths & self.group_tests:
                 helpers = self._group_helpers(path, summaries, summarize)
                 found[path] = found.get(path, FileFacts())._replace(
                     process_groups=_NCCL_ONLY, group_helpers=helpers
                 )
-        for path in (
-            self.main_blocks & self.imported if only is None else {only} & self.main_blocks & self.imported
-        ):
+        for path in paths & self.main_blocks & self.imported:
             found[path] = found.get(path, FileFacts())._replace(roles=_IMPORTED)
         return found
 

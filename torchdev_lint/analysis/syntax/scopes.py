@@ -103,6 +103,13 @@ class Scope:
         return None
 
 
+def last_name(node: cst.BaseExpression) -> str | None:
+    """The name an expression ends in: `init` for `dist.init` or `init`, `dtype` for `batch["x"].dtype`."""
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """`a.b.c` for a chain of attributes on a name, else None."""
     # Exact types, not isinstance: LibCST's node classes are ABCs, whose isinstance misses are
