@@ -12,15 +12,13 @@ import os
 
 import libcst as cst
 
-from torchdev_lint.analysis.context.guards import BENCHMARK_WORDS, CUDA_WORDS
-from torchdev_lint.analysis.knowledge.library_models import Fact, apis
+from torchdev_lint.analysis.context.guards import BENCHMARK_WORDS
+from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module
 from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
 from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.syntax import keyword, positional
 
 _CUDA_PATH_WORDS = frozenset({"cuda", "nccl", "cudnn"})
-# First words of functions about CUDA, imported from a module that is not CUDA-only: `has_cuda`, `is_cuda_...`.
-_FUNCTION_WORDS = frozenset({"is", "has", "get", "set", "use", "with", "enable", "disable", "requires", "no"})
 # Builders of C++/CUDA extensions at import time, by last name.
 BUILDERS = {
     "load": "torch.utils.cpp_extension.load",
@@ -88,22 +86,6 @@ def _module_names(node: cst.Import | cst.ImportFrom) -> list[str]:
     if not isinstance(node.names, cst.ImportStar):
         names += [f"{base}.{alias.name.value}" for alias in node.names if isinstance(alias.name, cst.Name)]
     return names
-
-
-def cuda_only_module(name: str) -> bool:
-    """`tensorrt`, `apex.amp`, `fused_layer_norm_cuda`, `numba.cuda`, `nccl_ops`; not `torch.cuda` (it
-    has a CPU side), nor a function named after CUDA (`get_cuda_rng_tracker`, `is_torch_cuda_available`)."""
-    root = name.split(".", 1)[0]
-    if root in apis(Fact.CUDA_ONLY):
-        return True
-    return root != "torch" and any(_names_cuda_module(part) for part in name.split("."))
-
-
-def _names_cuda_module(part: str) -> bool:
-    """A module name that starts or ends with a CUDA word (`xentropy_cuda`, `cuda`, `nccl_utils`) and is
-    not a question or an action about CUDA (`has_cuda`, `get_cuda_rng_tracker`)."""
-    words = part.lower().split("_")
-    return (words[0] in CUDA_WORDS or words[-1] in CUDA_WORDS) and words[0] not in _FUNCTION_WORDS
 
 
 def imports_cuda_only(node: cst.Import | cst.ImportFrom) -> bool:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from torchdev_lint.analysis.knowledge.cuda_modules import CUDA_WORDS
 from torchdev_lint.analysis.knowledge.devices import VARIABLE, device_argument, is_cuda_literal
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.syntax.walk import first, walk
@@ -47,8 +48,6 @@ _STORED_CACHE = "_stored_flags"
 # How far names assigned from names are followed (`a = b`, `b = torch.cuda.is_available()`).
 _MAX_DEPTH = 4
 
-# `nccl` is CUDA-only: code under `if backend == "nccl":` runs with GPUs.
-CUDA_WORDS = frozenset({"cuda", "gpu", "gpus", "nccl"})
 # Names that say where data is kept, not which device computes: `self.cpu_cache`, `offload`.
 PLACEMENT_WORDS = frozenset({"cpu", "offload", "offloaded", "offloading"})
 # Functions that measure a GPU on purpose: `def benchmark(self, events)`.

@@ -25,8 +25,9 @@ from torchdev_lint.analysis.context.cuda_only_code import (
     imports_cuda_only_dynamically,
     imports_cuda_only_inside,
 )
-from torchdev_lint.analysis.context.guards import CUDA_WORDS, name_words, says_missing, says_present
+from torchdev_lint.analysis.context.guards import name_words, says_missing, says_present
 from torchdev_lint.analysis.context.process_groups import Initialization, is_nccl, nccl_by_default
+from torchdev_lint.analysis.knowledge.cuda_modules import CUDA_WORDS
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.loops import bound_in
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, last_name, resolve
@@ -48,8 +49,9 @@ _CACHE = "_cuda_requirements"
 class GatingCallees(Protocol):
     """Facts from outside the file: which callees (`utils.init_distributed_mode`, as the
     file writes them) stop the program where CUDA is missing, whether the calls other
-    files make of a module-level function of this file all run only where CUDA is, and whether
-    every process group the project starts is NCCL's."""
+    files make of a module-level function of this file all run only where CUDA is, whether
+    every process group the project starts is NCCL's, and whether the module imports a project
+    module that needs a CUDA-only library."""
 
     def gates(self, callee: str) -> bool: ...
 
@@ -58,6 +60,8 @@ class GatingCallees(Protocol):
     def nccl_program(self) -> bool: ...
 
     def imported_group_helpers(self) -> Collection[tuple[str, bool]]: ...
+
+    def imports_cuda_only(self) -> bool: ...
 
 
 def cuda_requirements(scope: Scope, path: str, facts: GatingCallees | None = None) -> CudaRequirements:
@@ -98,7 +102,7 @@ class CudaRequirements:
             self._functions_around,
             self._imported_group_helpers,
         )
-        self._module_only = cuda_specific_path(path)
+        self._module_only = cuda_specific_path(path) or (facts is not None and facts.imports_cuda_only())
         self._gates: dict[int, bool] = {}
         self._required: dict[int, bool] = {}
         # Per statement (each is asked once per later statement and per node below it).

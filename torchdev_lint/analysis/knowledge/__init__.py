@@ -1,1 +1,1 @@
-"""What torch and other libraries do, as data: torch's API table, library models, device vocabulary, legacy tensor types."""
+"""What torch and other libraries do, as data: torch's API table, library models, device vocabulary, CUDA-only module names, legacy tensor types."""

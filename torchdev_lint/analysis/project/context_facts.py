@@ -1,9 +1,11 @@
 """Context facts pass 1 gives whole files, read from the checked files' texts and imports and
 from the summaries: every process group the project starts is NCCL's (`process_groups`), with
 the group tests of the project modules a file imports (`group_helpers`;
-`analysis/context/project_groups.py`), and other files import this module (`roles`;
-`analysis/context/entry_points.py`). Each goes only to the files whose text could ask it, so a
-change elsewhere re-checks those alone. No LibCST here.
+`analysis/context/project_groups.py`), other files import this module (`roles`;
+`analysis/context/entry_points.py`), and the module imports, whenever it is imported, a project
+module that imports a CUDA-only library (`roles`: a TensorRT deployment's Triton model imports the
+project's engine wrapper, which imports `tensorrt`; `context/requirements.py`). Each goes only to
+the files whose text could ask it, so a change elsewhere re-checks those alone. No LibCST here.
 """
 
 from __future__ import annotations
@@ -12,11 +14,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchdev_lint.analysis.context.project_groups import nccl_program
-from torchdev_lint.analysis.project.file_facts import IMPORTED, NCCL, FileFacts
+from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module
+from torchdev_lint.analysis.project.file_facts import CUDA_ONLY_IMPORT, IMPORTED, NCCL, FileFacts
 from torchdev_lint.analysis.project.pass_one_text import may_test_group
 
 _NCCL_ONLY = frozenset({NCCL})
 _IMPORTED = frozenset({IMPORTED})
+_CUDA_ONLY_IMPORT = frozenset({CUDA_ONLY_IMPORT})
+# Modules a file imports: (level, dotted, unindented), as `pass_one_text.imports` reads them.
+Imports = list[tuple[int, str, bool]]
 # Read a module's text and summarize it (pass 1's own reader), if it has not been.
 Summarize = Callable[[str], None]
 
@@ -30,18 +36,24 @@ class ContextFacts:
         self.main_blocks: set[str] = set()  # checked files whose text may hold `if __name__ == "__main__":`
         self.imported: set[str] = set()  # files another file of the project imports
         self.group_imports: dict[str, set[str]] = {}  # of `group_tests`: the project modules each imports
+        self.cuda_only: set[str] = set()  # files (any read) whose unindented imports name a CUDA-only library
+        self.top_imports: dict[str, set[str]] = {}  # the project modules each file imports unindented
 
-    def note_text(self, path: str, source: bytes) -> None:
+    def note_text(self, path: str, source: bytes, imports: Imports) -> None:
         if path in self.checked and may_test_group(source):
             self.group_tests.add(path)
         if path in self.checked and b"__main__" in source:
             self.main_blocks.add(path)
+        if any(top and not level and cuda_only_module(dotted) for level, dotted, top in imports):
+            self.cuda_only.add(path)
 
-    def note_import(self, path: str, module: str) -> None:
-        """`path` imports the project module `module` (another file)."""
+    def note_import(self, path: str, module: str, top: bool) -> None:
+        """`path` imports the project module `module` (another file), unindented when `top`."""
         self.imported.add(module)
         if path in self.group_tests:
             self.group_imports.setdefault(path, set()).add(module)
+        if top:
+            self.top_imports.setdefault(path, set()).add(module)
 
     def with_facts(
         self,
@@ -62,7 +74,24 @@ class ContextFacts:
                 )
         for path in paths & self.main_blocks & self.imported:
             found[path] = found.get(path, FileFacts())._replace(roles=_IMPORTED)
+        for path in paths & self._importing_cuda_only():
+            facts = found.get(path, FileFacts())
+            found[path] = facts._replace(roles=facts.roles | _CUDA_ONLY_IMPORT)
         return found
+
+    def _importing_cuda_only(self) -> set[str]:
+        """Files that import, unindented, a project module that needs a CUDA-only library as it is
+        imported, itself or through such imports of its own."""
+        needing = set(self.cuda_only)
+        found: set[str] = set()
+        while True:
+            fresh = {
+                path for path, modules in self.top_imports.items() if path not in found and modules & needing
+            }
+            if not fresh:
+                return found
+            found |= fresh
+            needing |= fresh
 
     def _group_helpers(
         self, path: str, summaries: Mapping[str, dict[str, Any]], summarize: Summarize

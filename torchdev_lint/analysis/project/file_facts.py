@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 NCCL = "nccl"
 IMPORTED = "imported"
+CUDA_ONLY_IMPORT = "imports a CUDA-only project module"
 
 
 class FileFacts(NamedTuple):
@@ -48,7 +49,9 @@ class FileFacts(NamedTuple):
     cuda_callers: frozenset[tuple[str, bool]] = frozenset()
     # `NCCL` when every process group the project starts uses NCCL (`analysis/context/project_groups.py`).
     process_groups: frozenset[str] = frozenset()
-    # `IMPORTED` when another file of the project imports this module (`analysis/context/entry_points.py`).
+    # `IMPORTED` when another file of the project imports this module (`analysis/context/entry_points.py`);
+    # `CUDA_ONLY_IMPORT` when the module imports a project module that needs a CUDA-only library
+    # (`analysis/project/context_facts.py`).
     roles: frozenset[str] = frozenset()
     # (name, is a size): functions of the project modules this file imports that say a process group
     # is initialised (`dist_utils.is_dist_avail_and_initialized()`; `analysis/context/project_groups.py`).
@@ -77,6 +80,11 @@ class FileFacts(NamedTuple):
     def imported_by_project(self) -> bool:
         """Does another file of the project import this module (it is part of a package)?"""
         return IMPORTED in self.roles
+
+    def imports_cuda_only(self) -> bool:
+        """Does the module import, whenever it is imported, a project module that imports a
+        CUDA-only library (`tensorrt`, a `*_cuda` extension) the same way?"""
+        return CUDA_ONLY_IMPORT in self.roles
 
     def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
         """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""

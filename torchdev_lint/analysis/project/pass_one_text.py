@@ -39,7 +39,7 @@ _IF_TEXT = re.compile(rb"^[ \t]*(?:el)?if\b[^\n]*(?:cuda|gpu|nccl|accelerator|cp
 _ELSE_TEXT = re.compile(rb"^[ \t]*else[ \t]*:", re.MULTILINE)
 # Import statements, read from the text to find project modules outside the checked files.
 _IMPORT = re.compile(
-    rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
+    rb"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
 )
 
 
@@ -82,22 +82,24 @@ def _lines(source: bytes, start: int, count: int) -> bytes:
     return source[start:end]
 
 
-def imports(source: bytes) -> list[tuple[int, str]]:
-    """`(level, "dotted.module")` of each import statement's first line, and of each name a
-    `from` imports (it may be a module: `from . import utils`)."""
+def imports(source: bytes) -> list[tuple[int, str, bool]]:
+    """`(level, "dotted.module", unindented)` of each import statement's first line, and of each
+    name a `from` imports (it may be a module: `from . import utils`). An unindented import runs
+    whenever the module is imported (not in a function, a `try:` or an `if`)."""
     found = []
     for match in _IMPORT.finditer(source):
-        dots, module, names, plain = (
+        indent, dots, module, names, plain = (
             group.decode("utf-8", "replace") if group else "" for group in match.groups()
         )
-        if match.group(4) is not None:
-            found += [(0, words[0]) for part in plain.split(",") if (words := part.split())]
+        top = not indent
+        if match.group(5) is not None:
+            found += [(0, words[0], top) for part in plain.split(",") if (words := part.split())]
             continue
         level = len(dots)
         if module:
-            found.append((level, module))
+            found.append((level, module, top))
         for part in names.replace(")", " ").split(","):
             words = part.split()
             if words and words[0] != "*" and words[0].isidentifier():
-                found.append((level, f"{module}.{words[0]}" if module else words[0]))
+                found.append((level, f"{module}.{words[0]}" if module else words[0], top))
     return found

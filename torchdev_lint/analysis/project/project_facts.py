@@ -180,15 +180,16 @@ class _Pass:
             source = self._read(current)
             if source is None:
                 continue
-            self.context.note_text(current, source)
+            named = imports(source)
+            self.context.note_text(current, source, named)
             if wants_summary(source):
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
-            for level, dotted in imports(source):
+            for level, dotted, top in named:
                 located = self.index.locate(current, level, dotted)
                 if located is not None and located.file is not None and located.file != current:
-                    self.context.note_import(current, located.file)
+                    self.context.note_import(current, located.file, top)
                 if located is not None and located.file is not None and located.file not in self.checked:
                     work.append(located.file)
 
