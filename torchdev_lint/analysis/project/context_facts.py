@@ -75,8 +75,8 @@ class ContextFacts:
         for path in paths & self.main_blocks & self.imported:
             found[path] = found.get(path, FileFacts())._replace(roles=_IMPORTED)
         for path in paths & self._importing_cuda_only():
-            facts = found.get(path, FileFacts())
-            found[path] = facts._replace(roles=facts.roles | _CUDA_ONLY_IMPORT)
+            known = found.get(path, FileFacts())
+            found[path] = known._replace(roles=known.roles | _CUDA_ONLY_IMPORT)
         return found
 
     def _importing_cuda_only(self) -> set[str]:
