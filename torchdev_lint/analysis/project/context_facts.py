@@ -38,6 +38,9 @@ class ContextFacts:
         self.group_imports: dict[str, set[str]] = {}  # of `group_tests`: the project modules each imports
         self.cuda_only: set[str] = set()  # files (any read) whose unindented imports name a CUDA-only library
         self.top_imports: dict[str, set[str]] = {}  # the project modules each file imports unindented
+        # Of checked files that may place a module on CUDA: (name as resolved there, module, class)
+        # for each class-like name they import from a project module.
+        self.class_imports: dict[str, list[tuple[str, str, str]]] = {}
 
     def note_text(self, path: str, source: bytes, imports: Imports) -> None:
         if path in self.checked and may_test_group(source):
@@ -54,6 +57,11 @@ class ContextFacts:
             self.group_imports.setdefault(path, set()).add(module)
         if top:
             self.top_imports.setdefault(path, set()).add(module)
+
+    def note_class_import(self, path: str, written: str, module: str, name: str) -> None:
+        """`path` imports `name`, named like a class, from the project module `module`; its
+        resolved name there is `written` (`models.Encoder`, `.nets.Decoder`)."""
+        self.class_imports.setdefault(path, []).append((written, module, name))
 
     def with_facts(
         self,
@@ -74,10 +82,26 @@ class ContextFacts:
                 )
         for path in paths & self.main_blocks & self.imported:
             found[path] = found.get(path, FileFacts())._replace(roles=_IMPORTED)
+        for path in paths & self.class_imports.keys():
+            classes = self._module_classes(path, summaries)
+            if classes:
+                found[path] = found.get(path, FileFacts())._replace(module_classes=classes)
         for path in paths & self._importing_cuda_only():
             known = found.get(path, FileFacts())
             found[path] = known._replace(roles=known.roles | _CUDA_ONLY_IMPORT)
         return found
+
+    def _module_classes(
+        self, path: str, summaries: Mapping[str, dict[str, Any]]
+    ) -> frozenset[tuple[str, bool]]:
+        """(name as `path` resolves it, calls of an instance are checked) of the nn.Module subclasses
+        it imports from summarized project modules."""
+        found = set()
+        for written, module, name in self.class_imports[path]:
+            placed = summaries.get(module, {}).get("module_classes", {}).get(name)
+            if placed is not None:
+                found.add((written, placed))
+        return frozenset(found)
 
     def _importing_cuda_only(self) -> set[str]:
         """Files that import, unindented, a project module that needs a CUDA-only library as it is

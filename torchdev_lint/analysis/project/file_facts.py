@@ -56,6 +56,9 @@ class FileFacts(NamedTuple):
     # (name, is a size): functions of the project modules this file imports that say a process group
     # is initialised (`dist_utils.is_dist_avail_and_initialized()`; `analysis/context/project_groups.py`).
     group_helpers: frozenset[tuple[str, bool]] = frozenset()
+    # (class as this file's imports name it, calls of an instance must get inputs on its weights'
+    # device): nn.Module subclasses of project modules (`analysis/project/context_facts.py`).
+    module_classes: frozenset[tuple[str, bool]] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""
@@ -80,6 +83,15 @@ class FileFacts(NamedTuple):
     def imported_by_project(self) -> bool:
         """Does another file of the project import this module (it is part of a package)?"""
         return IMPORTED in self.roles
+
+    def module_class(self, name: str) -> bool | None:
+        """Is `name` (resolved as the file imports it: `models.Encoder`, `.nets.Decoder`) an nn.Module
+        subclass of the project, and must calls of an instance get inputs on its weights' device?
+        None when it is not known to be one."""
+        for known, placed in self.module_classes:
+            if known == name:
+                return placed
+        return None
 
     def imports_cuda_only(self) -> bool:
         """Does the module import, whenever it is imported, a project module that imports a

@@ -4,7 +4,8 @@ before parsing, since parsing every file of a project would cost more than check
 `wants_summary`: can the text hold a fact of its own (a gate, a loader built, a checkpoint
 saved, a load in a derived class, a CUDA constructor default)? `may_test_group`: can it test for a
 process group (`analysis/context/project_groups.py`)? `may_gate`: can it hold a gate
-(a function that stops its caller where CUDA is missing)? `imports`: the modules its import lines name, to find the project files a checked
+(a function that stops its caller where CUDA is missing)? `may_place`: can it place a module on
+CUDA? `imports`: the modules its import lines name, to find the project files a checked
 file leads to without parsing it.
 """
 
@@ -57,6 +58,12 @@ def may_test_group(source: bytes) -> bool:
     """Can the text test whether a process group is initialised (`dist.is_initialized()`, a world
     size, a helper named for either)? Only such files receive the project's NCCL fact."""
     return b"initialized" in source or b"world_size" in source
+
+
+def may_place(source: bytes) -> bool:
+    """Can the text place a module on CUDA (the device flow's evidence of a mismatch)? Only such
+    files learn which classes they import from project modules are nn.Module subclasses."""
+    return b"cuda" in source
 
 
 def may_gate(source: bytes) -> bool:

@@ -23,6 +23,9 @@ kept as written; the project index resolves them later, see
   parameter on (`analysis/project/parameter_uses.py`).
 - `classes`: each module-level class's bases and the names its body binds, so that `self.setup`
   finds a method of a base class in another module (`analysis/project/inheritance.py`);
+  `module_classes`: its nn.Module subclasses, each with whether calls of an instance must get
+  inputs on its weights' device (`flow_classes.placed_module_classes`; read by the device flow of
+  the files that import them, `analysis/project/context_facts.py`);
   `method_calls`: the attribute names called on objects other than project references
   (`trainer.fit(...)`): a method so named may have calls its callers' meet does not see.
 - `dataset_items`: `{"PredictDataset": [[0, "x"]]}`, the constructor parameters (call position,
@@ -69,6 +72,7 @@ from torchdev_lint.analysis.syntax.scopes import (
     dotted_name,
 )
 from torchdev_lint.analysis.syntax.walk import walk
+from torchdev_lint.analysis.values.flow_classes import placed_module_classes
 
 Reference = list[Any]
 Summary = dict[str, Any]
@@ -115,6 +119,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "returns": collector.returned.summary(functions, collector.generators),
         **collector.constructors.fields(requirements),
         "classes": collector.classes,
+        "module_classes": placed_module_classes(module, scope),
         "method_calls": sorted(collector.method_calls),
         "defined": sorted(qualname for qualname, _ in functions if "." not in qualname),
         "group_starts": requirements.group_starts(),

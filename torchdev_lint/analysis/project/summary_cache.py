@@ -26,6 +26,7 @@ _FIELDS = frozenset(
         "forwards",
         "passed_on",
         "classes",
+        "module_classes",
         "method_calls",
         "saved_files",
         "dataset_classes",

@@ -26,8 +26,9 @@ Fact = TypeVar("Fact")
 _NESTED_BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")
 
 
-def memo(ctx: FileContext) -> dict[object, object]:
-    """What the analyses remember about one file: unit results, class facts, built scopes, `remember`ed facts."""
+def memo(ctx: object) -> dict[object, object]:
+    """What the analyses remember about one file (kept on its `FileContext`, or on pass 1's stand-in
+    for one): unit results, class facts, built scopes, `remember`ed facts."""
     found = getattr(ctx, "_flow_cache", None)
     if found is None:
         found = {}

@@ -81,6 +81,9 @@ class Calls:
             return self._construct(node, name, args, state)
         if isinstance(func, cst.Name) and func.value in kinds.local_module_classes(self.scope.module):
             return self._construct(node, name or func.value, args, state)
+        project = self.record.ctx.project
+        if name is not None and project is not None and (placed := project.module_class(name)) is not None:
+            return self._construct(node, name, args, state, placed)
         if name is not None:
             result = self._function(node, name, args, state)
             if result is not _NOT_HANDLED:
@@ -93,7 +96,11 @@ class Calls:
             state.sync()  # a helper of unknown behaviour may synchronise
         return None
 
-    def _construct(self, node: cst.Call, name: str, args: list[Value | None], state: State) -> Value:
+    def _construct(
+        self, node: cst.Call, name: str, args: list[Value | None], state: State, placed: bool | None = None
+    ) -> Value:
+        """An instance of a module class; `placed`: a project module's class, from pass 1 (calls of
+        it are checked against the device of its weights)."""
         facts = None
         if "." not in name:
             class_node = module_class_node(name, self.scope)
@@ -101,6 +108,8 @@ class Calls:
         last = name.rsplit(".", 1)[-1]
         if facts is not None:
             stateful = facts.stateful
+        elif placed is not None:
+            stateful = placed
         elif name.startswith("torchvision."):
             stateful = True
         elif last in CONTAINERS:

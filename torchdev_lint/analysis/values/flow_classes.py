@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
@@ -36,6 +36,17 @@ from torchdev_lint.analysis.values.flow_values import TENSOR, Kind, Value
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
+
+
+class ModuleContext(Protocol):
+    """What a class's facts need of the file: its tree and module scope (a `FileContext`, or
+    pass 1's `_PassOneContext`)."""
+
+    @property
+    def scope(self) -> Scope: ...
+
+    @property
+    def module(self) -> cst.Module: ...
 
 
 @dataclass
@@ -62,7 +73,7 @@ def module_class_node(name: str, scope: Scope) -> cst.ClassDef | None:
     return None
 
 
-def class_facts(node: cst.ClassDef, ctx: FileContext) -> ClassFacts | None:
+def class_facts(node: cst.ClassDef, ctx: ModuleContext) -> ClassFacts | None:
     """Attributes a module class gives itself in its methods (memoised per class)."""
     cache = memo(ctx)
     key = ("class", node)
@@ -233,7 +244,7 @@ def input_device(method: cst.CSTNode, ctx: FileContext) -> cst.Attribute | None:
     return None
 
 
-def moves_inputs(facts: ClassFacts, ctx: FileContext) -> bool:
+def moves_inputs(facts: ClassFacts, ctx: ModuleContext) -> bool:
     """Does the class move data itself (a `.to(`/`.cuda(` outside `__init__`)? Then its inputs may be anywhere."""
     if facts._moves_inputs is None:
         code = "".join(
@@ -243,6 +254,27 @@ def moves_inputs(facts: ClassFacts, ctx: FileContext) -> bool:
         )
         facts._moves_inputs = ".to(" in code or ".cuda(" in code
     return facts._moves_inputs
+
+
+@dataclass
+class _PassOneContext:
+    scope: Scope
+    module: cst.Module
+
+
+def placed_module_classes(module: cst.Module, scope: Scope) -> dict[str, bool]:
+    """For pass 1 (other files construct these classes): each module-level nn.Module subclass of
+    the file, with whether a call of an instance runs where its weights are, so that inputs on
+    another device fail (it holds parameters, buffers or stateful submodules, and does not move
+    its inputs itself)."""
+    ctx = _PassOneContext(scope, module)
+    found = {}
+    for name in kinds.local_module_classes(scope):
+        node = module_class_node(name, scope)
+        facts = class_facts(node, ctx) if node is not None else None
+        if facts is not None:
+            found[name] = facts.stateful and not moves_inputs(facts, ctx)
+    return found
 
 
 # Methods that move a module or tensor in place (`self.model.cpu()` elsewhere makes its device unknown).
