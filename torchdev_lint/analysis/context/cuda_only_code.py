@@ -15,7 +15,6 @@ import libcst as cst
 from torchdev_lint.analysis.context.guards import BENCHMARK_WORDS
 from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module
 from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
-from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.syntax import keyword, positional
 
 _CUDA_PATH_WORDS = frozenset({"cuda", "nccl", "cudnn"})
@@ -109,18 +108,6 @@ def _strings(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(node, (cst.List, cst.Tuple)):
         return [element.value for element in node.elements]
     return [node]
-
-
-def imports_cuda_only_inside(function: cst.FunctionDef) -> bool:
-    found = False
-
-    def enter(node: cst.CSTNode) -> None:
-        nonlocal found
-        if not found and isinstance(node, (cst.Import, cst.ImportFrom)):
-            found = imports_cuda_only(node)
-
-    walk(function.body, enter, lambda node: None)
-    return found
 
 
 def compiles_cuda(call: cst.Call, scope: Scope) -> bool:

@@ -23,7 +23,6 @@ from torchdev_lint.analysis.context.cuda_only_code import (
     cuda_specific_path,
     imports_cuda_only,
     imports_cuda_only_dynamically,
-    imports_cuda_only_inside,
 )
 from torchdev_lint.analysis.context.guards import name_words, says_missing, says_present
 from torchdev_lint.analysis.context.process_groups import Initialization, is_nccl, nccl_by_default
@@ -44,6 +43,8 @@ _SKIP_METHODS = frozenset({"skipTest", "skip"})
 # Decorator words that make a CUDA word mean "skip without CUDA": `skip_if_lt_x_gpu`, `skipIfNoCUDA`.
 _SKIP_WITHOUT = frozenset({"no", "lt", "less", "without", "unless"})
 _CACHE = "_cuda_requirements"
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp})
+_NESTED_SCOPES = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
 
 
 class GatingCallees(Protocol):
@@ -95,6 +96,9 @@ class CudaRequirements:
         self._group_starts: list[bool] | None = None
         # Module-level names functions rebind through `global name`: the functions, by name.
         self._global_writers: dict[str, list[cst.FunctionDef]] = {}
+        self._cuda_importing: set[int] = (
+            set()
+        )  # functions (ids) importing a CUDA-only library, nested ones too
         self._initialization = Initialization(
             module,
             self._functions,
@@ -155,6 +159,7 @@ class CudaRequirements:
                 self._module_only = True
         elif (kind is cst.Import or kind is cst.ImportFrom) and imports_cuda_only(node):  # type: ignore[arg-type]
             self._module_only = self._module_only or _at_module_level(node, self._parents)
+            self._cuda_importing.update(id(n) for n in stack if type(n) is cst.FunctionDef)
 
     def index_leave(self, node: cst.CSTNode) -> None:
         self._stack.pop()
@@ -223,7 +228,7 @@ class CudaRequirements:
         if key in self._required:
             return self._required[key]
         self._required[key] = False  # a recursive function: its own calls prove nothing
-        found = _cuda_only_decorated(function, self._scope) or imports_cuda_only_inside(function)
+        found = _cuda_only_decorated(function, self._scope) or key in self._cuda_importing
         if not found:
             uses = self._uses(function)
             elsewhere = self._called_elsewhere_with_cuda(function)
@@ -503,31 +508,33 @@ def _unconditional_calls(statement: cst.CSTNode) -> list[cst.Call]:
     """The calls a statement always makes: not those after `and`/`or`, in a branch of `x if c
     else y`, in a comprehension's element or a lambda (`device or torch.cuda.current_device()`
     claims the GPU only when no device is passed)."""
-    found = []
+    found: list[cst.Call] = []
     stack = [statement]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Call):
-            found.append(node)
-        if isinstance(node, cst.BooleanOperation):
-            stack.append(node.left)
-        elif isinstance(node, cst.IfExp):
-            stack.append(node.test)
-        elif isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
-            stack.append(node.for_in.iter)
-        elif not isinstance(node, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+        kind = type(node)  # exact types (LibCST's node classes are final): isinstance on ABCs is slow
+        if kind is cst.Call:
+            found.append(node)  # type: ignore[arg-type]
+        if kind is cst.BooleanOperation:
+            stack.append(node.left)  # type: ignore[attr-defined]
+        elif kind is cst.IfExp:
+            stack.append(node.test)  # type: ignore[attr-defined]
+        elif kind in _COMPREHENSIONS:
+            stack.append(node.for_in.iter)  # type: ignore[attr-defined]
+        elif kind not in _NESTED_SCOPES:
             stack.extend(children(node))
     return found
 
 
 def _contains(root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> bool:
-    """A node of `kinds` in `root`, outside nested functions, classes and lambdas."""
+    """A node of `kinds` (exact types) in `root`, outside nested functions, classes and lambdas."""
     stack = [root]
     while stack:
         node = stack.pop()
-        if isinstance(node, kinds):
+        kind = type(node)
+        if kind in kinds:
             return True
-        if not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if kind not in _NESTED_SCOPES:
             stack.extend(children(node))
     return False
 
