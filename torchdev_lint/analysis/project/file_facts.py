@@ -87,9 +87,10 @@ class FileFacts(NamedTuple):
     def module_class(self, name: str) -> bool | None:
         """Is `name` (resolved as the file imports it: `models.Encoder`, `.nets.Decoder`) an nn.Module
         subclass of the project, and must calls of an instance get inputs on its weights' device?
-        None when it is not known to be one."""
-        for known, placed in self.module_classes:
-            if known == name:
+        None when it is not known to be one. (Members are looked up one by one: a check made
+        before the facts were known is re-checked only where its classes are among them.)"""
+        for placed in (True, False):
+            if (name, placed) in self.module_classes:
                 return placed
         return None
 
