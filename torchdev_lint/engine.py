@@ -262,6 +262,12 @@ def parse(path: str, source: bytes | str, python_tree: ast.Module | None = None)
     return _parse(path, source, python_tree)[0]
 
 
+def parse_with_python_tree(path: str, source: bytes | str) -> tuple[cst.Module, ast.Module | None]:
+    """`parse`, with CPython's tree it made on the way: a check given both (`check_source`'s
+    `module` and `python_tree`) places its findings without generating the whole module's code."""
+    return _parse(path, source, None)
+
+
 def _parse(
     path: str, source: bytes | str, tree: ast.Module | None = None
 ) -> tuple[cst.Module, ast.Module | None]:

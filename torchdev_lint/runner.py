@@ -9,6 +9,7 @@ summarized from the same tree (see `_first_pass`).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import io
 import os
@@ -27,7 +28,7 @@ from torchdev_lint.analysis.project.summary_cache import needs_parse
 from torchdev_lint.cache import CachedResult, ResultCache, entry_key
 from torchdev_lint.config import Settings, codes_for
 from torchdev_lint.diagnostics import FileReport, SourceError
-from torchdev_lint.engine import check_source, parse
+from torchdev_lint.engine import check_source, parse, parse_with_python_tree
 from torchdev_lint.files import read_source, remove_stale_temp_files, write_atomic
 from torchdev_lint.fixes import add_edits, fix_source, with_follow_ups
 from torchdev_lint.grammar import OLDEST_PYTHON, PythonVersion
@@ -122,11 +123,12 @@ def _process(
     source: bytes | None = None,
     tree: cst.Module | None = None,
     asked: FileFacts | None = None,
+    python_tree: ast.Module | None = None,
 ) -> tuple[FileReport, cst.Module | None]:
     """`process_file`, with the tree a check parsed (None when fixing or not parsed). `source`:
     the file's bytes when pass 1 read them, `tree` LibCST's tree of them when it parsed them
-    (a check then does not parse again); `asked`: facts to check with before the project's are
-    known (`_AskedFacts`; the report is cached as the one without facts)."""
+    (a check then does not parse again) and `python_tree` CPython's; `asked`: facts to check with
+    before the project's are known (`_AskedFacts`; the report is cached as the one without facts)."""
     report = FileReport(path)
     rules = rules_for(path, options)
     module: cst.Module | None = None
@@ -160,7 +162,15 @@ def _process(
             program = notebook.program_bytes
         if checking:
             given = tree if notebook is None else None
-            result = check_source(path, program, rules, options.settings, project=facts, module=given)
+            result = check_source(
+                path,
+                program,
+                rules,
+                options.settings,
+                project=facts,
+                module=given,
+                python_tree=python_tree if given is not None else None,
+            )
             module = result.module
             if options.with_edits:
                 add_edits(result)
@@ -399,22 +409,22 @@ class _SharedParses:
         self._checked = {os.path.abspath(path): path for path in paths}
         self._options = options
         self._budget = _KEPT_SOURCE_BYTES
-        self._kept: dict[str, tuple[bytes, cst.Module]] = {}
+        self._kept: dict[str, tuple[bytes, cst.Module, ast.Module | None]] = {}
         # checked at once: the source, the report and what the check asked of the facts
         self._reports: dict[str, tuple[bytes, FileReport, _Questions]] = {}
 
     def parse(self, path: str, source: bytes) -> cst.Module:
         """`project_facts`' parse (absolute paths; raises SourceError)."""
-        module = parse(path, source)
+        module, python_tree = parse_with_python_tree(path, source)
         checked = self._checked.get(path)
         if checked is None or checked in self._kept or checked in self._reports:
             return module
         if len(source) <= self._budget:
             self._budget -= len(source)
-            self._kept[checked] = (source, module)
+            self._kept[checked] = (source, module, python_tree)
         else:
             asked = _AskedFacts()
-            report = _process(checked, self._options, False, source, module, asked.facts)[0]
+            report = _process(checked, self._options, False, source, module, asked.facts, python_tree)[0]
             self._reports[checked] = (source, report, asked.questions)
         return module
 
@@ -425,8 +435,8 @@ class _SharedParses:
         assert options.project is not None
         done = {}
         while self._kept:
-            path, (source, tree) = self._kept.popitem()  # each tree freed once checked
-            done[path] = _process(path, options, True, source, tree)[0]
+            path, (source, tree, python_tree) = self._kept.popitem()  # each tree freed once checked
+            done[path] = _process(path, options, True, source, tree, python_tree=python_tree)[0]
         for path, (source, report, questions) in self._reports.items():
             if _final(path, report, questions, options, source):
                 done[path] = report
