@@ -72,8 +72,8 @@ class HardcodedCuda(Rule):
           through `self._helper()`) called only from such code, moves a test expects to fail (`with
           self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:` that
           catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT,
-          CuPy, apex, setGPU, a `*_cuda` extension) or build a CUDA extension (`cpp_extension.load` of
-          `.cu` sources) as they are imported, or live under a `cuda` folder, benchmark scripts, and
+          CuPy, apex, setGPU, a `*_cuda` extension; also unindented, through project modules) or build a
+          CUDA extension (`cpp_extension.load` of `.cu` sources) as imported, or live under a `cuda` folder, benchmark scripts, and
           functions that profile CUDA (a literal `activities=[..., ProfilerActivity.CUDA]`, a string
           `sort_by="self_cuda_time_total"`; not a profiler of the CPU alone);
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;

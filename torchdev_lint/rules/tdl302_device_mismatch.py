@@ -60,6 +60,11 @@ class DeviceMismatch(Rule):
         `__init__` and the methods only it calls (the module is still where it was built), not
         in `self(...)` dummy passes, nor in classes that override `to` or `_apply`.
 
+        Across files (`check`): an nn.Module subclass another file of the project defines (`from
+        models import Encoder`) is known as the file's own classes are: `Encoder(16).to("cuda")`
+        called with a host tensor is reported, unless the class has no parameters, buffers or
+        stateful submodules, or moves data itself outside `__init__` (its inputs may be anywhere).
+
         ## Why it matters
         This is the error every PyTorch user meets first: `RuntimeError: Input type
         (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same` or

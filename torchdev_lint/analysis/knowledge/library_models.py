@@ -236,6 +236,7 @@ MODELS: tuple[Model, ...] = (
     ),
     _cuda_only("tensorrt", "TensorRT engines run on NVIDIA GPUs only"),
     _cuda_only("torch_tensorrt", "compiles to TensorRT engines, NVIDIA GPUs only"),
+    _cuda_only("torch2trt", "NVIDIA's converter to TensorRT engines, which run on NVIDIA GPUs only"),
     _cuda_only("pycuda", "binds the CUDA driver API"),
     _cuda_only("cupy", "CuPy arrays live on NVIDIA GPUs"),
     _cuda_only("apex", "NVIDIA's fused kernels and AMP need CUDA"),
