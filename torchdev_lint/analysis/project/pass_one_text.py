@@ -5,7 +5,7 @@ before parsing, since parsing every file of a project would cost more than check
 saved, a load in a derived class, a CUDA constructor default)? `may_test_group`: can it test for a
 process group (`analysis/context/project_groups.py`)? `may_gate`: can it hold a gate
 (a function that stops its caller where CUDA is missing)? `may_place`: can it place a module on
-CUDA? `imports`: the modules its import lines name, to find the project files a checked
+CUDA, and `constructs`: does it construct a class it imports? `imports`: the modules its import lines name, to find the project files a checked
 file leads to without parsing it.
 """
 
@@ -61,9 +61,15 @@ def may_test_group(source: bytes) -> bool:
 
 
 def may_place(source: bytes) -> bool:
-    """Can the text place a module on CUDA (the device flow's evidence of a mismatch)? Only such
-    files learn which classes they import from project modules are nn.Module subclasses."""
-    return b"cuda" in source
+    """Can the text place a module on CUDA (the device flow's evidence of a mismatch: `cuda` and a
+    move)? Only such files learn which classes they import and construct (`constructs`) from
+    project modules are nn.Module subclasses."""
+    return b"cuda" in source and (b".to(" in source or b".cuda(" in source)
+
+
+def constructs(source: bytes, name: str) -> bool:
+    """Can the text construct the class-like `name` it imports (`Encoder(` follows the name)?"""
+    return name[:1].isupper() and re.search(rb"\b%s\(" % re.escape(name.encode()), source) is not None
 
 
 def may_gate(source: bytes) -> bool:
