@@ -16,7 +16,8 @@ from typing import Any
 from torchdev_lint.analysis.context.project_groups import nccl_program
 from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module
 from torchdev_lint.analysis.project.file_facts import CUDA_ONLY_IMPORT, IMPORTED, NCCL, FileFacts
-from torchdev_lint.analysis.project.pass_one_text import may_test_group
+from torchdev_lint.analysis.project.index import Located
+from torchdev_lint.analysis.project.pass_one_text import constructs, may_test_group
 
 _NCCL_ONLY = frozenset({NCCL})
 _IMPORTED = frozenset({IMPORTED})
@@ -58,10 +59,19 @@ class ContextFacts:
         if top:
             self.top_imports.setdefault(path, set()).add(module)
 
-    def note_class_import(self, path: str, written: str, module: str, name: str) -> None:
-        """`path` imports `name`, named like a class, from the project module `module`; its
-        resolved name there is `written` (`models.Encoder`, `.nets.Decoder`)."""
-        self.class_imports.setdefault(path, []).append((written, module, name))
+    def note_class_import(self, path: str, source: bytes, level: int, dotted: str, located: Located) -> bool:
+        """`path` (text `source`) imports `dotted` (`level` dots) from the project module `located`:
+        noted, and True, when it is a class-like name the text constructs (`Encoder(`); its resolved
+        name there is `models.Encoder` or `.nets.Decoder`."""
+        if (
+            located.file is None
+            or len(located.attributes) != 1
+            or not constructs(source, located.attributes[0])
+        ):
+            return False
+        entry = ("." * level + dotted, located.file, located.attributes[0])
+        self.class_imports.setdefault(path, []).append(entry)
+        return True
 
     def with_facts(
         self,

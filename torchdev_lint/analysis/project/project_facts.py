@@ -41,13 +41,7 @@ from torchdev_lint.analysis.project.parameter_facts import (
     moving_parameters,
     pinned_parameters,
 )
-from torchdev_lint.analysis.project.pass_one_text import (
-    constructs,
-    imports,
-    may_place,
-    may_test_group,
-    wants_summary,
-)
+from torchdev_lint.analysis.project.pass_one_text import imports, may_place, may_test_group, wants_summary
 from torchdev_lint.analysis.provenance import load_facts
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_source
@@ -197,11 +191,8 @@ class _Pass:
                 located = self.index.locate(current, level, dotted)
                 if located is not None and located.file is not None and located.file != current:
                     self.context.note_import(current, located.file, top)
-                    if places and len(located.attributes) == 1 and constructs(source, located.attributes[0]):
-                        self.context.note_class_import(
-                            current, "." * level + dotted, located.file, located.attributes[0]
-                        )
-                        self.wanted.add(located.file)
+                    if places and self.context.note_class_import(current, source, level, dotted, located):
+                        self.wanted.add(located.file)  # its summary tells which classes are modules
                 if located is not None and located.file is not None and located.file not in self.checked:
                     work.append(located.file)
 
