@@ -96,9 +96,8 @@ class CudaRequirements:
         self._group_starts: list[bool] | None = None
         # Module-level names functions rebind through `global name`: the functions, by name.
         self._global_writers: dict[str, list[cst.FunctionDef]] = {}
-        self._cuda_importing: set[int] = (
-            set()
-        )  # functions (ids) importing a CUDA-only library, nested ones too
+        # Functions (ids) that import a CUDA-only library, in their own body or a nested one.
+        self._cuda_importing: set[int] = set()
         self._initialization = Initialization(
             module,
             self._functions,

@@ -17,13 +17,11 @@ from torchdev_lint.analysis.context.project_groups import nccl_program
 from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module
 from torchdev_lint.analysis.project.file_facts import CUDA_ONLY_IMPORT, IMPORTED, NCCL, FileFacts
 from torchdev_lint.analysis.project.index import Located
-from torchdev_lint.analysis.project.pass_one_text import constructs, may_test_group
+from torchdev_lint.analysis.project.pass_one_text import Imports, constructs, may_test_group
 
 _NCCL_ONLY = frozenset({NCCL})
 _IMPORTED = frozenset({IMPORTED})
 _CUDA_ONLY_IMPORT = frozenset({CUDA_ONLY_IMPORT})
-# Modules a file imports: (level, dotted, unindented), as `pass_one_text.imports` reads them.
-Imports = list[tuple[int, str, bool]]
 # Read a module's text and summarize it (pass 1's own reader), if it has not been.
 Summarize = Callable[[str], None]
 

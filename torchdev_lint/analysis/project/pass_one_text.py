@@ -95,11 +95,15 @@ def _lines(source: bytes, start: int, count: int) -> bytes:
     return source[start:end]
 
 
-def imports(source: bytes) -> list[tuple[int, str, bool]]:
+# (level, "dotted.module", unindented) of each module an import line names (`imports`).
+Imports = list[tuple[int, str, bool]]
+
+
+def imports(source: bytes) -> Imports:
     """`(level, "dotted.module", unindented)` of each import statement's first line, and of each
     name a `from` imports (it may be a module: `from . import utils`). An unindented import runs
     whenever the module is imported (not in a function, a `try:` or an `if`)."""
-    found = []
+    found: Imports = []
     for match in _IMPORT.finditer(source):
         indent, dots, module, names, plain = (
             group.decode("utf-8", "replace") if group else "" for group in match.groups()
