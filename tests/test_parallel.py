@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from torchdev_lint.cli import fix_main, main
-from torchdev_lint.parallel import map_files
+from torchdev_lint.parallel import collect_less_often, map_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,3 +140,29 @@ def test_broken_pool_reruns_only_files_without_results(
     warning = capsys.readouterr().err
     assert "a worker process ended unexpectedly" in warning
     assert f"running the {len(here)} of 8 files whose results were lost in the main process" in warning
+
+
+def test_collecting_less_often_still_collects_cycles() -> None:
+    """The CLI's collector setting: fewer collections, but a cycle of garbage is still freed."""
+    import gc
+    import weakref
+
+    saved = gc.get_threshold()
+    try:
+        collect_less_often()
+        assert gc.isenabled() and gc.get_threshold()[0] > saved[0]
+        gc.collect()  # counts start from zero: the cycle below is young when the threshold passes
+
+        class Node:
+            pass
+
+        first, second = Node(), Node()
+        first.other, second.other = second, first  # type: ignore[attr-defined]
+        alive = weakref.ref(first)
+        del first, second
+        kept = [[] for _ in range(60_000)]  # live containers enough to pass the raised threshold
+        assert alive() is None
+        del kept
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*saved)

@@ -32,6 +32,7 @@ from torchdev_lint.config import (
 )
 from torchdev_lint.diagnostics import FileReport
 from torchdev_lint.files import discover
+from torchdev_lint.parallel import collect_less_often
 from torchdev_lint.report import FORMATS, plural, render, statistics, summary
 from torchdev_lint.report.text import concise as render_concise
 from torchdev_lint.report.text import plain_text
@@ -555,8 +556,10 @@ def fix_main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
+    collect_less_often()
     sys.exit(main())
 
 
 def fix_entry() -> None:
+    collect_less_often()
     sys.exit(fix_main())

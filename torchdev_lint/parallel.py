@@ -10,6 +10,7 @@ imports torch.
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import sys
@@ -23,6 +24,16 @@ MIN_FILES_PER_JOB = 4
 # Up to this many files per task: large enough to amortise sending a task,
 # small enough to balance files of very different sizes between workers.
 MAX_CHUNK = 16
+
+
+def collect_less_often() -> None:
+    """For a process of ours that checks many files (the CLI, the language server), not for a
+    host such as flake8: a parse builds some 10^5 objects, and with the default threshold
+    the collector traverses the long-lived ones (the rules, LibCST, the trees kept for pass 2)
+    again and again, a fifth of a cold check's CPU. Cycles are still collected; peak memory
+    stays the same (`docs/benchmarks.md`, "Session 15"). Workers forked later inherit it."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
 
 
 def default_jobs() -> int:

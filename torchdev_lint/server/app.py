@@ -10,7 +10,6 @@ version a newer change overtook is dropped, never published.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import sys
@@ -23,6 +22,7 @@ from pygls.lsp.server import LanguageServer
 
 from torchdev_lint import __version__
 from torchdev_lint.config import ConfigError
+from torchdev_lint.parallel import collect_less_often
 from torchdev_lint.server.actions import (
     FIX_ALL,
     KINDS,
@@ -228,11 +228,7 @@ def serve() -> int:
     """Serve stdin/stdout until `exit` or until stdin closes; 0 after a `shutdown` request, else 1 (LSP)."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="torchdev-lint server: %(message)s")
     server = build()
-    # A check builds a tree of some 10^5 objects: with the default threshold the collector
-    # traverses the long-lived ones (the rules, LibCST, the open documents' trees) again and
-    # again, a fifth of a check's time. Collect less often; cycles are still collected.
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    collect_less_often()  # the open documents' trees are long-lived too
     server.start_io()
     server.stop_checking()
     code = 0 if server.shut_down else 1
