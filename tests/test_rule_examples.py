@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from multifile import findings, write_files
 
 from torchdev_lint.config import Settings
 from torchdev_lint.engine import check_source
 from torchdev_lint.fixes import fix_source
-from torchdev_lint.rule import DOC_SECTIONS, Fix, Invalid, Rule, Valid, all_rules
+from torchdev_lint.rule import DOC_SECTIONS, Fix, Invalid, ProjectExample, Rule, Valid, all_rules
 
 
 def _cases(kind: str) -> list[object]:
@@ -98,6 +101,14 @@ def test_valid_example_is_silent(rule: type[Rule], example: Valid) -> None:
         "example.py", example.source.encode(), [rule], _settings(example), skip_filter=False
     )
     assert [(d.code, d.line) for d in result.diagnostics] == []
+
+
+@pytest.mark.parametrize(("rule", "example"), _cases("projects"))
+def test_project_example_is_flagged_where_it_says(
+    tmp_path: Path, rule: type[Rule], example: ProjectExample
+) -> None:
+    write_files(tmp_path, example.sources)
+    assert findings(tmp_path, [rule.code]) == [f"{where} {rule.code}" for where in example.findings]
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)

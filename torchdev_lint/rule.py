@@ -94,6 +94,20 @@ class Valid:
         return dedent(self.code)
 
 
+@dataclass(frozen=True)
+class ProjectExample:
+    """A small project whose facts cross files (`check` reads them all): `files` maps each path
+    under the project's root to its code, and `findings` lists every `path:line` the rule must
+    report there, none for a project it must leave alone."""
+
+    files: Mapping[str, str]
+    findings: tuple[str, ...] = ()
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return {path: dedent(code) for path, code in self.files.items()}
+
+
 def dedent(code: str) -> str:
     """Examples are written indented inside the rule class; strip that."""
     import textwrap  # here, like the imports below: importing this module stays cheap (catalog.py)
@@ -122,6 +136,7 @@ class Rule:
     fact_triggers: ClassVar[tuple[str, ...]] = ()
     invalid: ClassVar[tuple[Invalid, ...]] = ()
     valid: ClassVar[tuple[Valid, ...]] = ()
+    projects: ClassVar[tuple[ProjectExample, ...]] = ()  # examples whose facts cross files
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx

@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.provenance.host_loads import PendingLoads
 from torchdev_lint.analysis.syntax.scopes import Scope
-from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.rule import Fix, Invalid, ProjectExample, Rule, Valid
 from torchdev_lint.syntax import with_keyword
 
 if TYPE_CHECKING:
@@ -542,6 +542,33 @@ class LoadWithoutMapLocation(Rule):
                     raise RuntimeError("TensorRT engines need a CUDA device")
                 return torch.jit.load(path)
             """
+        ),
+    )
+    projects = (
+        # Another script wrote the files: a state dict of a module built on the CPU and never moved, a
+        # dict of a `.to("cpu")` tensor (host data everywhere) or a module moved to the GPU (flagged).
+        ProjectExample(
+            {
+                "distill.py": """
+                    import torch
+                    from torch import nn
+
+                    def export_student(codebook, teacher):
+                        student = nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+                        torch.save(student.state_dict(), "student_head.pt")
+                        torch.save({"codes": codebook.to("cpu"), "step": 3}, "codebook.pt")
+                        torch.save(teacher.cuda().state_dict(), "teacher_head.pt")
+                """,
+                "serve.py": """
+                    import torch
+
+                    def restore(student, teacher):
+                        student.load_state_dict(torch.load("student_head.pt"))
+                        teacher.load_state_dict(torch.load("teacher_head.pt"))
+                        return torch.load("codebook.pt")["codes"]
+                """,
+            },
+            findings=("serve.py:5",),
         ),
     )
 

@@ -280,18 +280,20 @@ class UnsafeLoadWeightsOnly(Rule):
                 return Reader(path)
             """,
         ),
-        # A generic name is no file's identity: one function's `path` (saved whole, from host
+        # A generic name is no file's identity: one function's `path` or `f` (saved whole, from host
         # memory) is not another's; a generic file name may be anyone's; another class's attribute.
         Invalid(
             """
             import os
             import torch
 
-            def export_whole(net, path):
+            def export_whole(net, path, f):
                 torch.save(net.cpu(), path)
+                torch.save(net.cpu(), f)
 
-            def import_whole(path):
-                return torch.load(path, map_location="cpu", weights_only=False)
+            def import_whole(path, f):
+                first = torch.load(path, map_location="cpu", weights_only=False)
+                return first, torch.load(f, weights_only=False)
 
             def stash_encoder(encoder, out_dir):
                 with open(os.path.join(out_dir, "net.pth"), "wb") as fh:
@@ -308,16 +310,18 @@ class UnsafeLoadWeightsOnly(Rule):
                 def restore(self):
                     return torch.load(self.ckpt_file, weights_only=False)
             """,
-            lines=(8, 15, 23),
+            lines=(9, 10, 17, 25),
             fixed="""
             import os
             import torch
 
-            def export_whole(net, path):
+            def export_whole(net, path, f):
                 torch.save(net.cpu(), path)
+                torch.save(net.cpu(), f)
 
-            def import_whole(path):
-                return torch.load(path, map_location="cpu", weights_only=True)
+            def import_whole(path, f):
+                first = torch.load(path, map_location="cpu", weights_only=True)
+                return first, torch.load(f, weights_only=True)
 
             def stash_encoder(encoder, out_dir):
                 with open(os.path.join(out_dir, "net.pth"), "wb") as fh:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.placement.hardcoded_uses import HardcodedUses
 from torchdev_lint.analysis.syntax.scopes import Scope
-from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.rule import Fix, Invalid, ProjectExample, Rule, Valid
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -55,26 +55,24 @@ class HardcodedCuda(Rule):
         `__init__.py` (users construct it), nor a construction passing `**kwargs` or run only with CUDA.
 
         Not flagged:
-        - code that runs only where CUDA is: after a gate in the same function or a caller in the same
-          file (or, for a module-level function, in every caller the project's other files hold) (`if not
+        - code that runs only where CUDA is: after a gate in the function or in a caller in the file, however
+          far up (for a module-level function, also in every caller in the project's other files): `if not
           torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
-          `torch.distributed.init_process_group("nccl")`, `torch.cuda.set_device(rank)`, or a call such as
-          `init_distributed_mode(args)` of a function of the file that does one; in a file whose every
-          `init_process_group` uses NCCL (or a setting defaulting to it, `kwargs.get("backend", "nccl")`),
-          or that starts none in a project whose every start does, a return or raise unless the group is
-          initialised, `if not dist.is_initialized(): return` or through a helper of the file or a project
-          module it imports, `is_dist_avail_and_initialized()`, `if get_world_size() == 1: return`, or a
-          block under `if get_world_size() > 1:` (a size 1 without a group: a library's, a helper's, or a
-          module-level `size = 1` only functions rebind to one); a claim in the statement itself,
-          `torch.device("cuda", torch.cuda.current_device())`), tests skipped without CUDA
+          `init_process_group("nccl")`, `torch.cuda.set_device(rank)`, a call of a function that does one; in
+          a file whose every `init_process_group` uses NCCL (or a setting defaulting to it,
+          `kwargs.get("backend", "nccl")`), or that starts none in a project whose every start does, past `if
+          not dist.is_initialized(): return` (also through a helper of the file or of an imported project
+          module) or `if get_world_size() == 1: return`, or under `if world_size > 1:`, for a size that is 1
+          without a group (a library's, a helper's, a local name bound once to one, a module-level `size = 1`
+          only functions rebind to one; not a parameter); a claim in the statement (`torch.device("cuda",
+          torch.cuda.current_device())`) or a device named just before a gate; tests skipped without CUDA
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
-          `@skip_if_lt_x_gpu(2)`), bodies of `with torch.cuda.stream(s):`, functions (and private methods,
-          through `self._helper()`) called only from such code, moves a test expects to fail (`with
-          self.assertRaises(...)`, `pytest.raises`), `torch.device("cuda")` looked up inside `try:` that
-          catches the error (`except RuntimeError:`), modules that import a CUDA-only library (TensorRT,
-          CuPy, apex, setGPU, a `*_cuda` extension; also unindented, through project modules) or build a
-          CUDA extension (`cpp_extension.load` of `.cu` sources) as imported, or live under a `cuda` folder, benchmark scripts, and
-          functions that profile CUDA (a literal `activities=[..., ProfilerActivity.CUDA]`, a string
+          `@skip_if_lt_x_gpu(2)`); `with torch.cuda.stream(s):` bodies; functions (private methods through
+          `self._helper()`) called only from such code; moves a test expects to fail (`self.assertRaises`,
+          `pytest.raises`); `torch.device("cuda")` inside a `try:` that catches the error; modules that import
+          a library known to need CUDA or a `*_cuda` extension (also unindented through project modules),
+          build a CUDA extension as imported (`cpp_extension.load` of `.cu` sources) or live under a `cuda`
+          folder; benchmark scripts; functions that profile CUDA (`activities=[..., ProfilerActivity.CUDA]`,
           `sort_by="self_cuda_time_total"`; not a profiler of the CPU alone);
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
         - uses under a test that says CUDA is there (`if use_cuda:`, `if args.device == "cuda":`, `if not
@@ -82,16 +80,16 @@ class HardcodedCuda(Rule):
           `if gpus is not None:`, a name assigned such a test: `_HAS_FLEX = torch.cuda.is_available() and
           ...`) or about where data is kept (`if self.cpu_cache:`, `if offload:`); not under `if
           self.workers > 0:` nor `if t.device != torch.device("cuda"):`, which say nothing about CUDA;
-        - a tensor's `.cuda()`/`.to("cuda")` as a statement, its result dropped (TDL306's bug);
-        - functions or classes about CUDA or host offloading by name (`class CUDATestBase`, `def
-          enable_cpu_offload`) and methods that implement a move (`def to`);
-        - device objects used as data (dict keys, set members, subscripts, comparisons, decorator arguments
-          such as `@pytest.mark.parametrize("device", ["cpu", "cuda"])`, other parameter defaults, names only handed
+        - a tensor's `.cuda()`/`.to("cuda")` as a statement, its result dropped (TDL306's bug); functions or
+          classes about CUDA or host offloading by name (`class CUDATestBase`, `def enable_cpu_offload`) and
+          methods that implement a move (`def to`); devices of fake tensors (`with FakeTensorMode():`);
+        - devices as data (dict keys, set members, subscripts, comparisons, decorator arguments such as
+          `@pytest.mark.parametrize("device", ["cpu", "cuda"])`, other parameter defaults, names only handed
           to the code under test in a test that takes `monkeypatch`), settings (`cfg.MODEL.DEVICE = "cuda"`,
-          `args.device = "cuda"`, `parser.set_defaults(device="cuda")`, a script's top-level `device = "cuda"`
-          before its `exec(...)` of a configurator), device tests (`check_device(a, b,
-          device="cuda")`), `autocast("cuda")`, `device_type="cuda"`, tuples and lists of backend names, and
-          `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
+          `parser.set_defaults(device="cuda")`, a script's top-level `device = "cuda"` before its `exec(...)`
+          of a configurator), device tests (`check_device(a, b, device="cuda")`), `autocast("cuda")`,
+          `device_type="cuda"`, collections of backend names, and `torch.device("cuda" if
+          torch.cuda.is_available() else "cpu")`.
 
         ## Why it matters
         Code that names CUDA unconditionally crashes on a laptop, a CPU-only CI runner or an
@@ -130,22 +128,41 @@ class HardcodedCuda(Rule):
         does not import `torch` itself."""
     invalid = (
         Invalid(
+            # The name `device` is taken; comparisons do not excuse the moves they guard.
             """
             import torch
+
+            def to_gpu(device):
+                return device
 
             def predict(model, batch):
                 model = model.cuda()
                 return model(batch.to('cuda')), torch.device('cuda')
+
+            class Sampler:
+                def register(self, name, value):
+                    if value.device != torch.device('cuda'):
+                        value = value.to(torch.device('cuda'))
+                    setattr(self, name, value)
             """,
-            lines=(4, 5),
+            lines=(7, 8, 13),
             fixed="""
             import torch
 
-            device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+            default_device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+
+            def to_gpu(device):
+                return device
 
             def predict(model, batch):
-                model = model.to(device)
-                return model(batch.to(device)), device
+                model = model.to(default_device)
+                return model(batch.to(default_device)), default_device
+
+            class Sampler:
+                def register(self, name, value):
+                    if value.device != torch.device('cuda'):
+                        value = value.to(default_device)
+                    setattr(self, name, value)
             """,
         ),
         Invalid(
@@ -166,36 +183,6 @@ class HardcodedCuda(Rule):
 
             def place(model, batch, gpu_id):
                 return model.to(DEVICE), batch.to(DEVICE, non_blocking=True), model.cuda(gpu_id)
-            """,
-        ),
-        Invalid(
-            # The name `device` is taken; comparisons do not excuse the moves they guard.
-            """
-            import torch
-
-            def to_gpu(device):
-                return device
-
-            class Sampler:
-                def register(self, name, value):
-                    if value.device != torch.device("cuda"):
-                        value = value.to(torch.device("cuda"))
-                    setattr(self, name, value)
-            """,
-            lines=(9,),
-            fixed="""
-            import torch
-
-            default_device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-            def to_gpu(device):
-                return device
-
-            class Sampler:
-                def register(self, name, value):
-                    if value.device != torch.device("cuda"):
-                        value = value.to(default_device)
-                    setattr(self, name, value)
             """,
         ),
         Invalid(
@@ -237,7 +224,7 @@ class HardcodedCuda(Rule):
             lines=(5, 10),
         ),
         Invalid(
-            # A process group joined only sometimes is no gate.
+            # A process group joined only sometimes is no gate; nor is a world size taken as a parameter.
             """
             import torch
 
@@ -245,8 +232,11 @@ class HardcodedCuda(Rule):
                 if args.distributed:
                     torch.distributed.init_process_group("nccl")
                 model = build().cuda()
+            def sum_loss(loss, replicas):
+                if replicas > 1:
+                    torch.distributed.all_reduce(loss.cuda())
             """,
-            lines=(6,),
+            lines=(6, 9),
             fixed="""
             import torch
 
@@ -256,6 +246,9 @@ class HardcodedCuda(Rule):
                 if args.distributed:
                     torch.distributed.init_process_group("nccl")
                 model = build().to(device)
+            def sum_loss(loss, replicas):
+                if replicas > 1:
+                    torch.distributed.all_reduce(loss.to(device))
             """,
         ),
         Invalid(
@@ -301,9 +294,11 @@ class HardcodedCuda(Rule):
         # A script's defaults that its configurator (`exec`'d below them) overrides from the command line.
         Valid(
             """
+            import sys
+            from pathlib import Path
             import torch
             device = "cuda"
-            exec(open("configurator.py").read())
+            exec(Path(sys.argv[1]).read_text())  # the run's settings file may rebind `device`
             model = torch.nn.Linear(3, 4).to(device)
             """
         ),
@@ -365,6 +360,10 @@ class HardcodedCuda(Rule):
                 return cache[torch.device("cuda:0")]
             def quantize(self, qtensor, meta):  # not torch's `.cuda()`: a quantizer's, own keywords
                 self.quantizer.cuda(qtensor, meta=meta, device=self.keys.device)
+            def load(path):  # names bound nowhere in the file; numba's `cuda`
+                model = Model().to(device)
+                numba_stream = cuda.stream()
+                return model.to(torch_device), "cuda"
             """
         ),
         Valid(
@@ -414,7 +413,7 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
-            # CUDA-only on purpose: decorated tests, tests of CUDA-named flags, benchmarks, CUDA profiling.
+            # CUDA-only on purpose: decorated tests, tests of CUDA-named flags, benchmarks, profiling, streams.
             """
             import unittest
             import torch
@@ -439,6 +438,9 @@ class HardcodedCuda(Rule):
             def trace(model, p):
                 model.to(device="cuda")
                 print(p.key_averages().table(sort_by="self_cuda_time_total", row_limit=-1))
+            def unpack(tensor, stream):
+                with torch.cuda.stream(stream):
+                    return tensor.to("cuda", non_blocking=True)
             class Fuzzer:
                 def make(self, t, has_cuda_inputs):
                     if self._cuda:
@@ -449,43 +451,39 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
-            # A program that cannot run without CUDA: the NCCL process group, then the rest of main
-            # and what main calls, or past an exit unless a group (NCCL's, in this file) is initialised;
-            # a test helper called only from a test skipped without CUDA.
+            # A program that cannot run without CUDA: the NCCL process group, then the rest of `run`
+            # and what it calls, past an exit unless a group (NCCL's, in this file) is initialised, or
+            # under a world size above 1 (a local name too); a test helper of tests skipped without CUDA.
             """
-            import os
             import pytest
             import torch
             import torch.distributed as dist
 
-            def init_distributed_mode(args):
-                args.dist_backend = "nccl"
-                dist.init_process_group(backend=args.dist_backend, init_method="env://")
-            def train(model, loader):
-                for x in loader:
-                    model(x.cuda(non_blocking=True))
-            def is_dist_avail_and_initialized():
-                if not dist.is_available():
-                    return False
-                if not dist.is_initialized():
+            def join_group(cfg):
+                dist.init_process_group(backend="nccl", init_method=cfg.rendezvous)
+            def fit(net, batches):
+                for images in batches:
+                    net(images.cuda(non_blocking=True))
+            def group_ready():
+                if not dist.is_available() or not dist.is_initialized():
                     return False
                 return True
-            def synchronize_between_processes(count, total):
-                if not is_dist_avail_and_initialized():
+            def share_counts(hits, seen):
+                if not group_ready():
                     return
-                dist.all_reduce(torch.tensor([count, total], dtype=torch.float64, device="cuda"))
-            def num_replicas():
-                return dist.get_world_size() if is_dist_avail_and_initialized() else 1
-            def mean_over_replicas(value):
-                if num_replicas() != 1:
-                    dist.all_reduce(torch.tensor([value], device="cuda"))
-                if 2 > num_replicas():
-                    return value
-                return torch.tensor([value], device="cuda")
-            def main(args):
-                init_distributed_mode(args)
-                model = build(args).cuda()
-                train(model, loader)
+                dist.all_reduce(torch.tensor([hits, seen], device="cuda"))
+            def replica_count():
+                return dist.get_world_size() if group_ready() else 1
+            def average(score):
+                replicas = replica_count()
+                if replicas > 1:
+                    dist.all_reduce(torch.tensor([score], device="cuda"))
+                if 2 > replica_count():
+                    return score
+                return torch.tensor([score], device="cuda") / replicas
+            def run(cfg, batches):
+                join_group(cfg)
+                fit(make_net(cfg).cuda(), batches)
             def _loader():
                 return Prefetcher(device=torch.device("cuda"))
             @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is required")
@@ -501,21 +499,8 @@ class HardcodedCuda(Rule):
             """
         ),
         Valid(
-            # Code under a CUDA stream, a module built on a CUDA-only library.
-            """
-            import tensorrt as trt
-            import torch
-
-            def run(engine, x):
-                return engine.execute(x.to("cuda:0"))
-            def unpack(tensor, stream):
-                with torch.cuda.stream(stream):
-                    return tensor.to("cuda", non_blocking=True)
-            """
-        ),
-        Valid(
-            # A probe that handles the failure; a device test; a private helper of skipped tests;
-            # a test that expects the move to fail.
+            # A probe that handles the failure; a device test; a private helper of skipped tests; a test
+            # that expects the move to fail; a dropped move (TDL306's bug); cache keys in a faked test.
             """
             import unittest
             import torch
@@ -540,13 +525,6 @@ class HardcodedCuda(Rule):
                 @skip_if_lt_x_gpu(2)
                 def test_broadcast(self):
                     self._helper(1)
-            """
-        ),
-        Valid(
-            # A dropped move of a tensor (TDL306's bug); devices that are only cache keys in a faked test.
-            """
-            import torch
-
             def init_codebook(size):
                 codebook = torch.randn(size)
                 codebook.cuda()
@@ -565,14 +543,36 @@ class HardcodedCuda(Rule):
             """,
             settings={"device_policy": "cuda-only"},
         ),
-        Valid(
-            """
-            def load(path):
-                model = Model()
-                model.to(device)
-                numba_stream = cuda.stream()
-                return model.to(torch_device), "cuda"
-            """
+    )
+    projects = (
+        # The gate is in another file, in the caller's caller: `evaluate` and what it calls run only
+        # where CUDA is; `export` has a caller without the gate.
+        ProjectExample(
+            {
+                "engine.py": """
+                    import torch
+
+                    def _score(images):
+                        return images.cuda().sum()
+                    def evaluate(net, images):
+                        return _score(net(images))
+                    def export(net):
+                        return net.cuda()
+                """,
+                "main.py": """
+                    import sys
+                    import torch
+                    from engine import evaluate, export
+
+                    def cli(net, images):
+                        if torch.cuda.device_count() == 0:
+                            sys.exit("the evaluation needs a GPU")
+                        evaluate(net, images)
+                    def convert(net):
+                        return export(net)
+                """,
+            },
+            findings=("engine.py:8",),
         ),
     )
 

@@ -11,7 +11,7 @@ from torchdev_lint.analysis.syntax.scopes import Scope
 from torchdev_lint.analysis.values import flow, kinds
 from torchdev_lint.analysis.values.factory_values import unplaced_factory
 from torchdev_lint.analysis.values.flow_classes import initialiser, input_device
-from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.rule import Fix, Invalid, ProjectExample, Rule, Valid
 from torchdev_lint.syntax import keyword, method_call, with_keyword
 
 if TYPE_CHECKING:
@@ -101,6 +101,7 @@ class DeviceMismatch(Rule):
                 def __init__(self):
                     super().__init__()
                     self.fc = nn.Linear(224, 10)
+                    self.register_buffer("scale", torch.ones(10))
 
                 def forward(self, x):
                     return self.fc(x)
@@ -110,8 +111,12 @@ class DeviceMismatch(Rule):
                 model = Net().to(device)
                 x = torch.randn(8, 3, 224, 224)
                 return model(x)
+
+            net = Net()
+            net.to("cuda:0")
+            print(net.scale * torch.arange(10))
             """,
-            lines=(16,),
+            lines=(17, 21),
             fixed="""
             import torch
             from torch import nn
@@ -120,6 +125,7 @@ class DeviceMismatch(Rule):
                 def __init__(self):
                     super().__init__()
                     self.fc = nn.Linear(224, 10)
+                    self.register_buffer("scale", torch.ones(10))
 
                 def forward(self, x):
                     return self.fc(x)
@@ -129,6 +135,10 @@ class DeviceMismatch(Rule):
                 model = Net().to(device)
                 x = torch.randn(8, 3, 224, 224)
                 return model(x.to(device))
+
+            net = Net()
+            net.to("cuda:0")
+            print(net.scale * torch.arange(10).to("cuda:0"))
             """,
         ),
         Invalid(
@@ -175,35 +185,6 @@ class DeviceMismatch(Rule):
                 total = weights + noise.to("cuda")
                 both = torch.cat([weights, noise.to("cuda")])
                 return total, both, weights @ torch.eye(4).to("cuda")
-            """,
-        ),
-        Invalid(
-            """
-            import torch
-            import torch.nn as nn
-
-            class Scaler(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.register_buffer("weight", torch.ones(3))
-
-            scaler = Scaler()
-            scaler.to("cuda:0")
-            print(scaler.weight * torch.arange(3))
-            """,
-            lines=(11,),
-            fixed="""
-            import torch
-            import torch.nn as nn
-
-            class Scaler(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.register_buffer("weight", torch.ones(3))
-
-            scaler = Scaler()
-            scaler.to("cuda:0")
-            print(scaler.weight * torch.arange(3).to("cuda:0"))
             """,
         ),
         Invalid(
@@ -489,6 +470,33 @@ class DeviceMismatch(Rule):
                 return x
                 x + torch.randn(3, 3)
             """
+        ),
+    )
+    projects = (
+        # A module class another file of the project defines is known as the file's own are.
+        ProjectExample(
+            {
+                "pyproject.toml": "",
+                "blocks.py": """
+                    from torch import nn
+
+                    class Denoiser(nn.Module):
+                        def __init__(self, width):
+                            super().__init__()
+                            self.proj = nn.Linear(width, width)
+                        def forward(self, x):
+                            return self.proj(x)
+                """,
+                "tests/test_blocks.py": """
+                    import torch
+                    from blocks import Denoiser
+
+                    def test_shape():
+                        net = Denoiser(16).to("cuda")
+                        assert net(torch.randn(2, 16)).shape == (2, 16)
+                """,
+            },
+            findings=("tests/test_blocks.py:6",),
         ),
     )
 

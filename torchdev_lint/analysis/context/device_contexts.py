@@ -4,7 +4,8 @@ A device that is compared (`d == torch.device("cuda")`), looked up under a
 `try:` that expects a missing GPU, written where a test expects an error, used
 as data (a dict key, a set member, a test parameter, a parameter default, a
 cache key in a test that fakes the work), or stored as configuration that whoever runs the code overrides (`args.device =
-"cuda"`, `parser.set_defaults(device="cuda")`).
+"cuda"`, `parser.set_defaults(device="cuda")`), or given to a factory under a fake-tensor mode
+(`with FakeTensorMode():`), where a device is metadata.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from torchdev_lint.analysis.context.cuda_only_code import benchmark_path
 from torchdev_lint.analysis.context.guards import availability_guarded, flag_condition
 from torchdev_lint.analysis.context.profiling import in_cuda_profiler
 from torchdev_lint.analysis.context.requirements import cuda_requirements
-from torchdev_lint.analysis.syntax.scopes import dotted_name
+from torchdev_lint.analysis.knowledge.torch_api import FAKE_TENSOR_MODES
+from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.syntax.walk import visit
 from torchdev_lint.analysis.values import flow
 
@@ -81,7 +83,24 @@ def harmless_here(
         or benchmark_path(ctx.path)
         or in_cuda_profiler(scope)
         or cuda_requirements(scope, ctx.path, ctx.project).requires_cuda(site)
+        or under_fake_tensors(ctx.ancestors, scope)
     )
+
+
+def under_fake_tensors(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
+    """In the body of `with FakeTensorMode():` (or of a name bound only to one): tensors made there
+    are fake, their device is metadata, and nothing needs a GPU."""
+    for parent, child in zip(ancestors, ancestors[1:], strict=False):
+        if isinstance(parent, cst.With) and child is parent.body:
+            if any(_fake_tensor_mode(item.item, scope) for item in parent.items):
+                return True
+    return False
+
+
+def _fake_tensor_mode(context: cst.BaseExpression, scope: Scope) -> bool:
+    found = assigned_values(context, scope)
+    values = found[0] if found is not None else [context]
+    return all(isinstance(v, cst.Call) and resolve(v.func, scope) in FAKE_TENSOR_MODES for v in values)
 
 
 def names_device(name: str) -> bool:

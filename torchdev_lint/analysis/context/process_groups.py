@@ -1,10 +1,11 @@
 """Does code run only once a process group is initialised?
 
 After `if not dist.is_initialized(): return` (or the same test through a helper of the file,
-torchvision's `is_dist_avail_and_initialized()`), the program has joined a process group. So it
-has after `if get_world_size() == 1: return` (or under `if world_size() > 1:`) where the size
-comes from `dist.get_world_size()` (which raises without a group) or from a helper of the file
-that returns 1 whenever no group is initialised: the helper's value is 1 unless the group exists.
+whatever its name, `in_group()`), the program has joined a process group. So it
+has after `if get_world_size() == 1: return` (or under `if world_size > 1:`) where the size
+comes from `dist.get_world_size()` (which raises without a group), from `dist.get_world_size() if
+dist.is_initialized() else 1`, from a helper of the file that returns 1 whenever no group is
+initialised, or from a local name bound once to such a size: its value is 1 unless the group exists.
 `requirements.CudaRequirements` asks here: in a file whose every `init_process_group` uses NCCL,
 that group is NCCL's, and such code cannot meet a CPU-only machine (`torch.tensor(...,
 device="cuda")` for `dist.all_reduce` is right there). `is_nccl` and `nccl_by_default` tell a
@@ -19,7 +20,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.bindings import unpacked, walk_bindings
-from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, last_name, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, last_name, parameters, resolve
 from torchdev_lint.syntax import positional
 
 _IS_INITIALIZED = "torch.distributed.is_initialized"
@@ -55,10 +56,11 @@ class Initialization:
         self._imported_helpers = imported_helpers
         self._helpers: dict[tuple[int, bool], bool] = {}
         self._globals: dict[str, bool] = {}
+        self._locals: dict[tuple[int, str], bool] = {}
 
     def says_initialized(self, test: cst.BaseExpression) -> bool:
         """When `test` is true a process group is initialised: `dist.is_initialized()`,
-        `dist.is_available() and dist.is_initialized()`, `is_dist_avail_and_initialized()`,
+        `dist.is_available() and dist.is_initialized()`, a helper of the file that returns such a test,
         `get_world_size() > 1`."""
         if isinstance(test, cst.BooleanOperation):
             left, right = self.says_initialized(test.left), self.says_initialized(test.right)
@@ -101,10 +103,13 @@ class Initialization:
 
     def _one_unless_initialized(self, size: cst.BaseExpression) -> bool:
         """`dist.get_world_size()` (it raises without a group), a library's size that is 1 without
-        a group, a call of a helper of the file that returns 1 whenever no group is initialised, or
-        a module-level name bound to 1 that functions rebind only to such sizes."""
+        a group, a call of a helper of the file that returns 1 whenever no group is initialised, a
+        local name bound once to such a size, or a module-level name bound to 1 that functions
+        rebind only to such sizes."""
         if isinstance(size, cst.Name):
-            return self._global_size(size)
+            return self._named_size(size)
+        if isinstance(size, cst.IfExp):  # `dist.get_world_size() if dist.is_initialized() else 1`
+            return self.says_initialized(size.test) and _is_one(size.orelse)
         if not isinstance(size, cst.Call) or size.args:
             return False
         name = resolve(size.func, self._scope)
@@ -127,7 +132,7 @@ class Initialization:
         ]
 
     def _imported(self, call: cst.Call, *, sizes: bool) -> bool:
-        """`dist_utils.is_dist_avail_and_initialized()`: an imported helper that another project
+        """`dist_utils.in_group()`: an imported helper that another project
         module defines (`imported_helpers`); the name must come from an import, not this file."""
         name = last_name(call.func)
         if name is None or (name, sizes) not in self._imported_helpers():
@@ -138,16 +143,42 @@ class Initialization:
         bindings = self._scope.bindings.get(head.value, []) if isinstance(head, cst.Name) else []
         return bool(bindings) and all(binding.import_target is not None for binding in bindings)
 
-    def _global_size(self, read: cst.Name) -> bool:
-        """`size` read where it is the module's: `size = 1` at module level, and every function
-        that rebinds it (`global size`) assigns it a size that is 1 without a group."""
+    def _named_size(self, read: cst.Name) -> bool:
+        """`size` read where it is the innermost function's, bound there once (`world_size =
+        get_world_size()`, then `if world_size > 1:`) to a size that is 1 without a group; or
+        where it is the module's: `size = 1` at module level, and every function that rebinds it
+        (`global size`) assigns it such a size."""
         name = read.value
-        if any(_binds_locally(function, name) for function in self._functions_around(read)):
+        around = self._functions_around(read)
+        if around and _binds_locally(around[0], name):
+            return self._local_size(around[0], name)
+        if any(_binds_locally(function, name) for function in around[1:]):
             return False
         if name not in self._globals:
             self._globals[name] = False  # a size defined through itself proves nothing
             self._globals[name] = self._module_size(name)
         return self._globals[name]
+
+    def _local_size(self, function: cst.FunctionDef, name: str) -> bool:
+        """A local variable, not a parameter, whose one binding is `name = <size>`: a name bound
+        again (in a loop, by a branch) may hold anything by the time it is read."""
+        key = (id(function), name)
+        if key not in self._locals:
+            self._locals[key] = False  # `size = size + 0` proves nothing
+            bound = [
+                b
+                for b in walk_bindings(block_statements(function.body))
+                if any(isinstance(t, cst.Name) and t.value == name for t in unpacked(b.target))
+            ]
+            self._locals[key] = (
+                name not in {p.name.value for p in parameters(function)}
+                and len(bound) == 1
+                and bound[0].kind == "assign"
+                and isinstance(bound[0].target, cst.Name)
+                and bound[0].value is not None
+                and self._one_unless_initialized(bound[0].value)
+            )
+        return self._locals[key]
 
     def _module_size(self, name: str) -> bool:
         writers = self._global_writers.get(name, [])
@@ -180,8 +211,8 @@ class Initialization:
     def _exits_without_group(self, function: cst.FunctionDef, sizes: bool) -> bool:
         """The helper returns a false value (with `sizes`, 1) whenever no process group is
         initialised: it reaches `if not dist.is_initialized(): return False` (past other such
-        exits), or returns such a test (`return dist.get_world_size() if dist.is_initialized()
-        else 1`). Any other statement that may hold a `return` ends the search."""
+        exits), or returns such a test or size (`return dist.get_world_size() if
+        dist.is_initialized() else 1`). Any other statement that may hold a `return` ends the search."""
         exit_value = _returns_one if sizes else _returns_falsy
         for statement in block_statements(function.body):
             if isinstance(statement, cst.If):
@@ -193,13 +224,9 @@ class Initialization:
                 returned = next((s for s in statement.body if isinstance(s, cst.Return)), None)
                 if returned is not None:
                     value = returned.value
-                    if sizes:
-                        return (
-                            isinstance(value, cst.IfExp)
-                            and self.says_initialized(value.test)
-                            and _is_one(value.orelse)
-                        )
-                    return value is not None and self.says_initialized(value)
+                    if value is None:
+                        return False
+                    return self._one_unless_initialized(value) if sizes else self.says_initialized(value)
             else:
                 return False
         return False
@@ -234,15 +261,7 @@ def _is_one(value: cst.BaseExpression) -> bool:
 
 def _binds_locally(function: cst.FunctionDef, name: str) -> bool:
     """Is `name` a parameter or a local variable of `function` (not declared `global` there)?"""
-    params = function.params
-    every = (
-        *params.posonly_params,
-        *params.params,
-        *params.kwonly_params,
-        params.star_arg,
-        params.star_kwarg,
-    )
-    if any(isinstance(p, cst.Param) and p.name.value == name for p in every):
+    if name in {p.name.value for p in parameters(function)}:
         return True
     found = False
     for bound in walk_bindings(block_statements(function.body)):

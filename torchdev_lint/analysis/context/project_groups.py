@@ -8,7 +8,8 @@ least one and every start read is NCCL's, and no file pass 1 could not parse nam
 `init_process_group` (it may start another backend). A file that starts groups of its own is
 judged by them (`CudaRequirements._nccl_file`). Only the files pass 1 reads count: checking a
 model's folder without its scripts finds no start, so nothing changes there. The fact goes to the
-checked files whose text may test for a group (`pass_one_text.may_test_group`), so a script that
+checked files whose text may test for a group (`pass_one_text.may_test_group`) and to those that
+import a project module defining a group test, whatever its name (`in_group()`), so a script that
 changes its backend re-checks those only. No LibCST here.
 """
 

@@ -24,13 +24,22 @@ from torchdev_lint.analysis.context.cuda_only_code import (
     imports_cuda_only,
     imports_cuda_only_dynamically,
 )
-from torchdev_lint.analysis.context.guards import name_words, says_missing, says_present
+from torchdev_lint.analysis.context.gate_shapes import (
+    cuda_only_decorated,
+    exits,
+    flag_leaves,
+    implies,
+    may_return,
+    runs_later,
+    skips_without_cuda,
+    unconditional_calls,
+)
+from torchdev_lint.analysis.context.guards import says_missing, says_present
 from torchdev_lint.analysis.context.process_groups import Initialization, is_nccl, nccl_by_default
-from torchdev_lint.analysis.knowledge.cuda_modules import CUDA_WORDS
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.loops import bound_in
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, last_name, resolve
-from torchdev_lint.analysis.syntax.walk import children, walk
+from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.syntax import keyword, positional
 
 # Calls that raise without CUDA, made to claim a GPU on purpose.
@@ -38,13 +47,7 @@ _CUDA_CLAIMS = frozenset({"torch.cuda.set_device", "torch.cuda.current_device"})
 # `with torch.cuda.stream(s):` / `with torch.cuda.device(i):` bodies run on a GPU.
 _CUDA_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.device"})
 _PROCESS_GROUP = "torch.distributed.init_process_group"
-_EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit", "pytest.skip", "pytest.exit"})
-_SKIP_METHODS = frozenset({"skipTest", "skip"})
-# Decorator words that make a CUDA word mean "skip without CUDA": `skip_if_lt_x_gpu`, `skipIfNoCUDA`.
-_SKIP_WITHOUT = frozenset({"no", "lt", "less", "without", "unless"})
 _CACHE = "_cuda_requirements"
-_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp})
-_NESTED_SCOPES = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
 
 
 class GatingCallees(Protocol):
@@ -154,7 +157,7 @@ class CudaRequirements:
             if type(value) is cst.SimpleString:
                 names = self._nccl_names if is_nccl(value) else self._other_backend_names
                 names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)  # type: ignore[attr-defined]
-            elif _is_pytestmark(node) and _skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
+            elif _is_pytestmark(node) and skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
                 self._module_only = True
         elif (kind is cst.Import or kind is cst.ImportFrom) and imports_cuda_only(node):  # type: ignore[arg-type]
             self._module_only = self._module_only or _at_module_level(node, self._parents)
@@ -175,7 +178,8 @@ class CudaRequirements:
         when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a
         function of this file that does one; in a file whose process groups all use NCCL, an exit
         unless one is initialised, or a block run only when one is), a claim of the GPU in its own statement
-        (`torch.device("cuda", torch.cuda.current_device())`), a CUDA-only decorator,
+        (`torch.device("cuda", torch.cuda.current_device())`), a device named right before a gate,
+        a CUDA-only decorator,
         `with torch.cuda.stream(...)`, a function called only from such code, or a CUDA-only module."""
         if self._module_only:
             return True
@@ -184,7 +188,9 @@ class CudaRequirements:
         while parent is not None:
             if isinstance(child, cst.SimpleStatementLine) and self._claims(child):
                 return True
-            if isinstance(parent, (cst.Module, cst.IndentedBlock)) and self._gated_before(parent.body, child):
+            if isinstance(parent, (cst.Module, cst.IndentedBlock)) and (
+                self._gated_before(parent.body, child) or self._named_before_gate(parent.body, child)
+            ):
                 return True
             if (
                 isinstance(parent, cst.With)
@@ -213,7 +219,7 @@ class CudaRequirements:
             if (
                 isinstance(parent, cst.ClassDef)
                 and child is parent.body
-                and _cuda_only_decorated(parent, self._scope)
+                and cuda_only_decorated(parent, self._scope)
             ):
                 return True
             child, parent = parent, self._parents.get(id(parent))
@@ -227,7 +233,7 @@ class CudaRequirements:
         if key in self._required:
             return self._required[key]
         self._required[key] = False  # a recursive function: its own calls prove nothing
-        found = _cuda_only_decorated(function, self._scope) or key in self._cuda_importing
+        found = cuda_only_decorated(function, self._scope) or key in self._cuda_importing
         if not found:
             uses = self._uses(function)
             elsewhere = self._called_elsewhere_with_cuda(function)
@@ -294,6 +300,23 @@ class CudaRequirements:
             state.judged += 1
         return state.gate is not None and state.gate < index
 
+    def _named_before_gate(self, body: Sequence[cst.CSTNode], child: cst.CSTNode) -> bool:
+        """`device = torch.device("cuda:0")` right before a gate (`torch.cuda.set_device(device)`):
+        naming a device allocates nothing, and the program passes the gate before any use."""
+        if not (
+            isinstance(child, cst.SimpleStatementLine)
+            and len(child.body) == 1
+            and isinstance(child.body[0], cst.Assign)
+        ):
+            return False
+        value = child.body[0].value
+        if not isinstance(value, cst.SimpleString) and not (
+            isinstance(value, cst.Call) and self._resolve(value.func) == "torch.device"
+        ):
+            return False
+        position = next(i for i, statement in enumerate(body) if statement is child)
+        return position + 1 < len(body) and self._is_gate(body[position + 1])
+
     def _gated_in_earlier_branch(self, branch: cst.If) -> bool:
         """`if use_ddp:` after `if use_ddp or use_fsdp:` whose block passes a gate
         (`torch.cuda.set_device(rank)`), in the same block, the test's names not rebound in between:
@@ -301,7 +324,7 @@ class CudaRequirements:
         block = self._parents.get(id(branch))
         if not isinstance(block, (cst.IndentedBlock, cst.Module)):
             return False  # an `elif`: its own earlier tests were false
-        leaves = _test_leaves(branch.test)
+        leaves = flag_leaves(branch.test)
         if not leaves:
             return False
         body = list(block.body)
@@ -310,7 +333,7 @@ class CudaRequirements:
                 return False
             if (
                 isinstance(earlier, cst.If)
-                and _implies(branch.test, earlier.test)
+                and implies(branch.test, earlier.test)
                 and isinstance(earlier.body, cst.IndentedBlock)
                 and self._gated_before(earlier.body.body, None)
             ):
@@ -321,7 +344,7 @@ class CudaRequirements:
         """The statement always claims the GPU (`torch.cuda.set_device(rank)`)."""
         key = id(statement)
         if key not in self._statement_claims:
-            calls = _unconditional_calls(statement)
+            calls = unconditional_calls(statement)
             self._statement_claims[key] = any(self._resolve(call.func) in _CUDA_CLAIMS for call in calls)
         return self._statement_claims[key]
 
@@ -338,7 +361,7 @@ class CudaRequirements:
         if isinstance(statement, cst.If):
             orelse = statement.orelse
             test = statement.test
-            if _exits(statement.body, returns=returns) and (
+            if exits(statement.body, returns=returns) and (
                 self._true_without_cuda(test)
                 or (self._initialization.true_uninitialized(test) and self._nccl_file())
             ):
@@ -346,14 +369,14 @@ class CudaRequirements:
             return (
                 isinstance(orelse, cst.Else)
                 and says_present(statement.test, self._scope)
-                and _exits(orelse.body, returns=returns)
+                and exits(orelse.body, returns=returns)
             )
         if not isinstance(statement, cst.SimpleStatementLine):
             return False
         for small in statement.body:
             if isinstance(small, cst.Assert) and says_present(small.test, self._scope):
                 return True
-        return any(self._gating_call(call) for call in _unconditional_calls(statement))
+        return any(self._gating_call(call) for call in unconditional_calls(statement))
 
     def _functions_around(self, node: cst.CSTNode) -> list[cst.FunctionDef]:
         """The functions `node` lies in, innermost first."""
@@ -450,30 +473,6 @@ class _Block:
         self.gate: int | None = None
 
 
-def _test_leaves(test: cst.BaseExpression) -> frozenset[str]:
-    """The flags an `if` test combines with `and`/`or` (`use_ddp`, `self.distributed`); empty when
-    it is anything else (a comparison, a call: what it reads may change unseen)."""
-    if isinstance(test, cst.BooleanOperation):
-        left, right = _test_leaves(test.left), _test_leaves(test.right)
-        return left | right if left and right else frozenset()
-    name = dotted_name(test) if isinstance(test, (cst.Name, cst.Attribute)) else None
-    return frozenset() if name is None else frozenset({name})
-
-
-def _implies(test: cst.BaseExpression, other: cst.BaseExpression) -> bool:
-    """Whenever flag test `test` is true, so is `other` (`a` implies `a or b`; `a and b` implies `a`)."""
-    if isinstance(other, cst.BooleanOperation) and isinstance(other.operator, cst.Or):
-        if _implies(test, other.left) or _implies(test, other.right):
-            return True
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
-        if _implies(test.left, other) or _implies(test.right, other):
-            return True
-    if isinstance(other, cst.BooleanOperation) and isinstance(other.operator, cst.And):
-        return _implies(test, other.left) and _implies(test, other.right)
-    leaves = _test_leaves(test)
-    return len(leaves) == 1 and isinstance(test, (cst.Name, cst.Attribute)) and leaves == _test_leaves(other)
-
-
 def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
     """A name that is not a use: `def f`, `x.f`, `f=...` keywords, parameters, import aliases."""
     kind = type(parent)
@@ -491,98 +490,6 @@ _DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias
 def _group_starter_names() -> frozenset[str]:
     """The last names of the calls that may start a process group (resolved later)."""
     return frozenset({"init_process_group"} | {api.rsplit(".", 1)[-1] for api in apis(Fact.NCCL_GROUP)})
-
-
-def runs_later(function: cst.FunctionDef) -> bool:
-    """Calling it runs none of its body: an `async def` or a generator."""
-    return function.asynchronous is not None or _contains(function.body, (cst.Yield,))
-
-
-def may_return(statement: cst.BaseStatement) -> bool:
-    """The statement can leave the function with a `return` (not one of a nested function)."""
-    return _contains(statement, (cst.Return,))
-
-
-def _unconditional_calls(statement: cst.CSTNode) -> list[cst.Call]:
-    """The calls a statement always makes: not those after `and`/`or`, in a branch of `x if c
-    else y`, in a comprehension's element or a lambda (`device or torch.cuda.current_device()`
-    claims the GPU only when no device is passed)."""
-    found: list[cst.Call] = []
-    stack = [statement]
-    while stack:
-        node = stack.pop()
-        kind = type(node)  # exact types (LibCST's node classes are final): isinstance on ABCs is slow
-        if kind is cst.Call:
-            found.append(node)  # type: ignore[arg-type]
-        if kind is cst.BooleanOperation:
-            stack.append(node.left)  # type: ignore[attr-defined]
-        elif kind is cst.IfExp:
-            stack.append(node.test)  # type: ignore[attr-defined]
-        elif kind in _COMPREHENSIONS:
-            stack.append(node.for_in.iter)  # type: ignore[attr-defined]
-        elif kind not in _NESTED_SCOPES:
-            stack.extend(children(node))
-    return found
-
-
-def _contains(root: cst.CSTNode, kinds: tuple[type[cst.CSTNode], ...]) -> bool:
-    """A node of `kinds` (exact types) in `root`, outside nested functions, classes and lambdas."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind in kinds:
-            return True
-        if kind not in _NESTED_SCOPES:
-            stack.extend(children(node))
-    return False
-
-
-def _exits(body: cst.BaseSuite, *, returns: bool = True) -> bool:
-    """The block ends the function or program: `return` (when `returns`), `raise`, `sys.exit()`,
-    `pytest.skip()`."""
-    if isinstance(body, cst.SimpleStatementSuite):
-        last: cst.CSTNode | None = body.body[-1] if body.body else None
-    else:
-        line = body.body[-1] if body.body else None
-        last = line.body[-1] if isinstance(line, cst.SimpleStatementLine) and line.body else None
-    if isinstance(last, cst.Raise) or (returns and isinstance(last, cst.Return)):
-        return True
-    if not isinstance(last, cst.Expr) or not isinstance(last.value, cst.Call):
-        return False
-    name = dotted_name(last.value.func)
-    if name is None:
-        return False
-    return name in _EXITS or name.rsplit(".", 1)[-1] in _SKIP_METHODS
-
-
-def _cuda_only_decorated(node: cst.FunctionDef | cst.ClassDef, scope: Scope) -> bool:
-    return any(_skips_without_cuda(decorator.decorator, scope) for decorator in node.decorators)
-
-
-def _skips_without_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
-    """`unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif(...)`,
-    `skipUnless(TEST_CUDA)`, `requires_cuda`, `onlyCUDA`, `skip_if_lt_x_gpu(2)`; a list of marks
-    holding one. Not `pytest.mark.parametrize("device", ["cpu", "cuda"])`: data, not a condition."""
-    if isinstance(node, (cst.List, cst.Tuple)):
-        return any(_skips_without_cuda(element.value, scope) for element in node.elements)
-    func = node.func if isinstance(node, cst.Call) else node
-    name = dotted_name(func)
-    if name is None:
-        return False
-    last = name.rsplit(".", 1)[-1].lower()
-    if isinstance(node, cst.Call) and last in ("skipif", "skipunless"):
-        args = positional(node)
-        if not args:
-            return False
-        condition = args[0].value
-        return says_missing(condition, scope) if last == "skipif" else says_present(condition, scope)
-    if "param" in last or "expand" in last:
-        return False
-    words = name_words(name)
-    if not words & CUDA_WORDS:
-        return False
-    return "skip" not in words or bool(words & _SKIP_WITHOUT)
 
 
 def _is_pytestmark(node: cst.Assign) -> bool:

@@ -149,6 +149,10 @@ SYNC_METHODS = frozenset({"synchronize", "wait", "query"})
 # -- process-wide settings ------------------------------------------------------------
 
 DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
+# Modes under which every tensor made is fake: its device is metadata, nothing is allocated.
+FAKE_TENSOR_MODES = frozenset(
+    {"torch._subclasses.FakeTensorMode", "torch._subclasses.fake_tensor.FakeTensorMode"}
+)
 
 # -- sets other analyses ask ------------------------------------------------------------
 # ALIASING_METHODS and MEMORY_SHARING_METHODS answer the same question ("may the result share

@@ -34,7 +34,7 @@ class ContextFacts:
         self.group_tests: set[str] = set()  # checked files whose text may test for a process group
         self.main_blocks: set[str] = set()  # checked files whose text may hold `if __name__ == "__main__":`
         self.imported: set[str] = set()  # files another file of the project imports
-        self.group_imports: dict[str, set[str]] = {}  # of `group_tests`: the project modules each imports
+        self.group_imports: dict[str, set[str]] = {}  # of checked files: the project modules each imports
         self.cuda_only: set[str] = set()  # files (any read) whose unindented imports name a CUDA-only library
         self.top_imports: dict[str, set[str]] = {}  # the project modules each file imports unindented
         # Of checked files that may place a module on CUDA: (name as resolved there, module, class)
@@ -52,7 +52,7 @@ class ContextFacts:
     def note_import(self, path: str, module: str, top: bool) -> None:
         """`path` imports the project module `module` (another file), unindented when `top`."""
         self.imported.add(module)
-        if path in self.group_tests:
+        if path in self.checked:
             self.group_imports.setdefault(path, set()).add(module)
         if top:
             self.top_imports.setdefault(path, set()).add(module)
@@ -83,11 +83,13 @@ class ContextFacts:
         found = dict(facts)
         paths = self.checked if only is None else {only}
         if nccl_program(summaries.values(), unreadable):
-            for path in paths & self.group_tests:
+            # A file that tests for a group itself, or through a helper it imports (whatever its name).
+            for path in paths & (self.group_tests | self.group_imports.keys()):
                 helpers = self._group_helpers(path, summaries, summarize)
-                found[path] = found.get(path, FileFacts())._replace(
-                    process_groups=_NCCL_ONLY, group_helpers=helpers
-                )
+                if helpers or path in self.group_tests:
+                    found[path] = found.get(path, FileFacts())._replace(
+                        process_groups=_NCCL_ONLY, group_helpers=helpers
+                    )
         for path in paths & self.main_blocks & self.imported:
             found[path] = found.get(path, FileFacts())._replace(roles=_IMPORTED)
         for path in paths & self.class_imports.keys():

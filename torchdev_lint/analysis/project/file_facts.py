@@ -54,7 +54,7 @@ class FileFacts(NamedTuple):
     # (`analysis/project/context_facts.py`).
     roles: frozenset[str] = frozenset()
     # (name, is a size): functions of the project modules this file imports that say a process group
-    # is initialised (`dist_utils.is_dist_avail_and_initialized()`; `analysis/context/project_groups.py`).
+    # is initialised (`dist_utils.in_group()`; `analysis/context/project_groups.py`).
     group_helpers: frozenset[tuple[str, bool]] = frozenset()
     # (class as this file's imports name it, calls of an instance must get inputs on its weights'
     # device): nn.Module subclasses of project modules (`analysis/project/context_facts.py`).

@@ -56,7 +56,8 @@ def wants_summary(source: bytes) -> bool:
 
 def may_test_group(source: bytes) -> bool:
     """Can the text test whether a process group is initialised (`dist.is_initialized()`, a world
-    size, a helper named for either)? Only such files receive the project's NCCL fact."""
+    size, a helper named for either)? Such files receive the project's NCCL fact, and so do those
+    importing a project module that defines a group test (`ContextFacts.with_facts`)."""
     return b"initialized" in source or b"world_size" in source
 
 

@@ -232,14 +232,19 @@ def open_scope(node: cst.CSTNode, parent: Scope) -> Scope | None:
     return scope
 
 
-def collect_function_bindings(scope: Scope, node: cst.FunctionDef | cst.Lambda) -> None:
+def parameters(node: cst.FunctionDef | cst.Lambda) -> list[cst.Param]:
+    """Every parameter of a function, `*args` and `**kwargs` included."""
     params = node.params
-    for param in (
+    return [
         *params.posonly_params,
         *params.params,
         *params.kwonly_params,
         *(p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)),
-    ):
+    ]
+
+
+def collect_function_bindings(scope: Scope, node: cst.FunctionDef | cst.Lambda) -> None:
+    for param in parameters(node):
         scope.bind(param.name.value, Binding(node=param))
     if isinstance(node, cst.FunctionDef):
         collect_bindings(scope, block_statements(node.body))
