@@ -54,8 +54,9 @@ class InvariantTransferInLoop(Rule):
         handed to a call that may change it (any call but torch functions that only read their
         arguments and builtins such as `len`); a device taken from the loop (`buf.to(x.device)`)
         or from `buf` itself (`buf.to(buf.device, dtype)` is a cast); `x = x.to(d)`, which copies
-        on the first iteration only (later ones find `x` on the device already). Modules are
-        TDL202's.
+        on the first iteration only (later ones find `x` on the device already); a tensor shared with
+        other processes (`buf.share_memory_()`, also through `for t in (obs, buf): t.share_memory_()`),
+        which they refill while the loop runs. Modules are TDL202's.
 
         ## Why it matters
         Each iteration copies the same bytes from host to device again: a fixed cost of several
@@ -215,6 +216,21 @@ class InvariantTransferInLoop(Rule):
         ),
     )
     valid = (
+        # Rollout storage that worker processes fill: each move copies fresh data.
+        Valid(
+            """
+            import torch
+
+            frames = torch.zeros(64, 4).share_memory_()
+            returns = torch.zeros(64)
+            for buffer in [returns]:
+                buffer.share_memory_()
+
+            def learn(device, updates):
+                for update in range(updates):
+                    batch = frames.to(device, non_blocking=True), returns.to(device)
+            """
+        ),
         Valid(
             """
             def run(xs, table, bias, device, devices):

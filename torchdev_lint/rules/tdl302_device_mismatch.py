@@ -287,8 +287,8 @@ class DeviceMismatch(Rule):
     )
     valid = (
         # A module's own methods: the dummy pass of `__init__` and of a helper only it calls, `self(...)`,
-        # data made where the input is (`zeros_like`, a 0-dim host tensor plus the input), a 0-dim
-        # factor, a class placing itself its own way.
+        # data made where the input is (`zeros_like`, `.type_as(x)`, a 0-dim host tensor plus the input),
+        # a 0-dim factor, a class placing itself its own way.
         Valid(
             """
             import torch
@@ -307,7 +307,8 @@ class DeviceMismatch(Rule):
                 def forward(self, x):
                     steps = torch.arange(x.shape[-1], device=x.device)
                     total = self.body(torch.add(torch.tensor(0.0), x) + torch.zeros_like(x))
-                    return self.body(x + steps) * torch.tensor(0.5) * self.scale + total
+                    noise = self.scale * torch.randn(x.shape[0], x.shape[-1]).type_as(x)
+                    return self.body(x + steps) * torch.tensor(0.5) * self.scale + total + noise
             class Pinned(nn.Module):
                 def __init__(self):
                     super().__init__()

@@ -4,7 +4,8 @@
 the same device each time (TDL202 for modules, TDL207 for tensors): nothing
 the loop (re)binds reaches the move, and nothing in the loop changes the
 receiver in place, also through a view of it (`aliases`) or a call it is
-handed to (`may_change`, `reads_only`); a module is changed by a method call
+handed to (`may_change`, `reads_only`), nor is it shared with other processes
+(`shared_across_processes`); a module is changed by a method call
 other than running or reading it, on it or on a submodule got from it
 (`module_changed`). It also says whether the move can be
 hoisted before the loop and whether that runs it exactly as often as before.
@@ -118,6 +119,39 @@ def aliases(function: cst.CSTNode, key: str) -> frozenset[str]:
                 names.add(target)
                 grown = True
     return frozenset(names)
+
+
+def shared_across_processes(root: cst.CSTNode, key: str) -> bool:
+    """`key.share_memory_()` somewhere in `root` (also `buf = torch.zeros(n).share_memory_()`, or
+    `for t in (obs, buf): t.share_memory_()`): other processes write the tensor whenever they run,
+    so a loop that moves it copies fresh data each time, however still the loop leaves it."""
+    nodes = _walk(root)
+    for node in nodes:
+        if isinstance(node, cst.Assign) and _shares(node.value):
+            if any(dotted_name(target.target) == key for target in node.targets):
+                return True
+        if isinstance(node, cst.Call) and _shares(node) and isinstance(node.func, cst.Attribute):
+            if dotted_name(node.func.value) == key:
+                return True
+        if isinstance(node, cst.For) and isinstance(node.target, cst.Name):
+            members = node.iter.elements if isinstance(node.iter, (cst.List, cst.Tuple)) else ()
+            if any(dotted_name(member.value) == key for member in members) and any(
+                _shares(call)
+                and isinstance(call.func, cst.Attribute)
+                and dotted_name(call.func.value) == node.target.value
+                for call in _walk(node.body)
+                if isinstance(call, cst.Call)
+            ):
+                return True
+    return False
+
+
+def _shares(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "share_memory_"
+    )
 
 
 def _may_alias(value: cst.BaseExpression, names: frozenset[str]) -> bool:
@@ -366,6 +400,8 @@ def invariant_move(
         )
     if isinstance(assigned, str) and assigned != key and changed_in_place(loop, assigned):
         return None  # `c = buf.to(d); c.mul_(2)`: each iteration needs its fresh copy
+    if tensor and shared_across_processes(ancestors[0], key):
+        return None
     hoistable = statement is not None and assigned is not False and isinstance(loop.body, cst.IndentedBlock)
     if hoistable and isinstance(assigned, str) and assigned != key:
         hoistable = assigned not in varying

@@ -99,7 +99,7 @@ MODULE_SAME = frozenset({"eval", "train", "half", "float", "double", "bfloat16",
 KEEP_SHAPE = frozenset(
     """detach clone contiguous float half double bfloat16 long int bool short byte char abs exp log sqrt
     rsqrt relu sigmoid tanh neg softmax log_softmax clamp clamp_ pin_memory requires_grad_ flatten
-    unsqueeze permute transpose t reshape view type_as expand expand_as repeat add sub mul div pow
+    unsqueeze permute transpose t reshape view expand expand_as repeat add sub mul div pow
     sin cos floor ceil round sign masked_fill detach_ add_ sub_ mul_ div_ zero_ fill_ normal_ uniform_
     copy_ cumsum flip roll eq ne lt le gt ge maximum minimum where""".split()
 )

@@ -45,6 +45,7 @@ class ProjectIndex:
         self._distributed: dict[str, bool] = {}
         # (importing file, level, dotted) -> where it leads: pass 1 asks thousands of times.
         self._located: dict[tuple[str, int, str], Located | None] = {}
+        self._located_from: dict[tuple[str, int, str], Located | None] = {}  # by the file's folder
 
     def root(self, path: str) -> str | None:
         """The project folder of `path`: the nearest folder above it with a project marker."""
@@ -96,7 +97,12 @@ class ProjectIndex:
         it is not the project's own (third-party, missing, or above the file system root)."""
         key = (path, level, dotted)
         if key not in self._located:
-            self._located[key] = self._locate(path, level, dotted)
+            # What an import names depends on the importing file's folder only: the files of a
+            # folder share their lookups (`import torch` is looked for once per folder).
+            shared = (os.path.dirname(path), level, dotted)
+            if shared not in self._located_from:
+                self._located_from[shared] = self._locate(path, level, dotted)
+            self._located[key] = self._located_from[shared]
         return self._located[key]
 
     def _locate(self, path: str, level: int, dotted: str) -> Located | None:

@@ -238,8 +238,14 @@ class _Pass:
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
             if fresh:
-                named = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(n.encode()) for n in sorted(fresh)))
-                new += [path for path, source in self.unparsed.items() if named.search(source)]
+                needles = [name.encode() for name in sorted(fresh)]
+                named = re.compile(rb"\b(?:%s)\b" % b"|".join(map(re.escape, needles)))
+                # `in` first: a fast scan where the alternation is a slow one, and few files match.
+                new += [
+                    path
+                    for path, source in self.unparsed.items()
+                    if any(needle in source for needle in needles) and named.search(source)
+                ]
             self.wanted.clear()
             progressed = False
             for path in dict.fromkeys(new):

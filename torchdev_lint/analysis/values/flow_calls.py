@@ -264,6 +264,8 @@ class Calls:
         kind = receiver.kind if receiver is not None else None
         if method in MOVE_METHODS:
             return self._move(node, func, method, receiver, args, state)
+        if method == "type_as":  # `t.type_as(x)` is `t.to(x)`: x's dtype and x's device
+            return self._move(node, func, "to", receiver, args, state)
         if kind is Kind.MODULE:
             assert receiver is not None
             if method in MODULE_SAME:
