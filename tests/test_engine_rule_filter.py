@@ -67,7 +67,7 @@ def test_triggers_match_however_python_spaces_them(text: str) -> None:
 
 
 def test_spaced_call_is_still_flagged() -> None:
-    source = 'import torch\n\nx = torch.zeros(8) .to ("cuda")\n'
+    source = 'import torch\n\nfor _ in range(2):\n    x = torch.zeros(8) .to ("cuda")\n'
     assert [d.code for d in check_source("a.py", source, [RULES["TDL203"]], Settings()).diagnostics] == [
         "TDL203"
     ]

@@ -288,8 +288,8 @@ def test_added_arguments_keep_the_layout(call: str, layout: str, index: int) -> 
     [
         # A replacement keeps the parentheses around what it replaces, and their lines.
         (
-            "steps = (\n    torch.zeros(3).to(device)\n)\n",
-            "steps = (\n    torch.zeros(3, device=device)\n)\n",
+            "def steps(device):\n    return (\n        torch.zeros(3).to(device)\n    )\n",
+            "def steps(device):\n    return (\n        torch.zeros(3, device=device)\n    )\n",
         ),
         # A rewritten call keeps the line breaks of its arguments.
         (

@@ -52,22 +52,22 @@ class CreateThenMove(Rule):
         on the host even when given `device=`, and `torch.as_tensor` aliases an array or tensor:
         there `device=` makes the same host tensor and the same copy, so neither is flagged.
 
-        Setup code that runs once is not flagged either: one allocation more cannot matter there.
-        That is code in a function named for setup (`__init__`, `_init_weights`, `_setup_train`,
-        `distributed_init`, an availability probe such as `_is_fp16_available`, a conversion for
-        deployment such as `switch_to_deploy` or `_fuse_bn_tensor`; not `init_hidden` or
-        `init_state`, which run per batch), in a function whose result is cached
-        (`@cached_property`, `@lru_cache`: once per instance or arguments), in a private helper the
-        file calls only from setup code or lists only in a registry named for setup
-        (`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`), state made on first use and
-        kept (under `if not hasattr(self, "pool"):`, `if self.cache is None:`, an optimizer's `if
-        len(state) == 0:`, or `if k not in self.means:` whose body stores `self.means[k] = ...`:
-        made once per key; a guard over a local dict, or whose body does not store under that key,
-        is not exempt), a dummy input for an export or trace (inside an exporter class or function,
-        or a name handed to `export_onnx(model, im)`, `torch.jit.trace(model, im)`,
-        `convert_to_onnx(...)`, a lambda traced once), and a tensor registered as model state on the
-        spot (`register_buffer(name, ...)`, `nn.Parameter(...)`). Masks, padding and buffers built
-        in `forward`, in a training step or per call of a helper are what the rule is for.
+        Setup code that runs once is not flagged either: one allocation more cannot matter there. That is code
+        at module level outside any loop (a script's setup before its training loop; not the functions it
+        calls), in a function named for setup (`__init__`, `_init_weights`, `_setup_train`,
+        `distributed_init`, an availability probe such as `_is_fp16_available`, a conversion for deployment
+        such as `switch_to_deploy` or `_fuse_bn_tensor`; not `init_hidden` or `init_state`, which run per
+        batch), in a function whose result is cached (`@cached_property`, `@lru_cache`: once per instance or
+        arguments), in a private helper the file calls only from setup code or lists only in a registry named
+        for setup (`ROPE_INIT_FUNCTIONS = {"linear": _compute_linear_rope, ...}`), state made on first use and
+        kept (under `if not hasattr(self, "pool"):`, `if self.cache is None:`, an optimizer's `if len(state)
+        == 0:`, or `if k not in self.means:` whose body stores `self.means[k] = ...`: made once per key; a
+        guard over a local dict, or whose body does not store under that key, is not exempt), a dummy input
+        for an export or trace (inside an exporter class or function, or a name handed to `export_onnx(model,
+        im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`, a lambda traced once), and a tensor
+        registered as model state on the spot (`register_buffer(name, ...)`, `nn.Parameter(...)`). Masks,
+        padding and buffers built in `forward`, in a training step or per call of a helper are what the rule
+        is for.
 
         ## Why it matters
         The tensor is first allocated and filled on the CPU, then copied over the PCIe bus and the CPU copy
@@ -134,37 +134,39 @@ class CreateThenMove(Rule):
             """
             import numpy as np
             import torch
-            mask = torch.ones(4, 4).to(device)
-            ids = torch.arange(10, dtype=torch.long).cuda()
-            x = torch.zeros(3).to(device, torch.float16)
-            y = torch.tensor(np.load(path)).to(device=dev, non_blocking=True)
-            label = f"{torch.zeros(1).cuda()}"
-            start = len(prefix)
-            codes = torch.zeros(seq).long().cuda()
-            steps = torch.arange(seq, dtype=torch.int32).float().to(device)
-            pos = (torch.arange(seq, dtype=torch.long) + start).to(device)
-            half = (torch.ones(seq, seq) * 0.5).cuda()
-            odd = (torch.arange(seq) * 2 + 1).to(device)
-            frac = (torch.arange(seq, dtype=torch.long) / y.size(0)).to(device, torch.float64)
-            flags = torch.zeros(seq).cuda().bool()
+            for step in range(steps):
+                mask = torch.ones(4, 4).to(device)
+                ids = torch.arange(10, dtype=torch.long).cuda()
+                x = torch.zeros(3).to(device, torch.float16)
+                y = torch.tensor(np.load(path)).to(device=dev, non_blocking=True)
+                label = f"{torch.zeros(1).cuda()}"
+                start = len(prefix)
+                codes = torch.zeros(seq).long().cuda()
+                steps = torch.arange(seq, dtype=torch.int32).float().to(device)
+                pos = (torch.arange(seq, dtype=torch.long) + start).to(device)
+                half = (torch.ones(seq, seq) * 0.5).cuda()
+                odd = (torch.arange(seq) * 2 + 1).to(device)
+                frac = (torch.arange(seq, dtype=torch.long) / y.size(0)).to(device, torch.float64)
+                flags = torch.zeros(seq).cuda().bool()
             """,
-            lines=(3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15),
+            lines=(4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16),
             fixed="""
             import numpy as np
             import torch
-            mask = torch.ones(4, 4, device=device)
-            ids = torch.arange(10, dtype=torch.long, device="cuda")
-            x = torch.zeros(3, dtype=torch.float16, device=device)
-            y = torch.tensor(np.load(path), device=dev)
-            label = f"{torch.zeros(1, device='cuda')}"
-            start = len(prefix)
-            codes = torch.zeros(seq, dtype=torch.long, device="cuda")
-            steps = torch.arange(seq, dtype=torch.int32, device=device).float()
-            pos = torch.arange(seq, dtype=torch.long, device=device) + start
-            half = torch.ones(seq, seq, device="cuda") * 0.5
-            odd = torch.arange(seq, device=device) * 2 + 1
-            frac = (torch.arange(seq, dtype=torch.long, device=device) / y.size(0)).to(torch.float64)
-            flags = torch.zeros(seq, device="cuda").bool()
+            for step in range(steps):
+                mask = torch.ones(4, 4, device=device)
+                ids = torch.arange(10, dtype=torch.long, device="cuda")
+                x = torch.zeros(3, dtype=torch.float16, device=device)
+                y = torch.tensor(np.load(path), device=dev)
+                label = f"{torch.zeros(1, device='cuda')}"
+                start = len(prefix)
+                codes = torch.zeros(seq, dtype=torch.long, device="cuda")
+                steps = torch.arange(seq, dtype=torch.int32, device=device).float()
+                pos = torch.arange(seq, dtype=torch.long, device=device) + start
+                half = torch.ones(seq, seq, device="cuda") * 0.5
+                odd = torch.arange(seq, device=device) * 2 + 1
+                frac = (torch.arange(seq, dtype=torch.long, device=device) / y.size(0)).to(torch.float64)
+                flags = torch.zeros(seq, device="cuda").bool()
             """,
         ),
         Invalid(
@@ -207,18 +209,20 @@ class CreateThenMove(Rule):
             # a leaf tensor instead of a copy.
             """
             import torch
-            noise = torch.randn(2, 2).cuda()
-            steps = torch.arange(0, 1, 0.1).to(device)
-            grid = torch.linspace(0, 1, 5).to(device)
-            w = torch.zeros(3, requires_grad=True).to(device)
+            for step in range(steps):
+                noise = torch.randn(2, 2).cuda()
+                steps = torch.arange(0, 1, 0.1).to(device)
+                grid = torch.linspace(0, 1, 5).to(device)
+                w = torch.zeros(3, requires_grad=True).to(device)
             """,
-            lines=(2, 3, 4, 5),
+            lines=(3, 4, 5, 6),
             fixed="""
             import torch
-            noise = torch.randn(2, 2, device="cuda")
-            steps = torch.arange(0, 1, 0.1, device=device)
-            grid = torch.linspace(0, 1, 5, device=device)
-            w = torch.zeros(3, requires_grad=True, device=device)
+            for step in range(steps):
+                noise = torch.randn(2, 2, device="cuda")
+                steps = torch.arange(0, 1, 0.1, device=device)
+                grid = torch.linspace(0, 1, 5, device=device)
+                w = torch.zeros(3, requires_grad=True, device=device)
             """,
         ),
         Invalid(
@@ -280,12 +284,13 @@ class CreateThenMove(Rule):
             # Reported without a fix: pinned memory, **kwargs, a memory format, a device variable.
             """
             import torch
-            a = torch.empty(8, pin_memory=True).to(device)
-            c = torch.zeros(3, **options).to(device)
-            d = torch.empty(1, 3, 4, 4).to(device, memory_format=torch.channels_last)
-            e = torch.ones(2).cuda(rank)
+            for step in range(steps):
+                a = torch.empty(8, pin_memory=True).to(device)
+                c = torch.zeros(3, **options).to(device)
+                d = torch.empty(1, 3, 4, 4).to(device, memory_format=torch.channels_last)
+                e = torch.ones(2).cuda(rank)
             """,
-            lines=(2, 3, 4, 5),
+            lines=(3, 4, 5, 6),
         ),
         Invalid(
             # Per forward, per step, per call: masks and padding built on the CPU and copied
@@ -419,8 +424,8 @@ class CreateThenMove(Rule):
             """
         ),
         Valid(
-            # Setup run once: `__init__`, weight init, training setup, an availability probe,
-            # state registered on the spot, dummy inputs for one export or trace, helpers.
+            # Setup run once: `__init__`, weight init, training setup, an availability probe, state
+            # registered on the spot, dummy inputs for one export or trace, helpers, top-level setup.
             """
             import torch
             from torch import nn
@@ -448,23 +453,18 @@ class CreateThenMove(Rule):
                 im = torch.zeros(1, 3, *imgsz).to(device)
                 model(im)
                 export_onnx(model, im, path)
-
             def log_graph(writer, model, imgsz):
                 p = next(model.parameters())
                 im = torch.zeros(1, 3, *imgsz).to(p.device).type_as(p)
                 writer.add_graph(torch.jit.trace(model, im, strict=False), [])
 
-            def to_tensorrt(model, shape, device):
-                inputs = [torch.rand(shape).to(device)]
-                return convert_to_onnx(model, inputs)
-
             def device_constant(device):
                 return torch.jit.trace(lambda: torch.ones([]).to(device), example_inputs=[])
-
             class Exporter:
                 def __call__(self, model):
                     im = torch.zeros(self.batch, 3, *self.imgsz).to(self.device)
                     return model(im)
+            rollout = torch.zeros(128, 8).to("cuda")  # a script's setup before its loop: once
 
             # Private helpers called only from setup (`__init__`, a conversion for deployment)
             # or listed only in a registry named for setup: rotary frequencies made at model init.

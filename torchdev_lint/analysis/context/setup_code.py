@@ -1,6 +1,7 @@
 """Code that runs once, at setup, where one allocation or copy more cannot matter.
 
-`runs_once(ctx)` answers for the node being visited: inside a function named for setup
+`runs_once(ctx)` answers for the node being visited: at module level outside any loop (a script's
+setup before its training loop runs once per process), inside a function named for setup
 (`__init__`, `_init_weights`, `_setup_train`, an availability probe, a conversion for
 deployment such as `switch_to_deploy` or `_fuse_bn_tensor`), in a first-use branch
 (`if not hasattr(self, "queue"):`, `if len(state) == 0:`, `if k not in self.d:` storing
@@ -46,6 +47,8 @@ _EXPORT_WORDS = frozenset({"export", "exporter", "trace", "onnx", "trt", "tensor
 # Calls that register a tensor as model state once: `register_buffer(name, t)`, `nn.Parameter(t)`.
 _STATE_REGISTRATIONS = frozenset({"register_buffer", "register_parameter", "Parameter", "Buffer"})
 _CACHE = "_setup_callers"
+# What may run a statement more than once (or later, again): functions, loops, comprehensions.
+_REPEATING = (cst.FunctionDef, cst.Lambda, cst.For, cst.While, cst.BaseComp)
 
 
 def runs_once(ctx: FileContext) -> bool:
@@ -78,10 +81,12 @@ def runs_once(ctx: FileContext) -> bool:
     return isinstance(target, cst.Name) and _passed_to_export(target.value, functions[-1])
 
 
-def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
-    """Code under `ancestors` (outermost first) runs at setup: in a function named for setup or
-    export, in a first-use branch of its function, in a lambda handed to an export or trace call, or in a
-    private helper called only from such code."""
+def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope, *, top_level: bool = True) -> bool:
+    """Code under `ancestors` (outermost first) runs at setup: with `top_level`, at module level
+    outside any loop (not what it calls: a script's `main()`); in a function named for setup or export, in a first-use branch of its function, in a lambda handed to an
+    export or trace call, or in a private helper called only from such code."""
+    if top_level and not any(isinstance(node, _REPEATING) for node in ancestors):
+        return True  # module level outside loops: a script's setup before its loop, an import-time table
     functions = [node for node in ancestors if isinstance(node, cst.FunctionDef)]
     if any(_names_setup(function.name.value) or _cached(function, scope) for function in functions):
         return True
@@ -190,7 +195,7 @@ class _SetupCallers:
             return _in_setup_registry(path[:-1])
         if not isinstance(parent, cst.Call) or parent.func is not use:
             return False
-        return _in_setup_code(list(path), self._module)
+        return _in_setup_code(list(path), self._module, top_level=False)  # a script's `main()` loops
 
 
 def _in_setup_registry(path: tuple[cst.CSTNode, ...]) -> bool:
