@@ -496,7 +496,7 @@ class LoaderWithoutPinMemory(Rule):
                 return len(loader)
             """
         ),
-        # Loaders handed to accelerate, which puts batches on the device itself: the explicit
+        # Loaders handed to a library that puts batches on the device itself: the explicit
         # moves are no-ops, and the loader of unknown origin may be a prepared one.
         Valid(
             """
