@@ -290,9 +290,7 @@ class CudaRequirements:
     def _gated_before(self, body: Sequence[cst.CSTNode], child: cst.CSTNode | None) -> bool:
         """A gate among the statements of `body` before `child` (None: anywhere in it). The statements are judged in order,
         each once: where each block's first gate lies is kept as far as it has been looked for."""
-        state = self._blocks.get(id(body))
-        if state is None:
-            state = self._blocks[id(body)] = _Block({id(statement): i for i, statement in enumerate(body)})
+        state = self._block(body)
         index = state.positions.get(id(child), len(body))
         while state.gate is None and state.judged < index:
             if self._is_gate(body[state.judged]):
@@ -314,8 +312,15 @@ class CudaRequirements:
             isinstance(value, cst.Call) and self._resolve(value.func) == "torch.device"
         ):
             return False
-        position = next(i for i, statement in enumerate(body) if statement is child)
+        position = self._block(body).positions[id(child)]
         return position + 1 < len(body) and self._is_gate(body[position + 1])
+
+    def _block(self, body: Sequence[cst.CSTNode]) -> _Block:
+        """What is known of a block's statements, made on first asking."""
+        state = self._blocks.get(id(body))
+        if state is None:
+            state = self._blocks[id(body)] = _Block({id(statement): i for i, statement in enumerate(body)})
+        return state
 
     def _gated_in_earlier_branch(self, branch: cst.If) -> bool:
         """`if use_ddp:` after `if use_ddp or use_fsdp:` whose block passes a gate

@@ -83,8 +83,9 @@ def runs_once(ctx: FileContext) -> bool:
 
 def _in_setup_code(ancestors: Sequence[cst.CSTNode], scope: Scope, *, top_level: bool = True) -> bool:
     """Code under `ancestors` (outermost first) runs at setup: with `top_level`, at module level
-    outside any loop (not what it calls: a script's `main()`); in a function named for setup or export, in a first-use branch of its function, in a lambda handed to an
-    export or trace call, or in a private helper called only from such code."""
+    outside any loop (not what it calls: a script's `main()`); in a function named for setup or
+    export, in a first-use branch of its function, in a lambda handed to an export or trace call,
+    or in a private helper called only from such code."""
     if top_level and not any(isinstance(node, _REPEATING) for node in ancestors):
         return True  # module level outside loops: a script's setup before its loop, an import-time table
     functions = [node for node in ancestors if isinstance(node, cst.FunctionDef)]

@@ -34,7 +34,7 @@ class ContextFacts:
         self.group_tests: set[str] = set()  # checked files whose text may test for a process group
         self.main_blocks: set[str] = set()  # checked files whose text may hold `if __name__ == "__main__":`
         self.imported: set[str] = set()  # files another file of the project imports
-        self.group_imports: dict[str, set[str]] = {}  # of checked files: the project modules each imports
+        self.project_imports: dict[str, set[str]] = {}  # of checked files: the project modules each imports
         self.cuda_only: set[str] = set()  # files (any read) whose unindented imports name a CUDA-only library
         self.top_imports: dict[str, set[str]] = {}  # the project modules each file imports unindented
         # Of checked files that may place a module on CUDA: (name as resolved there, module, class)
@@ -53,7 +53,7 @@ class ContextFacts:
         """`path` imports the project module `module` (another file), unindented when `top`."""
         self.imported.add(module)
         if path in self.checked:
-            self.group_imports.setdefault(path, set()).add(module)
+            self.project_imports.setdefault(path, set()).add(module)
         if top:
             self.top_imports.setdefault(path, set()).add(module)
 
@@ -84,7 +84,7 @@ class ContextFacts:
         paths = self.checked if only is None else {only}
         if nccl_program(summaries.values(), unreadable):
             # A file that tests for a group itself, or through a helper it imports (whatever its name).
-            for path in paths & (self.group_tests | self.group_imports.keys()):
+            for path in paths & (self.group_tests | self.project_imports.keys()):
                 helpers = self._group_helpers(path, summaries, summarize)
                 if helpers or path in self.group_tests:
                     found[path] = found.get(path, FileFacts())._replace(
@@ -132,7 +132,7 @@ class ContextFacts:
     ) -> frozenset[tuple[str, bool]]:
         """(name, is a size) of the group tests defined by the project modules `path` imports."""
         found: set[tuple[str, bool]] = set()
-        for module in sorted(self.group_imports.get(path, ())):
+        for module in sorted(self.project_imports.get(path, ())):
             summarize(module)
             found.update((name, sizes) for name, sizes in summaries.get(module, {}).get("group_helpers", ()))
         return frozenset(found)
