@@ -1,6 +1,10 @@
 """The gate in a caller in another file (issue 23): a module-level function whose every call from the
 rest of the project runs after the program made sure of CUDA is CUDA-only code; one call elsewhere
-without the gate, or a use that is not a call, keeps its findings."""
+without the gate, or a use that is not a call, keeps its findings.
+
+Methods likewise, found by name (a CUDA-only trainer calls `self.recipe.jitter(...)` of a class whose
+module never says so): every `x.jitter(...)` of the project may call it, so each must lie in code
+that requires CUDA; methods torch calls itself (`forward`) never count."""
 
 from __future__ import annotations
 
@@ -8,6 +12,9 @@ from pathlib import Path
 
 import pytest
 from multifile import findings, write_files
+
+from torchdev_lint.analysis.project.summaries import summarize
+from torchdev_lint.engine import parse
 
 _OPS = """
 import torch
@@ -67,3 +74,79 @@ def test_callers_of_a_helper_that_never_names_cuda_are_not_read(tmp_path: Path) 
     analysis = project_pass(paths, parse)._analysis
     assert not any(path.endswith("report.py") for path in analysis.summaries)
     assert findings(tmp_path, ["TDL301"]) == []
+
+
+_RECIPE = """
+import torch
+
+
+class Recipe:
+    def jitter(self, size):
+        shift = torch.randint(0, 4, (2,)).cuda()
+        return shift + size
+
+    def forward(self, x):
+        return x.cuda()
+"""
+_TRAINER = """
+import torch
+
+
+class Runner:
+    def __init__(self, recipe):
+        self.recipe = recipe
+
+    def fit(self, size):
+        if not torch.cuda.is_available():
+            raise SystemExit("training needs a GPU")
+        self.recipe.jitter(size)
+        self.recipe.forward(size)
+"""
+
+
+def test_method_called_only_from_cuda_only_code_in_another_file(tmp_path: Path) -> None:
+    write_files(tmp_path, {"setup.py": "", "recipe.py": _RECIPE, "trainer.py": _TRAINER})
+    assert findings(tmp_path, ["TDL301"]) == ["recipe.py:11 TDL301"]  # `forward`: `model(x)` calls it unseen
+
+
+@pytest.mark.parametrize(
+    "caller",
+    [
+        "def probe(recipe):\n    return recipe.jitter(1)\n",  # another file, not gated
+        "import trainer\n\nclass Quick(trainer.Runner):\n    def go(self):\n        return self.jitter(1)\n",
+    ],
+    ids=["any-object", "self-of-another-class"],
+)
+def test_one_call_outside_cuda_only_code_keeps_the_finding(tmp_path: Path, caller: str) -> None:
+    write_files(tmp_path, {"setup.py": "", "recipe.py": _RECIPE, "trainer.py": _TRAINER, "probe.py": caller})
+    assert findings(tmp_path, ["TDL301"]) == ["recipe.py:7 TDL301", "recipe.py:11 TDL301"]
+
+
+def test_own_file_uses_of_a_public_method_count_too(tmp_path: Path) -> None:
+    recipe = _RECIPE + "\n    def warmup(self):\n        return self.jitter(0)\n"
+    write_files(tmp_path, {"setup.py": "", "recipe.py": recipe, "trainer.py": _TRAINER})
+    assert findings(tmp_path, ["TDL301"]) == ["recipe.py:7 TDL301", "recipe.py:11 TDL301"]
+
+
+def test_summary_lists_the_gated_method_calls_and_methods_reaching_cuda() -> None:
+    trainer = summarize(parse("trainer.py", _TRAINER.encode()), "trainer.py")
+    assert trainer["cuda_method_calls"] == ["forward", "jitter"]
+    recipe = summarize(parse("recipe.py", _RECIPE.encode()), "recipe.py")
+    assert recipe["cuda_reach"] == ["Recipe.forward", "Recipe.jitter"]
+
+
+def test_through_public_methods_of_the_callers_class(tmp_path: Path) -> None:
+    """The gate in `fit`, the call in `after_step`, which only `self.after_step()` after it calls; a
+    call of `after_step` on another object of the file (`runner.after_step`) may run anywhere.
+    (A method naming no CUDA is judged by its own file's calls, as a module-level function is: other
+    files' calls of it are not read.)"""
+    trainer = _TRAINER.replace(
+        "        self.recipe.jitter(size)\n",
+        "        self.after_step(size)\n\n    def after_step(self, size):\n        self.recipe.jitter(size)\n",
+    )
+    write_files(tmp_path, {"setup.py": "", "recipe.py": _RECIPE, "trainer.py": trainer})
+    assert findings(tmp_path, ["TDL301"]) == ["recipe.py:11 TDL301"]
+    write_files(
+        tmp_path, {"trainer.py": trainer + "\n\ndef probe(runner):\n    return runner.after_step(1)\n"}
+    )
+    assert findings(tmp_path, ["TDL301"]) == ["recipe.py:7 TDL301", "recipe.py:11 TDL301"]

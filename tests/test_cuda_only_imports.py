@@ -81,3 +81,26 @@ def test_a_file_beside_the_engine_that_does_not_import_it_keeps_the_finding(tmp_
 def _line(text: str) -> str:
     """The line of `torch.device("cuda")` in the written (dedented) text."""
     return str(next(n for n, line in enumerate(text.splitlines(), 1) if '"cuda"' in line))
+
+
+@pytest.mark.parametrize(
+    ("spelling", "found"),
+    [
+        ("from deploy.gpu_stats import gpu_mem_usage", _FOUND),  # the project's own: its imports decide
+        ("from deploy import gpu_mem_usage", _FOUND),
+        ("from apex.contrib import xentropy_cuda", []),  # a library's compiled extension
+        ("import pycuda.autoinit", []),
+    ],
+    ids=["own-module", "own-package", "library-extension", "library"],
+)
+def test_a_name_of_the_projects_own_package_is_not_a_cuda_only_library(
+    tmp_path: Path, spelling: str, found: list[str]
+) -> None:
+    """`from yolox.utils import gpu_mem_usage` in `yolox/core/trainer.py` imports a function of the
+    project, not a CUDA-only library, though its name starts with a CUDA word."""
+    stats = "import torch\n\ndef gpu_mem_usage():\n    return torch.cuda.max_memory_allocated()\n"
+    server = _SERVER.replace("from kernels import Kernels", spelling)
+    write_files(
+        tmp_path, {"deploy/__init__.py": "", "deploy/gpu_stats.py": stats, "deploy/server.py": server}
+    )
+    assert findings(tmp_path, ["TDL301"], "deploy/server.py") == found

@@ -56,7 +56,7 @@ class HardcodedCuda(Rule):
 
         Not flagged:
         - code that runs only where CUDA is: after a gate in the function or in a caller in the file, however
-          far up (for a module-level function, also in every caller in the project's other files): `if not
+          far up (also in every caller in the project's other files; for a method, every `x.name(...)`): `if not
           torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
           `init_process_group("nccl")`, `torch.cuda.set_device(rank)`, a call of a function that does one; in
           a file whose every `init_process_group` uses NCCL (or a setting defaulting to it,

@@ -1,12 +1,16 @@
-"""Functions whose every call from another file runs only where CUDA is (issue 23: the gate in a
-caller in another file, `train.py` exiting without CUDA before it calls `ops.fused_step()`).
+"""Functions and methods whose every call from another file runs only where CUDA is (issue 23: the
+gate in a caller in another file, `train.py` exiting without CUDA before it calls `ops.fused_step()`,
+a CUDA-only trainer calling `self.exp.resize(...)` of a class in another module).
 
 Each summary lists the callee texts whose every call in the file lies in code that requires CUDA
-(`cuda_sites`, from `requirements.CudaRequirements`); here the project's calls of each module-level
-function of a checked file are gathered from the summaries read, and a function counts when all of
-them are so (at least one). A file that could not be parsed and names the function may call it
-anyhow. `project_facts` reads the files that name such a function before it trusts the answer
-(their calls count too), and `CudaRequirements.function_requires_cuda` combines it with the
+(`cuda_sites`, from `requirements.CudaRequirements`), and likewise the method names it calls on
+objects of unknown class (`cuda_method_calls`). Here the project's calls of each module-level
+function and method of a checked file are gathered from the summaries read, and one counts when
+all of them are so (at least one). A method is found by its name: any `x.resize(...)` of the
+project may call it, so all of them must be gated; methods Python or torch calls implicitly
+(`__init__`, `forward`) never count. A file that could not be parsed and names the function may
+call it anyhow. `project_facts` reads the files that name such a function before it trusts the
+answer (their calls count too), and `CudaRequirements.function_requires_cuda` combines it with the
 file's own uses. No LibCST here: a warm run imports none.
 """
 
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
+
+from torchdev_lint.analysis.knowledge.torch_api import IMPLICITLY_CALLED_METHODS
 
 if TYPE_CHECKING:
     from torchdev_lint.analysis.project.index import ProjectIndex
@@ -27,25 +33,60 @@ def cuda_callers(
     target: Callable[[str, list[Any]], Target | None],
     unreadable: Iterable[bytes],
 ) -> dict[Target, bool]:
-    """(file, function) of a checked file, called from other files: do all those calls run only
-    where CUDA is?"""
+    """(file, function or `Class.method`) of a checked file that reaches CUDA, called from other
+    files: do all those calls run only where CUDA is?"""
     found: dict[Target, bool] = {}
+    methods = _methods_by_name(summaries, checked)
     for path, summary in summaries.items():
         gated = set(summary.get("cuda_sites", ()))
         for text, reference in summary["sites"].items():
             callee = target(path, reference) if reference is not None else None
-            if callee is None or callee[0] == path or callee[0] not in checked or "." in callee[1]:
+            if callee is None and "." in text:  # `self.name()` no class of the project defines
+                for method in methods.get(text.rsplit(".", 1)[-1], ()):
+                    found[method] = found.get(method, True) and text in gated
+            if callee is None or callee[0] == path or callee[0] not in checked:
                 continue
-            found[callee] = found.get(callee, True) and text in gated
+            if "." not in callee[1] or callee[1].rsplit(".", 1)[-1] in methods:
+                found[callee] = found.get(callee, True) and text in gated
         for name, reference in summary["aliases"].items():  # imported, then used but not called
             callee = target(path, reference)
             if callee is not None and callee[0] != path and callee[0] in checked and "." not in callee[1]:
                 if not any(text == name or text.startswith(f"{name}.") for text in summary["sites"]):
                     found[callee] = False
+        gated_methods = set(summary.get("cuda_method_calls", ()))
+        for name in summary.get("method_calls", ()):  # `x.name(...)`, any object: maybe one of them
+            for method in methods.get(name, ()):
+                found[method] = found.get(method, True) and name in gated_methods
     sources = list(unreadable)
     for callee, all_gated in found.items():
-        if all_gated and any(callee[1].encode() in source for source in sources):
+        if all_gated and any(callee[1].rsplit(".", 1)[-1].encode() in source for source in sources):
             found[callee] = False
+    return _reaching(found, summaries)
+
+
+def method_definers(summaries: Mapping[str, dict[str, Any]], unparsed: Mapping[str, bytes]) -> list[str]:
+    """The project files not read yet that may define a method some file read calls only where
+    CUDA is (`def resize(` in a text naming CUDA): that file's answer needs them read (and then
+    the other callers of what they define, by name)."""
+    names = {name for summary in summaries.values() for name in summary.get("cuda_method_calls", ())}
+    needles = [b"def %s(" % name.encode() for name in sorted(names - IMPLICITLY_CALLED_METHODS)]
+    if not needles:
+        return []
+    return [
+        path for path, source in unparsed.items() if b"cuda" in source and any(n in source for n in needles)
+    ]
+
+
+def _methods_by_name(
+    summaries: Mapping[str, dict[str, Any]], checked: Collection[str]
+) -> dict[str, list[Target]]:
+    """The methods of checked files that reach CUDA, by name (those called only explicitly)."""
+    found: dict[str, list[Target]] = {}
+    for path in checked:
+        for qualname in summaries.get(path, {}).get("cuda_reach", ()):
+            name = qualname.rsplit(".", 1)[-1]
+            if "." in qualname and name not in IMPLICITLY_CALLED_METHODS and not name.startswith("__"):
+                found.setdefault(name, []).append((path, qualname))
     return found
 
 
@@ -79,7 +120,7 @@ def cuda_callee(
     return located.attributes[0] in summary["cuda_reach"]
 
 
-def reaching(found: dict[Target, bool], summaries: Mapping[str, dict[str, Any]]) -> dict[Target, bool]:
+def _reaching(found: dict[Target, bool], summaries: Mapping[str, dict[str, Any]]) -> dict[Target, bool]:
     """The answers for the functions that reach CUDA (summary `cuda_reach`): only their callers are
     read in full, and only they decide anything."""
     return {

@@ -13,7 +13,7 @@ import os
 import libcst as cst
 
 from torchdev_lint.analysis.context.guards import BENCHMARK_WORDS
-from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module
+from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module, own_package
 from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
 from torchdev_lint.syntax import keyword, positional
 
@@ -87,8 +87,9 @@ def _module_names(node: cst.Import | cst.ImportFrom) -> list[str]:
     return names
 
 
-def imports_cuda_only(node: cst.Import | cst.ImportFrom) -> bool:
-    return any(cuda_only_module(name) for name in _module_names(node))
+def imports_cuda_only(node: cst.Import | cst.ImportFrom, path: str) -> bool:
+    """An import of a CUDA-only library by the file at `path`."""
+    return any(cuda_only_module(name) and not own_package(name, path) for name in _module_names(node))
 
 
 def imports_cuda_only_dynamically(call: cst.Call) -> bool:

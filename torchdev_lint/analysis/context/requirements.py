@@ -37,6 +37,7 @@ from torchdev_lint.analysis.context.gate_shapes import (
 from torchdev_lint.analysis.context.guards import says_missing, says_present
 from torchdev_lint.analysis.context.process_groups import Initialization, is_nccl, nccl_by_default
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
+from torchdev_lint.analysis.knowledge.torch_api import IMPLICITLY_CALLED_METHODS
 from torchdev_lint.analysis.syntax.loops import bound_in
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, last_name, resolve
 from torchdev_lint.analysis.syntax.walk import walk
@@ -88,11 +89,13 @@ class CudaRequirements:
         `index_leave` for every node (one traversal serving two analyses)."""
         assert isinstance(module.node, cst.Module)
         self._scope = module
+        self._path = path
         self._facts = facts
         self._parents: dict[int, cst.CSTNode] = {}
         self._functions: dict[str, list[cst.FunctionDef]] = {}
         # Uses of each name: `helper` for functions, `.helper` for `self.helper` (private methods).
         self._references: dict[str, list[cst.Name | cst.Attribute]] = {}
+        self._foreign_attributes: set[str] = set()  # `x.name` of objects other than `self`: maybe a method
         self._nccl_names: set[str] = set()
         self._other_backend_names: set[str] = set()  # also assigned another string: `backend = "gloo"`
         self._process_groups: list[cst.Call] = []
@@ -133,6 +136,8 @@ class CudaRequirements:
             value = node.value  # type: ignore[attr-defined]
             if type(value) is cst.Name and value.value in ("self", "cls"):
                 self._references.setdefault(f".{node.attr.value}", []).append(node)  # type: ignore[attr-defined, arg-type]
+            else:
+                self._foreign_attributes.add(node.attr.value)  # type: ignore[attr-defined]
         elif kind is cst.Call:
             if imports_cuda_only_dynamically(node):  # type: ignore[arg-type]
                 self._module_only = True
@@ -148,8 +153,9 @@ class CudaRequirements:
         elif kind is cst.FunctionDef:
             name = node.name.value  # type: ignore[attr-defined]
             if type(self._parents.get(id(parent))) is cst.ClassDef:
-                # Methods count by `self._helper(...)`; private ones only: other modules call public ones.
-                name = f".{name}" if name.startswith("_") and not name.endswith("__") else ""
+                # Methods count by `self.helper(...)` (other files' calls: `called_with_cuda`); not
+                # those Python or torch call unseen (`__call__`, `forward`).
+                name = "" if name.endswith("__") or name in IMPLICITLY_CALLED_METHODS else f".{name}"
             if name:
                 self._functions.setdefault(name, []).append(node)  # type: ignore[arg-type]
         elif kind is cst.Assign:
@@ -159,7 +165,7 @@ class CudaRequirements:
                 names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)  # type: ignore[attr-defined]
             elif _is_pytestmark(node) and skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
                 self._module_only = True
-        elif (kind is cst.Import or kind is cst.ImportFrom) and imports_cuda_only(node):  # type: ignore[arg-type]
+        elif (kind is cst.Import or kind is cst.ImportFrom) and imports_cuda_only(node, self._path):  # type: ignore[arg-type]
             self._module_only = self._module_only or _at_module_level(node, self._parents)
             self._cuda_importing.update(id(n) for n in stack if type(n) is cst.FunctionDef)
 
@@ -237,6 +243,8 @@ class CudaRequirements:
         if not found:
             uses = self._uses(function)
             elsewhere = self._called_elsewhere_with_cuda(function)
+            if elsewhere is True and not uses and self._owner(function) is not None:
+                uses = self._references.get(f".{function.name.value}", [])  # other calls are in `elsewhere`
             found = (
                 elsewhere is not False
                 and (bool(uses) or elsewhere is True)
@@ -246,11 +254,26 @@ class CudaRequirements:
         return found
 
     def _called_elsewhere_with_cuda(self, function: cst.FunctionDef) -> bool | None:
-        """For a module-level function: do the calls of it in other files all run only where CUDA
-        is (None when no other file calls it, or the project is not known)?"""
-        if self._facts is None or type(self._parents.get(id(function))) is not cst.Module:
+        """For a module-level function or a method of a module-level class: do the calls of it in
+        other files (for a method, every `x.name(...)` of the project) all run only where CUDA is
+        (None when no other file calls it, or the project is not known)?"""
+        if self._facts is None:
             return None
-        return self._facts.called_with_cuda(function.name.value)
+        if type(self._parents.get(id(function))) is cst.Module:
+            return self._facts.called_with_cuda(function.name.value)
+        owner = self._owner(function)
+        return (
+            None
+            if owner is None
+            else self._facts.called_with_cuda(f"{owner.name.value}.{function.name.value}")
+        )
+
+    def _owner(self, function: cst.FunctionDef) -> cst.ClassDef | None:
+        """The module-level class `function` is a method of."""
+        owner = self._parents.get(id(self._parents.get(id(function))))
+        if type(owner) is cst.ClassDef and type(self._parents.get(id(owner))) is cst.Module:
+            return owner
+        return None
 
     def gates(self, function: cst.FunctionDef) -> bool:
         """Calling `function` stops the program where CUDA is missing: its body reaches a gate
@@ -281,10 +304,13 @@ class CudaRequirements:
         return resolve(node, self._scope)
 
     def _uses(self, function: cst.FunctionDef) -> list[cst.Name | cst.Attribute]:
-        """Where this file names a function it defines once (calls, callbacks); empty when unknown."""
-        for name in (function.name.value, f".{function.name.value}"):
-            if self._functions.get(name) == [function]:
-                return self._references.get(name, [])
+        """Where this file names a function it defines once (calls, callbacks), a method by
+        `self.name`; empty when unknown (a method also named on another object: `trainer.name`)."""
+        name = function.name.value
+        if self._functions.get(name) == [function]:
+            return self._references.get(name, [])
+        if self._functions.get(f".{name}") == [function] and name not in self._foreign_attributes:
+            return self._references.get(f".{name}", [])
         return []
 
     def _gated_before(self, body: Sequence[cst.CSTNode], child: cst.CSTNode | None) -> bool:

@@ -3,6 +3,8 @@ file's import lines before parsing it, and a warm run need not load LibCST)."""
 
 from __future__ import annotations
 
+import os
+
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 
 # Words that name CUDA (`nccl` is CUDA-only: code under `if backend == "nccl":` runs with GPUs).
@@ -25,3 +27,10 @@ def _names_cuda_module(part: str) -> bool:
     not a question or an action about CUDA (`has_cuda`, `get_cuda_rng_tracker`)."""
     words = part.lower().split("_")
     return (words[0] in CUDA_WORDS or words[-1] in CUDA_WORDS) and words[0] not in _FUNCTION_WORDS
+
+
+def own_package(module: str, path: str) -> bool:
+    """An absolute import of the file's own package (`from yolox.utils import gpu_mem_usage` in
+    `yolox/core/trainer.py`): like a relative one, it names project code, CUDA-only by what it
+    imports in turn (`analysis/project/context_facts.py`), not by its name."""
+    return module.split(".", 1)[0] in os.path.normpath(path).replace(os.sep, "/").split("/")[:-1]

@@ -57,6 +57,10 @@ NOT_ONE_TENSOR = frozenset(
 
 # Device moves (`.to()`, `.cuda()`, `.cpu()`).
 MOVE_METHODS = frozenset({"to", "cuda", "cpu"})
+# Module methods torch calls itself (`model(x)` runs `forward`): no call written in a project names them all.
+IMPLICITLY_CALLED_METHODS = frozenset(
+    {"forward", "extra_repr", "_apply", "_load_from_state_dict", "_save_to_state_dict"}
+)
 # Methods only an nn.Module has: optimizers share state_dict/load_state_dict/zero_grad,
 # tensors share .to/.cuda/.half/.requires_grad_/.share_memory_.
 MODULE_ONLY_METHODS = frozenset(

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchdev_lint.analysis.context.project_groups import nccl_program
-from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module
+from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module, own_package
 from torchdev_lint.analysis.project.file_facts import CUDA_ONLY_IMPORT, IMPORTED, NCCL, FileFacts
 from torchdev_lint.analysis.project.index import Located
 from torchdev_lint.analysis.project.pass_one_text import Imports, constructs, may_test_group
@@ -46,7 +46,10 @@ class ContextFacts:
             self.group_tests.add(path)
         if path in self.checked and b"__main__" in source:
             self.main_blocks.add(path)
-        if any(top and not level and cuda_only_module(dotted) for level, dotted, top in imports):
+        if any(
+            top and not level and cuda_only_module(dotted) and not own_package(dotted, path)
+            for level, dotted, top in imports
+        ):
             self.cuda_only.add(path)
 
     def note_import(self, path: str, module: str, top: bool) -> None:

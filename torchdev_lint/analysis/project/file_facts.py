@@ -44,8 +44,8 @@ class FileFacts(NamedTuple):
     # (class as written, call position or -1, parameter): a project dataset class hands out the
     # items of that constructor argument unchanged (`analysis/data/dataset_items.py`).
     item_passing: frozenset[Handed] = frozenset()
-    # (function of this file, every call of it from other files runs only where CUDA is): for the
-    # module-level functions other files of the project call (`analysis/context/cuda_callers.py`).
+    # (function or `Class.method` of this file, every call of it from other files runs only where
+    # CUDA is): for those other files of the project call (`analysis/context/cuda_callers.py`).
     cuda_callers: frozenset[tuple[str, bool]] = frozenset()
     # `NCCL` when every process group the project starts uses NCCL (`analysis/context/project_groups.py`).
     process_groups: frozenset[str] = frozenset()

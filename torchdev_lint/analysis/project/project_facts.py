@@ -25,9 +25,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from torchdev_lint.analysis.context.cuda_callers import cuda_callee, cuda_callers, file_callers, reaching
+from torchdev_lint.analysis.context.cuda_callers import (
+    cuda_callee,
+    cuda_callers,
+    file_callers,
+    method_definers,
+)
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
 from torchdev_lint.analysis.project.context_facts import ContextFacts
 from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
@@ -45,9 +50,6 @@ from torchdev_lint.analysis.project.pass_one_text import imports, may_place, may
 from torchdev_lint.analysis.provenance import load_facts
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_source
-
-if TYPE_CHECKING:
-    pass
 
 _MAX_ALIASES = 8
 # The summary fields that name a function of the file.
@@ -208,10 +210,8 @@ class _Pass:
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
             names |= self._loader_callees() | load_facts.wanted_names(self.summaries, self._canonical)
-            callers = reaching(
-                cuda_callers(self.summaries, self.checked, self._target, self.unreadable), self.summaries
-            )
-            names |= {name for (_, name), gated in callers.items() if gated}  # other callers may not be
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
+            names |= {name.rsplit(".", 1)[-1] for (_, name), gated in callers.items() if gated}  # others?
             names |= {  # callees of checked files that reach CUDA: `check_version` would read every file
                 text.rsplit(".", 1)[-1]
                 for path, summary in list(self.summaries.items())
@@ -237,6 +237,7 @@ class _Pass:
             facts = self.context.with_facts(facts, self.summaries, self.unreadable, self._summarize_module)
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
+            new += method_definers(self.summaries, self.unparsed)
             if fresh:
                 needles = [name.encode() for name in sorted(fresh)]
                 named = re.compile(rb"\b(?:%s)\b" % b"|".join(map(re.escape, needles)))
@@ -269,9 +270,7 @@ class _Pass:
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
             pinned_all, collated_all = self._pinned(moving)
-            callers = reaching(
-                cuda_callers(self.summaries, self.checked, self._target, self.unreadable), self.summaries
-            )
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
             found = self._facts(
                 path,
                 gating,

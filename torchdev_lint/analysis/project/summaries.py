@@ -27,13 +27,15 @@ kept as written; the project index resolves them later, see
   inputs on its weights' device (`flow_classes.placed_module_classes`; read by the device flow of
   the files that import them, `analysis/project/context_facts.py`);
   `method_calls`: the attribute names called on objects other than project references
-  (`trainer.fit(...)`): a method so named may have calls its callers' meet does not see.
+  (`trainer.fit(...)`): a method so named may have calls its callers' meet does not see;
+  `cuda_method_calls`: those whose every call in the file runs only where CUDA is.
 - `dataset_items`: `{"PredictDataset": [[0, "x"]]}`, the constructor parameters (call position,
   name) whose items a class's `__getitem__` returns unchanged (`analysis/data/dataset_items.py`);
   `dataset_calls`: the imported classes whose instances the file's `DataLoader`s iterate
   (`utils.PredictDataset`): pass 1 reads their modules.
-- `cuda_reach`: the module-level functions that name CUDA (`"cuda"`, `.cuda`) or use one of the file
-  that does: only their callers in other files are read (`analysis/context/cuda_callers.py`).
+- `cuda_reach`: the module-level functions and methods (`"Exp.resize"`) that name CUDA (`"cuda"`,
+  `.cuda`) or use one of the file that does: only their callers in other files are read
+  (`analysis/context/cuda_callers.py`).
 - `group_starts`: for each process group the file starts, whether it uses NCCL; `group_helpers`:
   its module-level functions that say a group is initialised, each with whether it is a size
   (`analysis/context/project_groups.py`).
@@ -121,18 +123,13 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "classes": collector.classes,
         "module_classes": placed_module_classes(module, scope),
         "method_calls": sorted(collector.method_calls),
+        "cuda_method_calls": [] if requirements.module_only else collector.gated(collector.method_calls),
         "defined": sorted(qualname for qualname, _ in functions if "." not in qualname),
         "group_starts": requirements.group_starts(),
         "group_helpers": requirements.group_helpers(),
         "cuda_reach": collector.cuda_reach(),
         # Not in a CUDA-only module: its callees are asked about only where a gate decides.
-        "cuda_sites": []
-        if requirements.module_only
-        else sorted(
-            text
-            for text, calls in collector.site_calls.items()
-            if all(requirements.requires_cuda(call) for call in calls)
-        ),
+        "cuda_sites": [] if requirements.module_only else collector.gated(collector.site_calls),
     }
 
 
@@ -198,7 +195,8 @@ class _Collector:
         self.classes: dict[str, list[Any]] = {}  # module-level classes: bases, names (inheritance)
         self.dataset_items: dict[str, list[Any]] = {}  # classes handing out constructor arguments
         self.dataset_calls: set[str] = set()  # imported dataset classes the file's loaders iterate
-        self.method_calls: set[str] = set()  # `x.name(...)` not resolved: some object's method
+        # `x.name(...)` not resolved, some object's method: its calls, by attribute name.
+        self.method_calls: dict[str, list[cst.Call]] = {}
         self.site_calls: dict[str, list[cst.Call]] = {}  # the calls of each project callee text
         self._ancestors: list[cst.CSTNode] = []
         self._statements = {
@@ -209,8 +207,10 @@ class _Collector:
         self._statement: tuple[str, int] | None = None
         self._statement_node: cst.CSTNode | None = None
         self._nested = 0  # functions, classes and lambdas entered inside the statement
-        # Per module-level function: it names CUDA itself (`"cuda"`, `.cuda`), and the names it uses.
+        # Per module-level function or method (`"Class.name"`): it names CUDA itself (`"cuda"`,
+        # `.cuda`), and the names it uses.
         self._outer: cst.FunctionDef | None = None
+        self._outer_name = ""
         self.cuda_text: set[str] = set()
         self.names_used: dict[str, set[str]] = {}
 
@@ -222,8 +222,11 @@ class _Collector:
             self._statement, self._statement_node, self._nested = key, node, 0
         # Exact types (LibCST's node classes are final): isinstance on its ABCs is slow.
         kind = type(node)
-        if kind is cst.FunctionDef and self.scope.parent is None:
+        if kind is cst.FunctionDef and self._outer is None and self._outer_scope():
             self._outer = node  # type: ignore[assignment]
+            name = node.name.value  # type: ignore[attr-defined]
+            owner = self.scope.node
+            self._outer_name = f"{owner.name.value}.{name}" if type(owner) is cst.ClassDef else name
         elif self._outer is not None:
             self._note_cuda(node, kind)
         if kind is cst.Call:
@@ -258,9 +261,19 @@ class _Collector:
         elif kind is cst.Name or kind is cst.Attribute:
             self.constructors.value(node, self._ancestors, self.scope)  # type: ignore[arg-type]
 
+    def _outer_scope(self) -> bool:
+        """The module, or the body of a module-level class."""
+        parent = self.scope.parent
+        return parent is None or (self.scope.kind == "class" and parent.parent is None)
+
+    def gated(self, calls: dict[str, list[cst.Call]]) -> list[str]:
+        """The callee texts whose every call runs only where CUDA is (the first that does not decides)."""
+        return sorted(
+            text for text, nodes in calls.items() if all(map(self.requirements.requires_cuda, nodes))
+        )
+
     def _note_cuda(self, node: cst.CSTNode, kind: type) -> None:
-        assert self._outer is not None
-        name = self._outer.name.value
+        name = self._outer_name
         if kind is cst.Name:
             self.names_used.setdefault(name, set()).add(node.value)  # type: ignore[attr-defined]
             if node.value == "cuda":  # type: ignore[attr-defined]
@@ -269,14 +282,17 @@ class _Collector:
             self.cuda_text.add(name)
 
     def cuda_reach(self) -> list[str]:
-        """The module-level functions that name CUDA, or use a function of the file that does."""
+        """The module-level functions and methods that name CUDA, or use a name of one that does
+        (`self.helper` uses every `helper` of the file)."""
         reach = set(self.cuda_text)
+        reached = {name.rsplit(".", 1)[-1] for name in reach}
         changed = True
         while changed:
             changed = False
             for name, used in self.names_used.items():
-                if name not in reach and used & reach:
+                if name not in reach and used & reached:
                     reach.add(name)
+                    reached.add(name.rsplit(".", 1)[-1])
                     changed = True
         return sorted(reach)
 
@@ -302,7 +318,7 @@ class _Collector:
             reference = None
         self.constructors.call(node, self.scope, text, reference)
         if reference is None and type(node.func) is cst.Attribute:
-            self.method_calls.add(node.func.attr.value)
+            self.method_calls.setdefault(node.func.attr.value, []).append(node)
         if reference is None:
             self.parameters.call(node, self.scope, self._ancestors, None)
             return

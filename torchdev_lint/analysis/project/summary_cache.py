@@ -28,6 +28,7 @@ _FIELDS = frozenset(
         "classes",
         "module_classes",
         "method_calls",
+        "cuda_method_calls",
         "saved_files",
         "dataset_classes",
         "dataset_items",
