@@ -16,6 +16,7 @@ file's own uses. No LibCST here: a warm run imports none.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from torchdev_lint.analysis.project.index import ProjectIndex
 
 Target = tuple[str, str]
+_DEFINITION = re.compile(rb"\bdef[ \t]+(\w+)[ \t]*\(")
 
 
 def cuda_callers(
@@ -64,17 +66,28 @@ def cuda_callers(
     return _reaching(found, summaries)
 
 
-def method_definers(summaries: Mapping[str, dict[str, Any]], unparsed: Mapping[str, bytes]) -> list[str]:
+class MethodDefiners:
     """The project files not read yet that may define a method some file read calls only where
     CUDA is (`def resize(` in a text naming CUDA): that file's answer needs them read (and then
-    the other callers of what they define, by name)."""
-    names = {name for summary in summaries.values() for name in summary.get("cuda_method_calls", ())}
-    needles = [b"def %s(" % name.encode() for name in sorted(names - IMPLICITLY_CALLED_METHODS)]
-    if not needles:
-        return []
-    return [
-        path for path, source in unparsed.items() if b"cuda" in source and any(n in source for n in needles)
-    ]
+    the other callers of what they define, by name). Each text is searched once per pass."""
+
+    def __init__(self) -> None:
+        self._defined: dict[str, frozenset[str]] = {}  # by path: the names its text defines
+
+    def __call__(self, summaries: Mapping[str, dict[str, Any]], unparsed: Mapping[str, bytes]) -> list[str]:
+        names = {name for summary in summaries.values() for name in summary.get("cuda_method_calls", ())}
+        names -= IMPLICITLY_CALLED_METHODS
+        if not names:
+            return []
+        found = []
+        for path, source in unparsed.items():
+            defined = self._defined.get(path)
+            if defined is None:
+                texts = _DEFINITION.findall(source) if b"cuda" in source else ()
+                defined = self._defined[path] = frozenset(text.decode() for text in texts)
+            if not names.isdisjoint(defined):
+                found.append(path)
+        return found
 
 
 def _methods_by_name(

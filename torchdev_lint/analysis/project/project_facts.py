@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from torchdev_lint.analysis.context.cuda_callers import (
+    MethodDefiners,
     cuda_callee,
     cuda_callers,
     file_callers,
-    method_definers,
 )
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
 from torchdev_lint.analysis.project.context_facts import ContextFacts
@@ -166,6 +166,7 @@ class _Pass:
         self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
         self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
+        self._method_definers = MethodDefiners()
         self.context = ContextFacts(checked)
         self._targets: dict[tuple[Any, ...], Target | None] = {}
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
@@ -237,7 +238,7 @@ class _Pass:
             facts = self.context.with_facts(facts, self.summaries, self.unreadable, self._summarize_module)
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
-            new += method_definers(self.summaries, self.unparsed)
+            new += self._method_definers(self.summaries, self.unparsed)
             if fresh:
                 needles = [name.encode() for name in sorted(fresh)]
                 named = re.compile(rb"\b(?:%s)\b" % b"|".join(map(re.escape, needles)))
