@@ -58,7 +58,9 @@ class HardcodedCuda(Rule):
         - code that runs only where CUDA is: after a gate in the function or in a caller in the file, however
           far up (also in every caller in the project's other files; for a method, every `x.name(...)`): `if not
           torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
-          `init_process_group("nccl")`, `torch.cuda.set_device(rank)`, a call of a function that does one; in
+          `init_process_group("nccl")`, `torch.cuda.set_device(rank)`, a call of a function that does one (or
+          of a class whose `__init__` does: `Context(...)`); the methods of such a class (an instance exists
+          only where CUDA is; not static or class methods, nor one `__init__` calls before its gate); in
           a file whose every `init_process_group` uses NCCL (or a setting defaulting to it,
           `kwargs.get("backend", "nccl")`), or that starts none in a project whose every start does, past `if
           not dist.is_initialized(): return` (also through a helper of the file or of an imported project
@@ -67,8 +69,8 @@ class HardcodedCuda(Rule):
           only functions rebind to one; not a parameter); a claim in the statement (`torch.device("cuda",
           torch.cuda.current_device())`) or a device named just before a gate; tests skipped without CUDA
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
-          `@skip_if_lt_x_gpu(2)`); `with torch.cuda.stream(s):` bodies; functions (private methods through
-          `self._helper()`) called only from such code; moves a test expects to fail (`self.assertRaises`,
+          `@skip_if_lt_x_gpu(2)`); `with torch.cuda.stream(s):` bodies; functions (methods through
+          `self.helper()`) called only from such code; moves a test expects to fail (`self.assertRaises`,
           `pytest.raises`); `torch.device("cuda")` inside a `try:` that catches the error; modules that import
           a library known to need CUDA or a `*_cuda` extension (also unindented through project modules),
           build a CUDA extension as imported (`cpp_extension.load` of `.cu` sources) or live under a `cuda`
@@ -206,6 +208,29 @@ class HardcodedCuda(Rule):
                 return x.to("cuda")
             """,
             lines=(5, 6, 7, 8, 9, 15),
+        ),
+        Invalid(
+            # A class whose `__init__` claims a GPU: its methods need an instance, which exists only where
+            # CUDA is; not a method `__init__` calls before the claim, nor a class method. No fix (no `torch`).
+            """
+            from torch import cuda, nn
+
+            class Worker:
+                def __init__(self, rank):
+                    self.warm()
+                    cuda.set_device(rank)
+
+                def warm(self):
+                    return nn.Linear(2, 2).cuda()
+
+                def run(self):
+                    return nn.Linear(2, 2).cuda()
+
+                @classmethod
+                def spare(cls):
+                    return nn.Linear(2, 2).cuda()
+            """,
+            lines=(9, 16),
         ),
         Invalid(
             # An unvouched CUDA fallback; a move following a tensor tested for CUDA; not a CUDA library.
@@ -545,6 +570,36 @@ class HardcodedCuda(Rule):
         ),
     )
     projects = (
+        # A class whose `__init__` joins an NCCL group, in another file: constructing it is a gate, and
+        # so is constructing `Trainer`, whose methods then run only where CUDA is; `probe` needs no instance.
+        ProjectExample(
+            {
+                "mesh.py": """
+                    import torch.distributed as dist
+
+                    class Mesh:
+                        def __init__(self, rank, size):
+                            dist.init_process_group("nccl", rank=rank, world_size=size)
+                """,
+                "trainer.py": """
+                    import torch
+                    from mesh import Mesh
+
+                    class Trainer:
+                        def __init__(self, rank, size):
+                            self.mesh = Mesh(rank, size)
+                            self.scale = torch.ones(1, device="cuda")
+
+                        def step(self, batch):
+                            return batch.cuda() * self.scale
+
+                        @staticmethod
+                        def probe():
+                            return torch.zeros(1).cuda()
+                """,
+            },
+            findings=("trainer.py:14",),
+        ),
         # The gate is in another file, in the caller's caller: `evaluate` and what it calls run only
         # where CUDA is; `export` has a caller without the gate.
         ProjectExample(

@@ -51,11 +51,14 @@ class UnregisteredModuleTensor(Rule):
         Not flagged: registered buffers and parameters; attributes moved or re-created where they
         are used (`self.table.to(x.device)`, `x.new_tensor(self.table)`), also through what is
         computed from them (`(self.table * w).to(x.device)`, or a helper method whose result
-        every caller moves: `self.make_filters(...).to(x.device)`), or assigned again outside
+        every caller moves: `self.make_filters(...).to(x.device)`), or by the function of the file they are
+        passed to, which moves that parameter before reading it (`w = w.to(x)`), or assigned again outside
         `__init__`; tensors created with an explicit `device=` or moved in `__init__` (their
         placement is managed by hand); 0-dim tensors (`torch.tensor(0.5)`: CUDA accepts CPU
         scalars); tensors only used on the host (`.item()`, `.tolist()`, `.shape`, `len()`,
-        counters, a histogram written with host data: `self.usage[i:j] = codes.cpu()`); classes that are not modules; modules that override `_apply`, `to`, `cuda` or
+        counters, a histogram written with host data: `self.usage[i:j] = codes.cpu()`) or as an index of
+        another tensor (`x[:, self.order]`: a tensor on any device takes indices on the CPU); classes that
+        are not modules; modules that override `_apply`, `to`, `cuda` or
         `__setattr__`; modules that keep their learnable state in Pyro's param store (`pyro.param`
         in a method: `model.to()` cannot move it, so such a module runs where the default device
         puts every tensor); modules of test code (`test_*.py`, `conftest.py`, or a module that imports
@@ -166,7 +169,7 @@ class UnregisteredModuleTensor(Rule):
             """,
         ),
         Invalid(
-            # Built from a local tensor; used by a helper method and as an index; single quotes kept.
+            # Built from a local tensor; used by a helper method and indexed by the input; single quotes kept.
             """
             import math
             import torch
@@ -189,7 +192,7 @@ class UnregisteredModuleTensor(Rule):
                     return F.conv2d(x, self.kernel, padding=1)
 
                 def shuffle(self, x):
-                    return x[:, self.codes]
+                    return self.codes[x.argmax(-1)]
             """,
             lines=(10, 11, 12),
             fixed="""
@@ -214,7 +217,7 @@ class UnregisteredModuleTensor(Rule):
                     return F.conv2d(x, self.kernel, padding=1)
 
                 def shuffle(self, x):
-                    return x[:, self.codes]
+                    return self.codes[x.argmax(-1)]
             """,
         ),
         Invalid(
@@ -329,6 +332,32 @@ class UnregisteredModuleTensor(Rule):
                     strides = x.new_tensor(self.strides)
                     self.grid = self.make_grid(x)
                     return x * anchors.sum() + strides.mean() + self.grid
+            """
+        ),
+        Valid(
+            # Moved by the function it is passed to before that reads it; used only as an index of a
+            # tensor (a tensor on any device takes indices on the CPU).
+            """
+            import torch
+            from torch import nn
+
+            def whiten(x, basis=None):
+                basis = basis.to(x).T
+                return x @ basis
+
+            class Whitening(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    self.basis = torch.linalg.qr(torch.randn(n, n))[0]
+                    self.keep = torch.arange(n).flip(0)
+                    self.scale = torch.full((n,), 2.0)
+
+                def forward(self, x):
+                    return self._scaled(whiten(x[..., self.keep], basis=self.basis), self.scale)
+
+                def _scaled(self, y, s):
+                    s = s.type_as(y)
+                    return y * s
             """
         ),
         Valid(

@@ -93,6 +93,9 @@ class CudaRequirements:
         self._facts = facts
         self._parents: dict[int, cst.CSTNode] = {}
         self._functions: dict[str, list[cst.FunctionDef]] = {}
+        self._constructors: dict[
+            str, list[cst.FunctionDef]
+        ] = {}  # `__init__` of module-level classes, by class
         # Uses of each name: `helper` for functions, `.helper` for `self.helper` (private methods).
         self._references: dict[str, list[cst.Name | cst.Attribute]] = {}
         self._foreign_attributes: set[str] = set()  # `x.name` of objects other than `self`: maybe a method
@@ -152,7 +155,14 @@ class CudaRequirements:
                     self._global_writers.setdefault(item.name.value, []).append(function)
         elif kind is cst.FunctionDef:
             name = node.name.value  # type: ignore[attr-defined]
-            if type(self._parents.get(id(parent))) is cst.ClassDef:
+            owner = self._parents.get(id(parent))
+            if (
+                name == "__init__"
+                and type(owner) is cst.ClassDef
+                and type(self._parents.get(id(owner))) is cst.Module
+            ):
+                self._constructors.setdefault(owner.name.value, []).append(node)  # type: ignore[arg-type]
+            if type(owner) is cst.ClassDef:
                 # Methods count by `self.helper(...)` (other files' calls: `called_with_cuda`); not
                 # those Python or torch call unseen (`__call__`, `forward`).
                 name = "" if name.endswith("__") or name in IMPLICITLY_CALLED_METHODS else f".{name}"
@@ -239,7 +249,11 @@ class CudaRequirements:
         if key in self._required:
             return self._required[key]
         self._required[key] = False  # a recursive function: its own calls prove nothing
-        found = cuda_only_decorated(function, self._scope) or key in self._cuda_importing
+        found = (
+            cuda_only_decorated(function, self._scope)
+            or key in self._cuda_importing
+            or self._method_of_gated_instance(function)
+        )
         if not found:
             uses = self._uses(function)
             elsewhere = self._called_elsewhere_with_cuda(function)
@@ -267,6 +281,44 @@ class CudaRequirements:
             if owner is None
             else self._facts.called_with_cuda(f"{owner.name.value}.{function.name.value}")
         )
+
+    def _method_of_gated_instance(self, function: cst.FunctionDef) -> bool:
+        """A method of a class whose `__init__` gates (`torch.cuda.set_device(rank)`, an NCCL group,
+        `Context()` of a class that does): an instance exists only where CUDA is. Not `__init__`
+        itself, nor a static or class method (no instance needed), nor a method `__init__` names
+        before its gate."""
+        owner = self._owner(function)
+        name = function.name.value
+        if (
+            owner is None
+            or name == "__init__"
+            or any(
+                dotted_name(decorator.decorator) in ("staticmethod", "classmethod")
+                for decorator in function.decorators
+            )
+        ):
+            return False
+        constructors = self._constructors.get(owner.name.value, [])
+        if (
+            len(constructors) != 1
+            or self._parents.get(id(self._parents.get(id(constructors[0])))) is not owner
+        ):
+            return False
+        init = constructors[0]
+        if not self.gates(init):
+            return False
+        early = set()  # the statements of `__init__` up to its first gate
+        for statement in block_statements(init.body):
+            if self.stops_caller(statement):
+                break
+            early.add(id(statement))
+        return not any(self._within(use, early) for use in self._references.get(f".{name}", []))
+
+    def _within(self, node: cst.CSTNode, statements: set[int]) -> bool:
+        current: cst.CSTNode | None = node
+        while current is not None and id(current) not in statements:
+            current = self._parents.get(id(current))
+        return current is not None
 
     def _owner(self, function: cst.FunctionDef) -> cst.ClassDef | None:
         """The module-level class `function` is a method of."""
@@ -487,8 +539,10 @@ class CudaRequirements:
             and callee.value.value == "self"
         ):
             callees = self._functions.get(f".{callee.attr.value}", [])
+        elif isinstance(callee, cst.Name):  # a function, or a class whose `__init__` runs
+            callees = self._functions.get(callee.value) or self._constructors.get(callee.value, [])
         else:
-            callees = self._functions.get(callee.value, []) if isinstance(callee, cst.Name) else []
+            callees = []
         if callees:
             return len(callees) == 1 and self.gates(callees[0])
         written = dotted_name(callee)

@@ -47,25 +47,12 @@ from torchdev_lint.analysis.project.parameter_facts import (
     pinned_parameters,
 )
 from torchdev_lint.analysis.project.pass_one_text import imports, may_place, may_test_group, wants_summary
+from torchdev_lint.analysis.project.references import MAX_ALIASES, References, Target
 from torchdev_lint.analysis.provenance import load_facts
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_source
 
-_MAX_ALIASES = 8
-# The summary fields that name a function of the file.
-_DEFINED = (
-    "functions",
-    "checkpoints",
-    "batches",
-    "cuda_defaults",
-    "forwards",
-    "returns",
-    "dataset_items",
-    "defined",
-)
-
 Summary = summary_cache.Summary
-Target = tuple[str, str]
 Parse = Callable[[str, bytes], Any]
 
 
@@ -168,7 +155,8 @@ class _Pass:
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
         self._method_definers = MethodDefiners()
         self.context = ContextFacts(checked)
-        self._targets: dict[tuple[Any, ...], Target | None] = {}
+        self.references = References(self.summaries, self.index, self.inheritance, self.names, self.wanted)
+        self._target = self.references.target
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
         # checking part of an installed package must not read the rest of it.
         self.scopes = {self.index.scope(path) for path in checked}
@@ -210,7 +198,9 @@ class _Pass:
             # A caller in another file names the function, or the class of a method (or a subclass).
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
-            names |= self._loader_callees() | load_facts.wanted_names(self.summaries, self._canonical)
+            names |= self._loader_callees() | load_facts.wanted_names(
+                self.summaries, self.references.canonical
+            )
             callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
             names |= {name.rsplit(".", 1)[-1] for (_, name), gated in callers.items() if gated}  # others?
             names |= {  # callees of checked files that reach CUDA: `check_version` would read every file
@@ -221,7 +211,8 @@ class _Pass:
                     path, summary["sites"].get(text), self.summaries, self.checked, self.index, self.wanted
                 )
             }
-            fresh, self.names = names - self.names, self.names | names
+            fresh = names - self.names
+            self.names |= names
             self._forget()
             pinned, collated = self._pinned(moving)
             facts = {
@@ -342,7 +333,7 @@ class _Pass:
                     if (path, qualname) in gating:
                         continue
                     if function["then"] == "gate" or any(
-                        self._target(path, reference) in gating for reference in function["calls"]
+                        self.references.gates(path, reference, gating) for reference in function["calls"]
                     ):
                         gating.add((path, qualname))
                         changed = True
@@ -350,7 +341,7 @@ class _Pass:
 
     def _forget(self) -> None:
         """The summaries changed (or may have): resolutions made from them are stale."""
-        self._targets.clear()
+        self.references.forget()
         self.inheritance.forget()
 
     def _aliases(self, known: set[Target]) -> set[str]:
@@ -412,7 +403,7 @@ class _Pass:
         gates = frozenset(
             text
             for text, reference in summary["sites"].items()
-            if reference is not None and self._target(path, reference) in gating
+            if reference is not None and self.references.gates(path, reference, gating)
         )
         return FileFacts(gates, checkpointing, batch_moving, pinned, collated, item_passing=self._items(path))
 
@@ -431,7 +422,7 @@ class _Pass:
     def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
         """TDL101's facts: loads of paths saved from host memory, bases that are Datasets,
         callees returning host data."""
-        proof = load_facts.HostProof(self.summaries, self._target, self._canonical, self._library)
+        proof = load_facts.HostProof(self.summaries, self._target, self.references.canonical, self._library)
         host = load_facts.host_loads(self.summaries, self.checked, proof)
         datasets = load_facts.dataset_bases(self.summaries, self.checked, self._class)
         sites = load_facts.host_sites(self.summaries, self.checked, proof.returns_host)
@@ -466,7 +457,7 @@ class _Pass:
         located = self.index.locate(path, level, dotted)
         if located is None:
             return dotted if level == 0 else None
-        if located.file is None or len(located.attributes) != 1 or depth > _MAX_ALIASES:
+        if located.file is None or len(located.attributes) != 1 or depth > MAX_ALIASES:
             return None
         if located.file not in self.summaries:
             source = self.unparsed.pop(located.file, None) or self._read(located.file)
@@ -489,26 +480,13 @@ class _Pass:
             if path in self.checked and b"load" in source and named.search(source)
         ]
 
-    def _canonical(self, path: str, reference: list[Any]) -> str | None:
-        """What a reference of `path` names project-wide: `file:name`, or `:dotted` outside it."""
-        if reference[0] == "here":
-            return f"{path}:{reference[1]}"
-        if reference[0] != "module":
-            return None
-        located = self.index.locate(path, reference[1], reference[2])
-        if located is None:
-            return f":{reference[2]}" if reference[1] == 0 else None
-        if located.file is None or not located.attributes:
-            return None
-        return f"{located.file}:{'.'.join(located.attributes)}"
-
     def _class(self, path: str, reference: list[Any], depth: int = 0) -> Target | None:
         """The project class a base reference names, through re-exports; the module holding it
         is summarized when it has not been."""
         if reference[0] == "here":
             return path, reference[1]
         located = self.index.locate(path, reference[1], reference[2])
-        if located is None or located.file is None or len(located.attributes) != 1 or depth > _MAX_ALIASES:
+        if located is None or located.file is None or len(located.attributes) != 1 or depth > MAX_ALIASES:
             return None
         if located.file not in self.summaries:
             source = self.unparsed.pop(located.file, None) or self._read(located.file)
@@ -526,57 +504,6 @@ class _Pass:
             if found is not None and name in self.summaries.get(found[0], {}).get("dataset_classes", {}):
                 return found
         return located.file, name
-
-    # Resolution ------------------------------------------------------------
-
-    def _target(self, path: str, reference: list[Any], depth: int = 0) -> Target | None:
-        """The project function a reference of `path` names, or None (unknown)."""
-        key = (path, *reference)  # a reference is a flat list of strings and ints
-        if key not in self._targets:
-            self._targets[key] = None  # a cycle of re-exports names nothing
-            self._targets[key] = self._resolve(path, reference, depth)
-        return self._targets[key]
-
-    def _resolve(self, path: str, reference: list[Any], depth: int) -> Target | None:
-        kind = reference[0]
-        if kind == "here":
-            return self.inheritance.method(path, reference[1])
-        if kind == "star":
-            return self._from_stars(path, reference[1], depth)
-        located = self.index.locate(path, reference[1], reference[2])
-        if located is None or located.file is None:
-            return None
-        return self._member(located.file, located.attributes, depth)
-
-    def _member(self, path: str, attributes: tuple[str, ...], depth: int) -> Target | None:
-        """The function `attributes` names in module `path`: defined there, re-exported from
-        another module, or bound by one of its `import *`."""
-        if not attributes or depth > _MAX_ALIASES:
-            return None
-        summary = self.summaries.get(path)
-        if summary is None:
-            if attributes[0] in self.names:
-                self.wanted.add(path)
-            return None
-        qualname = ".".join(attributes)
-        if any(qualname in summary[field] for field in _DEFINED):
-            return path, qualname
-        alias = summary["aliases"].get(attributes[0])
-        if alias is not None:
-            level, dotted = alias[1], ".".join((alias[2], *attributes[1:]))
-            return self._target(path, ["module", level, dotted], depth + 1)
-        if len(attributes) == 1:
-            return self._from_stars(path, attributes[0], depth)
-        return None
-
-    def _from_stars(self, path: str, name: str, depth: int) -> Target | None:
-        for level, module in reversed(self.summaries[path]["stars"]):
-            located = self.index.locate(path, level, module)
-            if located is not None and located.file is not None and not located.attributes:
-                found = self._member(located.file, (name,), depth + 1)
-                if found is not None:
-                    return found
-        return None
 
     # Summaries, parsed or cached -------------------------------------------
 

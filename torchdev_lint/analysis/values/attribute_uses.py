@@ -34,6 +34,7 @@ from torchdev_lint.analysis.values.module_classes import (
     self_attribute,
     value_assignments,
 )
+from torchdev_lint.analysis.values.parameter_moves import file_function, moved_on_entry, parameter_taking
 from torchdev_lint.analysis.values.tensor_rank import TensorRank
 
 # Reads that stay on the host: the tensor's device never meets an input's.
@@ -121,11 +122,14 @@ def scan_methods(
     """Record every method's uses of the attributes and registrations; the uses in helpers whose
     result every caller moves to a device count as computed on the host."""
     host_helpers = results_moved_by_callers(methods)
+    by_name = {method.name.value: method for method in methods}
     for method in methods:
         method_self = instance_name(method)
         if method_self is not None:
             host_side = method.name.value in host_helpers
-            AttributeUses(scope, method, method_self, attributes, facts, method is init, host_side).scan()
+            AttributeUses(
+                scope, method, method_self, attributes, facts, method is init, host_side, by_name
+            ).scan()
 
 
 class AttributeUses(cst.CSTVisitor):
@@ -140,6 +144,7 @@ class AttributeUses(cst.CSTVisitor):
         facts: ClassRegistrations,
         is_init: bool,
         host_side: bool = False,
+        methods: dict[str, cst.FunctionDef] | None = None,
     ) -> None:
         self.scope = scope
         self.method = method
@@ -151,6 +156,7 @@ class AttributeUses(cst.CSTVisitor):
         self.host_side = host_side
         self.stack: list[cst.CSTNode] = []
         self.inputs = local_names(method) - {self_name}
+        self.methods = methods or {}  # the class's, by name
 
     def scan(self) -> None:
         visit(self.method.body, self)
@@ -214,7 +220,9 @@ class AttributeUses(cst.CSTVisitor):
                 name = resolve(parent.func, self.scope)
                 if name is not None and name.removeprefix("builtins.") in _HOST_BUILTINS:
                     return
-                if _moves_argument(parent):
+                if _moves_argument(parent) or (
+                    isinstance(current, cst.Arg) and self._moved_by_helper(parent, current)
+                ):
                     attribute.moved_or_recreated = True
                     return
                 break
@@ -242,11 +250,27 @@ class AttributeUses(cst.CSTVisitor):
         statement = next((n for n in reversed(self.stack) if isinstance(n, cst.BaseSmallStatement)), None)
         if statement is not None:
             names = _Names(self.self_name)
-            # What an assignment stores to is not what it computes with.
-            read = statement.value if isinstance(statement, (cst.Assign, cst.AnnAssign)) else statement
+            # What an assignment stores to is not what it computes with; an index computes apart
+            # from what it indexes (`x[:, self.order]`: CUDA tensors take indices on the CPU).
+            index = next((n for n in reversed(self.stack) if isinstance(n, cst.SubscriptElement)), None)
+            if index is not None and self.stack.index(index) < self.stack.index(statement):
+                index = None
+            read: cst.CSTNode | None = index
+            if read is None:
+                read = statement.value if isinstance(statement, (cst.Assign, cst.AnnAssign)) else statement
             if read is not None:
                 visit(read, names)
             attribute.uses.append((bool(names.names & self.inputs), names.attributes))
+
+    def _moved_by_helper(self, call: cst.Call, arg: cst.Arg) -> bool:
+        """`brisque(x, sv=self.sv)` or `self.score(x, self.sv)` where the function of the file moves
+        that parameter before anything else reads it (`sv = sv.to(x)`)."""
+        method = self.methods.get(self_attribute(call.func, self.self_name) or "")
+        callee = method or file_function(call.func, self.scope.module)
+        if callee is None:
+            return False
+        parameter = parameter_taking(call, arg, callee, bound=method is not None)
+        return parameter is not None and moved_on_entry(callee, parameter)
 
     def _stores_host_data(self, target: cst.AssignTarget) -> bool:
         """`self.counts[i:j] = codes.cpu()`: a write of host data into the attribute keeps it a

@@ -29,7 +29,6 @@ from torchdev_lint.analysis.knowledge.torch_api import (
     NON_MODULE_METHODS,
     SAME_KIND_METHODS,
 )
-from torchdev_lint.analysis.project.parameters import passed_arguments
 from torchdev_lint.analysis.syntax.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.syntax.scopes import (
     Binding,
@@ -40,6 +39,7 @@ from torchdev_lint.analysis.syntax.scopes import (
     small_statements,
 )
 from torchdev_lint.analysis.syntax.walk import first
+from torchdev_lint.analysis.values.parameter_moves import file_function, parameter_taking
 
 # `torch.<name>(...)` calls that build a new tensor: the factories, and `cat`/`stack` of a list.
 TENSOR_FACTORIES = FACTORIES | {"cat", "stack"}
@@ -341,10 +341,10 @@ def read_as_data(name: str, function: cst.FunctionDef, module: Scope, depth: int
         func = node.func
         if isinstance(func, cst.Attribute):
             return _is_name(func.value, name) and func.attr.value in NON_MODULE_METHODS
-        callee = _file_function(func, module) if depth < 2 else None
+        callee = file_function(func, module) if depth < 2 else None
         return callee is not None and any(
             _is_name(arg.value, name)
-            and (parameter := _parameter_taking(node, arg, callee)) is not None
+            and (parameter := parameter_taking(node, arg, callee)) is not None
             and read_as_data(parameter, callee, module, depth + 1)
             for arg in node.args
         )
@@ -363,31 +363,6 @@ def _string_key(subscript: cst.Subscript) -> bool:
     index = subscript.slice[0].slice
     return isinstance(index, cst.Index) and isinstance(
         index.value, (cst.SimpleString, cst.ConcatenatedString)
-    )
-
-
-def _file_function(func: cst.BaseExpression, module: Scope) -> cst.FunctionDef | None:
-    """The module-level function of this file that `func` names, when it is bound once."""
-    bindings = module.bindings.get(func.value, []) if isinstance(func, cst.Name) else []
-    node = bindings[0].node if len(bindings) == 1 else None
-    return node if isinstance(node, cst.FunctionDef) else None
-
-
-def _parameter_taking(call: cst.Call, arg: cst.Arg, callee: cst.FunctionDef) -> str | None:
-    """The name of `callee`'s parameter that `arg` of `call` binds (by keyword or position)."""
-    params = callee.params
-    slots: list[tuple[int | None, str]] = [
-        (position, param.name.value)
-        for position, param in enumerate((*params.posonly_params, *params.params))
-    ]
-    slots += [(None, param.name.value) for param in params.kwonly_params]
-    return next(
-        (
-            name
-            for slot, name in slots
-            if any(given is arg for given in passed_arguments(call, [(slot, name)]))
-        ),
-        None,
     )
 
 
