@@ -48,10 +48,20 @@ class References:
         self._names = names  # the names pass 1 looks for: a module defining one is wanted
         self._wanted = wanted
         self._targets: dict[tuple[Any, ...], Target | None] = {}
+        self._constructors: tuple[int, frozenset[str]] = (0, frozenset())  # by the gating set's size
 
     def forget(self) -> None:
         """The summaries changed (or may have): resolutions made from them are stale."""
         self._targets.clear()
+        self._constructors = (0, frozenset())
+
+    def _classes(self, gating: Collection[Target]) -> frozenset[str]:
+        """The names of the classes whose `__init__` gates: only a call of one may be a constructor's
+        gate. (A fixed point's set only grows between two `forget`s: its size tells it is stale.)"""
+        if self._constructors[0] != len(gating):
+            names = frozenset(q.rsplit(".", 2)[-2] for _, q in gating if q.endswith(".__init__") and "." in q)
+            self._constructors = (len(gating), names)
+        return self._constructors[1]
 
     def target(self, path: str, reference: list[Any], depth: int = 0) -> Target | None:
         """The project function a reference of `path` names, or None (unknown)."""
@@ -66,8 +76,9 @@ class References:
         function, or a class whose `__init__` gates (`Context(...)` runs it)?"""
         if self.target(path, reference) in gating:
             return True
-        constructor = [*reference[:-1], f"{reference[-1]}.__init__"]
-        return reference[0] != "star" and self.target(path, constructor) in gating
+        if reference[0] == "star" or reference[-1].rsplit(".", 1)[-1] not in self._classes(gating):
+            return False
+        return self.target(path, [*reference[:-1], f"{reference[-1]}.__init__"]) in gating
 
     def canonical(self, path: str, reference: list[Any]) -> str | None:
         """What a reference of `path` names project-wide: `file:name`, or `:dotted` outside it."""
