@@ -150,3 +150,49 @@ def test_through_public_methods_of_the_callers_class(tmp_path: Path) -> None:
         tmp_path, {"trainer.py": trainer + "\n\ndef probe(runner):\n    return runner.after_step(1)\n"}
     )
     assert findings(tmp_path, ["TDL301"]) == ["recipe.py:7 TDL301", "recipe.py:11 TDL301"]
+
+
+_CONTEXT = """
+import torch.distributed as dist
+
+
+class Context:
+    def __init__(self):
+        dist.init_process_group("nccl")
+"""
+_CLIP = """
+import torch
+
+
+def clip(grads):
+    return torch.zeros([], device="cuda")
+"""
+
+
+def test_across_two_file_boundaries(tmp_path: Path) -> None:
+    """The gate is a class of one file, constructed in a second, whose methods call a helper of a
+    third: pass 1 judges the second file's sites again with the first's gate."""
+    trainer = (
+        "from context import Context\nfrom clip import clip\n\n\nclass Trainer:\n"
+        "    def __init__(self):\n        self.context = Context()\n\n"
+        "    def step(self, grads):\n        return clip(grads)\n"
+    )
+    write_files(tmp_path, {"setup.py": "", "context.py": _CONTEXT, "clip.py": _CLIP, "trainer.py": trainer})
+    assert findings(tmp_path, ["TDL301"]) == []
+    write_files(tmp_path, {"smoke.py": "from clip import clip\n\n\ndef smoke():\n    return clip([])\n"})
+    assert findings(tmp_path, ["TDL301"]) == ["clip.py:6 TDL301"]
+
+
+def test_through_a_function_of_another_file_that_names_no_cuda(tmp_path: Path) -> None:
+    """`main` gates, then calls `engine.evaluate`, which calls `clip`: `evaluate` names no CUDA, yet
+    who calls it decides `clip`."""
+    engine = "from clip import clip\n\n\ndef evaluate(grads):\n    return clip(grads)\n"
+    main = _TRAIN.replace("from ops import fused_buffer", "from engine import evaluate").replace(
+        "fused_buffer(8)", "evaluate([])"
+    )
+    write_files(tmp_path, {"setup.py": "", "clip.py": _CLIP, "engine.py": engine, "main.py": main})
+    assert findings(tmp_path, ["TDL301"]) == []
+    write_files(
+        tmp_path, {"smoke.py": "from engine import evaluate\n\n\ndef smoke():\n    return evaluate([])\n"}
+    )
+    assert findings(tmp_path, ["TDL301"]) == ["clip.py:6 TDL301"]
