@@ -34,12 +34,9 @@ def cuda_callers(
     checked: Collection[str],
     target: Callable[[str, list[Any]], Target | None],
     unreadable: Iterable[bytes],
-    *,
-    every: bool = False,
 ) -> dict[Target, bool]:
-    """(file, function or `Class.method`) of a checked file that reaches CUDA (`relay_files`),
-    called from other files: do all those calls run only where CUDA is? `every`: for every such
-    function, whether it reaches CUDA or not (whose modules pass 1 may still have to read)."""
+    """(file, function or `Class.method`) of a checked file that reaches CUDA, called from other
+    files: do all those calls run only where CUDA is?"""
     found: dict[Target, bool] = {}
     methods = _methods_by_name(summaries, checked)
     for path, summary in summaries.items():
@@ -66,50 +63,7 @@ def cuda_callers(
     for callee, all_gated in found.items():
         if all_gated and any(callee[1].rsplit(".", 1)[-1].encode() in source for source in sources):
             found[callee] = False
-    if every:
-        return found
-    relays = relay_files(summaries, checked, target)
-    return {
-        (file, name): gated
-        for (file, name), gated in found.items()
-        if file in relays or name in summaries.get(file, {}).get("cuda_reach", ())
-    }
-
-
-def relay_files(
-    summaries: Mapping[str, dict[str, Any]],
-    checked: Collection[str],
-    target: Callable[[str, list[Any]], Target | None],
-) -> set[str]:
-    """The checked files that call, in another checked file, a function that reaches CUDA (summary
-    `cuda_reach`) or one of such a file, to a fixed point, or a method (by name) that reaches CUDA:
-    `engine.evaluate()` names no CUDA but calls `ops.fused()`, so who calls `evaluate` matters too.
-    Only the answers for functions that reach CUDA or live in such files are kept: they alone can
-    decide a finding, and only their callers are read."""
-    methods = _methods_by_name(summaries, checked)
-    callees: dict[str, set[Target]] = {}
-    found: set[str] = set()
-    for path in checked:
-        summary = summaries.get(path)
-        if summary is None:
-            continue
-        if not methods.keys().isdisjoint(summary.get("method_calls", ())):
-            found.add(path)
-        references = summary["sites"].values()
-        resolved = (target(path, reference) for reference in references if reference is not None)
-        callees[path] = {
-            callee for callee in resolved if callee is not None and callee[0] not in (path, None)
-        }
-        if any(qualname in summaries.get(file, {}).get("cuda_reach", ()) for file, qualname in callees[path]):
-            found.add(path)
-    changed = True
-    while changed:
-        changed = False
-        for path, called in callees.items():
-            if path not in found and any(file in found and file in checked for file, _ in called):
-                found.add(path)
-                changed = True
-    return found
+    return _reaching(found, summaries)
 
 
 class MethodDefiners:
@@ -134,13 +88,6 @@ class MethodDefiners:
             if not names.isdisjoint(defined):
                 found.append(path)
         return found
-
-
-def reaching_method_names(
-    summaries: Mapping[str, dict[str, Any]], checked: Collection[str]
-) -> frozenset[str]:
-    """The names of the methods of checked files that reach CUDA (those answered for by name)."""
-    return frozenset(_methods_by_name(summaries, checked))
 
 
 def _methods_by_name(
@@ -184,3 +131,13 @@ def cuda_callee(
         wanted.add(located.file)
         return False
     return located.attributes[0] in summary["cuda_reach"]
+
+
+def _reaching(found: dict[Target, bool], summaries: Mapping[str, dict[str, Any]]) -> dict[Target, bool]:
+    """The answers for the functions that reach CUDA (summary `cuda_reach`): only their callers are
+    read in full, and only they decide anything."""
+    return {
+        (file, name): gated
+        for (file, name), gated in found.items()
+        if name in summaries.get(file, {}).get("cuda_reach", ())
+    }

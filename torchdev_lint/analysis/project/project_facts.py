@@ -27,10 +27,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from torchdev_lint.analysis.context.cuda_callers import MethodDefiners, cuda_callee, file_callers
+from torchdev_lint.analysis.context.cuda_callers import (
+    MethodDefiners,
+    cuda_callee,
+    cuda_callers,
+    file_callers,
+)
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
 from torchdev_lint.analysis.project.context_facts import ContextFacts
-from torchdev_lint.analysis.project.cuda_answers import CudaAnswers
 from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
 from torchdev_lint.analysis.project.index import ProjectIndex
 from torchdev_lint.analysis.project.inheritance import Inheritance
@@ -153,7 +157,6 @@ class _Pass:
         self.context = ContextFacts(checked)
         self.references = References(self.summaries, self.index, self.inheritance, self.names, self.wanted)
         self._target = self.references.target
-        self._answers = CudaAnswers(self, parse, texts)
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
         # checking part of an installed package must not read the rest of it.
         self.scopes = {self.index.scope(path) for path in checked}
@@ -198,7 +201,7 @@ class _Pass:
             names |= self._loader_callees() | load_facts.wanted_names(
                 self.summaries, self.references.canonical
             )
-            callers = self._answers.callers(gating)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
             names |= {name.rsplit(".", 1)[-1] for (_, name), gated in callers.items() if gated}  # others?
             names |= {  # callees of checked files that reach CUDA: `check_version` would read every file
                 text.rsplit(".", 1)[-1]
@@ -259,7 +262,7 @@ class _Pass:
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
             pinned_all, collated_all = self._pinned(moving)
-            callers = self._answers.callers(gating)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
             found = self._facts(
                 path,
                 gating,
@@ -316,14 +319,6 @@ class _Pass:
                 return False
             folder = parent
         return True
-
-    def gating_texts(self, path: str, gating: set[Target]) -> frozenset[str]:
-        """The callees, as the file writes them, that stop the program where CUDA is missing."""
-        return frozenset(
-            text
-            for text, reference in self.summaries[path]["sites"].items()
-            if reference is not None and self.references.gates(path, reference, gating)
-        )
 
     def _fixed_point(self) -> set[Target]:
         """Every function known to gate: its own gate, or a gating callee called before it returns.
@@ -405,7 +400,11 @@ class _Pass:
     ) -> FileFacts:
         summary = self.summaries[path]
         checkpointing, batch_moving = handed(summary, lambda r: self._target(path, r), self.summaries, moving)
-        gates = self.gating_texts(path, gating)
+        gates = frozenset(
+            text
+            for text, reference in summary["sites"].items()
+            if reference is not None and self.references.gates(path, reference, gating)
+        )
         return FileFacts(gates, checkpointing, batch_moving, pinned, collated, item_passing=self._items(path))
 
     def _items(self, path: str) -> frozenset[Handed]:

@@ -55,7 +55,7 @@ from typing import Any
 
 import libcst as cst
 
-from torchdev_lint.analysis.context.requirements import CudaRequirements, GatingCallees
+from torchdev_lint.analysis.context.requirements import CudaRequirements
 from torchdev_lint.analysis.data.dataset_bases import DatasetClasses
 from torchdev_lint.analysis.data.dataset_items import item_parameters
 from torchdev_lint.analysis.data.loaders import built_from, dataset_argument, is_dataloader_call
@@ -83,14 +83,11 @@ _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.Genera
 _SCOPES = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})  # a statement's nested definitions
 
 
-def summarize(module: cst.Module, path: str, facts: GatingCallees | None = None) -> Summary:
-    """The summary of one parsed file (`path` only tells a CUDA-only folder; see requirements).
-    With `facts` (what the rest of the project says of this file's functions) its CUDA sites
-    are judged again by them (`project_facts`: "CUDA required" across several files); without,
-    the summary is a function of the file's bytes alone."""
+def summarize(module: cst.Module, path: str) -> Summary:
+    """The summary of one parsed file (`path` only tells a CUDA-only folder; see requirements)."""
     scope = Scope(module, "module", None)
     collect_bindings(scope, module.body)
-    requirements = CudaRequirements(scope, path, facts, walk_module=False)
+    requirements = CudaRequirements(scope, path, walk_module=False)
     stars = _stars(module)
     functions = _functions(module)
     collector = _Collector(scope, bool(stars), requirements, functions)
