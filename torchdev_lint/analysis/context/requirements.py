@@ -93,10 +93,9 @@ class CudaRequirements:
         self._facts = facts
         self._parents: dict[int, cst.CSTNode] = {}
         self._functions: dict[str, list[cst.FunctionDef]] = {}
-        self._constructors: dict[
-            str, list[cst.FunctionDef]
-        ] = {}  # `__init__` of module-level classes, by class
-        # Uses of each name: `helper` for functions, `.helper` for `self.helper` (private methods).
+        # The `__init__` of each module-level class, by class name (a call of the class runs it).
+        self._constructors: dict[str, list[cst.FunctionDef]] = {}
+        # Uses of each name: `helper` for functions, `.helper` for `self.helper` (methods).
         self._references: dict[str, list[cst.Name | cst.Attribute]] = {}
         self._foreign_attributes: set[str] = set()  # `x.name` of objects other than `self`: maybe a method
         self._nccl_names: set[str] = set()

@@ -59,7 +59,7 @@ class References:
         """The names of the classes whose `__init__` gates: only a call of one may be a constructor's
         gate. (A fixed point's set only grows between two `forget`s: its size tells it is stale.)"""
         if self._constructors[0] != len(gating):
-            names = frozenset(q.rsplit(".", 2)[-2] for _, q in gating if q.endswith(".__init__") and "." in q)
+            names = frozenset(q.rsplit(".", 2)[-2] for _, q in gating if q.endswith(".__init__"))
             self._constructors = (len(gating), names)
         return self._constructors[1]
 

@@ -252,10 +252,10 @@ class AttributeUses(cst.CSTVisitor):
             names = _Names(self.self_name)
             # What an assignment stores to is not what it computes with; an index computes apart
             # from what it indexes (`x[:, self.order]`: CUDA tensors take indices on the CPU).
-            index = next((n for n in reversed(self.stack) if isinstance(n, cst.SubscriptElement)), None)
-            if index is not None and self.stack.index(index) < self.stack.index(statement):
-                index = None
-            read: cst.CSTNode | None = index
+            below = self.stack[self.stack.index(statement) :]
+            read: cst.CSTNode | None = next(
+                (n for n in reversed(below) if isinstance(n, cst.SubscriptElement)), None
+            )
             if read is None:
                 read = statement.value if isinstance(statement, (cst.Assign, cst.AnnAssign)) else statement
             if read is not None:

@@ -9,7 +9,7 @@ import libcst as cst
 from torchdev_lint.analysis.knowledge.torch_api import MATCHING_METHODS
 from torchdev_lint.analysis.project.parameters import passed_arguments
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements
-from torchdev_lint.analysis.syntax.walk import visit
+from torchdev_lint.analysis.syntax.walk import first
 
 
 def file_function(func: cst.BaseExpression, module: Scope) -> cst.FunctionDef | None:
@@ -44,9 +44,7 @@ def moved_on_entry(function: cst.FunctionDef, parameter: str) -> bool:
     """Does the first statement of `function` that names `parameter` rebind it moved
     (`sv = sv.to(x)`, `mu = mu.to(img).repeat(n, 1)`, `w = w.type_as(x).T`)?"""
     for statement in block_statements(function.body):
-        names = _Names()
-        visit(statement, names)
-        if parameter in names.found:
+        if first(statement, lambda node: type(node) is cst.Name and node.value == parameter) is not None:
             return _rebinds_moved(statement, parameter)
     return False
 
@@ -72,11 +70,3 @@ def _rebinds_moved(statement: cst.BaseStatement, name: str) -> bool:
             node = node.value
         else:
             return moved and isinstance(node, cst.Name) and node.value == name
-
-
-class _Names(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.found: set[str] = set()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.found.add(node.value)
