@@ -71,7 +71,8 @@ class PerItemTransferInLoop(Rule):
           `torch.cat(...)`, a list comprehension of moved items bound to a name and joined later
           (`ys = [x.cuda() for x in xs]` ... `torch.cat(ys)`), or a list filled by
           `out.append(x.to(d))` (also `x = x.to(d)` then `out.append(x.unsqueeze(0))`) in a
-          `for x in xs` loop and then stacked or concatenated after the loop;
+          `for x in xs` loop and then stacked or concatenated after the loop, or a running join
+          that grows one tensor by each moved item (`acc = torch.cat((acc, x.to(d)))` in the loop);
         - (b) a `for` loop over a collection (not a data loader or batch iterator) moves each item
           to the device and calls a model on it, one item at a time.
 
@@ -113,7 +114,8 @@ class PerItemTransferInLoop(Rule):
         several dtypes are promoted by the join before a `.to(d, dtype)` cast instead of after it
         (a double rounding); a memory format may give other strides. A join with `out=` gets no
         fix (the buffer lives on the device). The append form and the two-statement forms
-        (`ys = [x.cuda() for x in xs]` then `torch.cat(ys)`) are reported without a fix. (b) Unsafe, and only when the collection
+        (`ys = [x.cuda() for x in xs]` then `torch.cat(ys)`) and the running join are reported
+        without a fix. (b) Unsafe, and only when the collection
         is a list of same-shape tensors built in the same function and the loop body is exactly
         `results.append(model(item.to(d)))`: the model is called once on the stacked batch and the
         outputs are split back into `results`. A model whose output for an item depends on the
@@ -323,8 +325,36 @@ class PerItemTransferInLoop(Rule):
             """,
             lines=(6,),
         ),
+        # A running join grows one tensor by each moved item (quadratic copies on top).
+        Invalid(
+            """
+            import torch
+
+            def spectra(clips, gpu):
+                bank = torch.empty(0, 80, device=gpu)
+                for clip in clips:
+                    bank = torch.concat([bank, clip.mel.to(gpu, non_blocking=True)], dim=0)
+                return bank
+            """,
+            lines=(6,),
+        ),
     )
     valid = (
+        # Running joins that copy to the host, or grow by what the tensor itself holds: no item crosses.
+        Valid(
+            """
+            import torch
+
+            def harvest(samples, gpu):
+                kept = torch.empty(0)
+                for sample in samples:
+                    kept = torch.concat([kept, sample.logits.cpu()])
+                walk = torch.ones(1, device=gpu)
+                for sample in samples:
+                    walk = torch.cat((walk, walk[-1:].to(gpu)))
+                return kept, walk
+            """
+        ),
         Valid(
             """
             import torch
@@ -488,11 +518,37 @@ class PerItemTransferInLoop(Rule):
                     self.reported.add(move.call)
                     self.report(move.call)  # `ys = [x.cuda() for x in xs]` ... `torch.cat(ys)`
             return
+        if isinstance(first, (cst.List, cst.Tuple)):
+            self._check_running_join(node, first, scope)
+            return
         if not isinstance(first, (cst.ListComp, cst.GeneratorExp)):
             return
         move = comprehension_move(first, scope)
         if move is not None:
             self.report(move.call, fix=_join_fix(node, first, move, scope))
+
+    # (a) running join: `acc = torch.cat((acc, x.to(d)))` in `for x in xs`
+    def _check_running_join(self, node: cst.Call, parts: cst.List | cst.Tuple, scope: Scope) -> None:
+        assign = self.ctx.ancestors[-2] if len(self.ctx.ancestors) >= 2 else None
+        if not (isinstance(assign, cst.Assign) and assign.value is node and len(assign.targets) == 1):
+            return
+        grown = assign.targets[0].target
+        values = [e.value for e in parts.elements]
+        if not (isinstance(grown, cst.Name) and any(grown.deep_equals(v) for v in values)):
+            return
+        loop = item_loop(self.ctx)
+        if loop is None:
+            return
+        item = loop.target.value  # type: ignore[attr-defined]
+        for value in values:
+            move = as_move(value, scope) if isinstance(value, cst.Call) else None
+            if (
+                move is not None
+                and per_item_move(move, item, loop_bound_names(loop))
+                and not matches_layer(move, scope)
+            ):
+                self.report(move.call)
+                return
 
     # (a) append form: out.append(x.to(d)) in `for x in xs`, then torch.stack(out)
     def _check_append(self, node: cst.Call, scope: Scope) -> None:

@@ -46,7 +46,8 @@ class LoaderWithoutPinMemory(Rule):
         iterate it, directly or through wrapper calls (`enumerate`, `zip`, `tqdm(loader)`,
         `logger.log_every(loader, n)`), and to batches drawn with `next()` on each pass of a loop (`x, y =
         next(it)` with `it = iter(loader)` or `cycle(loader)`), also through a `self` attribute the class
-        assigns. A loader that leaves the function (returned, passed on, stored) is flagged when the file
+        assigns; an iterator kept on `self` is drawn again on every call, so a step method drawing from it
+        counts without a loop of its own (its caller loops). A loader that leaves the function (returned, passed on, stored) is flagged when the file
         moves batches of a loader of unknown origin (a parameter, an attribute assigned elsewhere), or when it
         is passed to a project function, in any file, that moves its batches. Not flagged: loaders given
         `pin_memory` or `**kwargs`, or whose `pin_memory` the author commented out (`# pin_memory=True` in the
@@ -369,8 +370,49 @@ class LoaderWithoutPinMemory(Rule):
             """,
             lines=(4,),
         ),
+        # A step method drawing from an iterator the object keeps: the caller's loop calls it.
+        Invalid(
+            """
+            import torch
+
+            class Distiller:
+                def __init__(self, corpus):
+                    self.stream = iter(torch.utils.data.DataLoader(corpus, batch_size=16))
+
+                def step(self, student):
+                    tokens = next(self.stream)
+                    return student(tokens.to("mps"))
+            """,
+            lines=(5,),
+            fixed="""
+            import torch
+
+            class Distiller:
+                def __init__(self, corpus):
+                    self.stream = iter(torch.utils.data.DataLoader(corpus, batch_size=16, pin_memory=torch.cuda.is_available()))
+
+                def step(self, student):
+                    tokens = next(self.stream)
+                    return student(tokens.to("mps"))
+            """,
+        ),
     )
     valid = (
+        Valid(
+            # One batch drawn from a fresh iterator to size the model: the object keeps the loader, not
+            # the iterator, so nothing says the draw repeats.
+            """
+            import torch
+
+            class Probe:
+                def __init__(self, corpus):
+                    self.feed = torch.utils.data.DataLoader(corpus, batch_size=16)
+
+                def width(self, encoder):
+                    sample = next(iter(self.feed))
+                    return encoder(sample.to("cuda:1")).shape[-1]
+            """
+        ),
         Valid(
             # The only move of the batch is bound to a name nothing reads: the model gets the
             # host batch, so pinning would not help.

@@ -54,7 +54,8 @@ def _drawn_from(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> c
             path.append(node)
         if _is_next(node, scope):
             source = node.args[0].value
-            return source if enclosing_loops(path) and is_loader(source, scope) else None
+            drawn_each_call = enclosing_loops(path) or _kept_by_instance(source)
+            return source if drawn_each_call and is_loader(source, scope) else None
         if not isinstance(node, cst.Name):
             return None
         assignment = reaching_assignment(node, parents_along(path), parts=True)
@@ -63,6 +64,16 @@ def _drawn_from(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> c
             return None
         path, node = found
     return None
+
+
+def _kept_by_instance(iterator: cst.BaseExpression) -> bool:
+    """`self.dl`: an iterator an object keeps between calls is there to be drawn from again,
+    so each call of the method draws the next batch (a step function its caller loops over)."""
+    return (
+        isinstance(iterator, cst.Attribute)
+        and isinstance(iterator.value, cst.Name)
+        and iterator.value.value == "self"
+    )
 
 
 def _is_next(node: cst.CSTNode, scope: Scope) -> TypeGuard[cst.Call]:

@@ -94,7 +94,10 @@ def _wrapped(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]
 
 
 def _bound_values(node: cst.BaseExpression, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]] | None:
-    """The values every binding of a name assigns, or None when any binding is opaque."""
+    """The values every binding of a name (or of a `self` attribute, across its class's methods)
+    assigns, or None when any binding is opaque."""
+    if isinstance(node, cst.Attribute):
+        return _self_attribute_values(node, scope)
     found = assigned_values(node, scope)
     return None if found is None else [(value, found[1]) for value in found[0]]
 
@@ -240,8 +243,6 @@ def loader_origin(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Loa
     sources = [arg for arg in _wrapped(node, scope) if is_loader(arg, scope)]
     if sources:
         values: list[tuple[cst.BaseExpression, Scope]] | None = [(source, scope) for source in sources]
-    elif isinstance(node, cst.Attribute):
-        values = _self_attribute_values(node, scope)
     else:
         values = _bound_values(node, scope)
     if values is None:
