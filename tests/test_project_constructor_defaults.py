@@ -266,3 +266,73 @@ def test_cache_rechecks_the_class_when_a_call_in_another_file_changes_what_it_pa
     write_files(project, {"main.py": _main('100, device="mps"')})
     assert findings(project, ["TDL301"], cache=cache) == []
     assert checked == ["main.py"]
+
+
+# A module-level function's CUDA default, used as a device in its body (RULES.md: "a `device="cuda"`
+# parameter default that no call in the project overrides").
+SPECTRA = """
+    import torch
+
+
+    def spectrum(signal, bins=64, device="cuda:0"):
+        return torch.fft.rfft(signal.to(device), n=bins)
+"""
+CALLER = """
+    import functools
+
+    import torch
+    from spectra import spectrum
+
+
+    def run(signal, where, pool):
+        {body}
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "reported"),
+    [
+        ("return spectrum(signal)", True),
+        ("return spectrum(signal, 32)", True),
+        ("return [spectrum(signal, bins=8), spectrum(signal, 16)]", True),
+        ("return spectrum(signal, 32, where)", False),  # by position
+        ("return spectrum(signal, device=where)", False),
+        ("return spectrum(signal), spectrum(signal, device=where)", False),  # one call of two passes it
+        ("return spectrum(*signal)", False),
+        ("return functools.partial(spectrum, device=where)", False),  # handed on: calls unseen
+        ("return pool.map(spectrum, signal)", False),
+        ("assert torch.cuda.is_available()\n        return spectrum(signal)", False),  # CUDA-only caller
+    ],
+)
+def test_a_function_default_no_call_overrides(tmp_path: Path, body: str, reported: bool) -> None:
+    caller = CALLER.format(body=body)
+    found = _check(tmp_path, {"spectra.py": SPECTRA, "main.py": caller})
+    assert found == (["spectra.py:5 TDL301"] if reported else [])
+    if reported:
+        options = CheckOptions(rules=tuple(select_rules(["TDL301"])), with_edits=False)
+        paths = [str(tmp_path / "spectra.py"), str(tmp_path / "main.py")]
+        (report,) = [r for r in process_files(paths, options) if r.diagnostics]
+        assert report.diagnostics[0].message.startswith("`device` defaults to CUDA and no call of `spectrum`")
+
+
+@pytest.mark.parametrize(
+    "spectra",
+    [
+        SPECTRA.replace("def spectrum", "@torch.no_grad()\n    def spectrum"),  # a decorator may call it
+        SPECTRA.replace("return torch", "device = torch.device(device)\n        return torch"),  # rebound
+        SPECTRA.replace("signal.to(device)", "signal"),  # never used as a device
+    ],
+)
+def test_function_defaults_that_are_not_facts(tmp_path: Path, spectra: str) -> None:
+    caller = CALLER.format(body="return spectrum(signal)")
+    assert _check(tmp_path, {"spectra.py": spectra, "main.py": caller}) == []
+
+
+def test_a_function_no_file_calls_or_a_library_exports_is_silent(tmp_path: Path) -> None:
+    assert _check(tmp_path, {"spectra.py": SPECTRA}) == []
+    package = {
+        "audio/__init__.py": "from .spectra import spectrum\n",
+        "audio/spectra.py": SPECTRA,
+        "main.py": CALLER.format(body="return spectrum(signal)").replace("from spectra", "from audio"),
+    }
+    assert _check(tmp_path, package) == []  # `setup.py`: users of the library call it too

@@ -21,8 +21,8 @@ _FOLLOW = (
     "CUDA hard-coded to follow `{tensor}`: it means the current GPU, not `{tensor}`'s, and on MPS/XPU the "
     "tensors end up on different devices; use `.to({tensor}.device)` (or create the tensor there)"
 )
-_DEFAULT = (  # at `def __init__(self, device="cuda")` when no construction passes it
-    "`{parameter}` defaults to CUDA and no construction of `{owner}` in the project passes it: the program "
+_DEFAULT = (  # at `def __init__(self, device="cuda")` or `def f(x, device="cuda")` when no call passes it
+    "`{parameter}` defaults to CUDA and no {call} of `{owner}` in the project passes it: the program "
     "always runs on CUDA (fails without a GPU, ignores MPS); choose the default by availability or pass it"
 )
 
@@ -50,9 +50,11 @@ class HardcodedCuda(Rule):
 
         Across files (`check`): a CUDA default of an `__init__` parameter (`def __init__(self,
         device="cuda")`) stored as `self.device` and used as a device, when the project constructs the class
-        and no construction passes it (the program always runs on CUDA); not for a class used as a value (a
-        subclass, `partial(...)`), decorated, building itself (`cls(...)`) or exported by a library's
-        `__init__.py` (users construct it), nor a construction passing `**kwargs` or run only with CUDA.
+        and no construction passes it (the program always runs on CUDA); likewise a module-level function's
+        CUDA default that its body uses as a device (`def spectrum(x, device="cuda"): x.to(device)`) when the
+        project calls it and no call passes it. Not for a class or function used as a value (a subclass,
+        `partial(...)`, `pool.map(f, xs)`), decorated, building itself (`cls(...)`) or exported by a
+        library's `__init__.py` (users call it), nor a call passing `**kwargs` or run only with CUDA.
 
         Not flagged:
         - code that runs only where CUDA is: after a gate in the function or in a caller in the file, however
@@ -124,8 +126,8 @@ class HardcodedCuda(Rule):
         then reused as the module's variable. On a machine without CUDA the code then runs on the CPU instead
         of failing, which may hide a misconfigured GPU job; `.to()` exists on tensors and modules but perhaps
         not on every object with a `.cuda()` method; a string setting may become a `torch.device`. No fix for
-        a default no construction overrides (whether the class should default to the CPU or to a choice is the
-        author's), a GPU index (`"cuda:1"`, `.cuda(i)`: one variable cannot stand for a chosen GPU), a branch
+        a default no call overrides (whether the class or function should default to the CPU or to a choice is
+        the author's), a GPU index (`"cuda:1"`, `.cuda(i)`: one variable cannot stand for a chosen GPU), a branch
         of a conditional, a move that follows a tensor (its device is the answer), nor where the module
         does not import `torch` itself."""
     invalid = (
@@ -629,6 +631,30 @@ class HardcodedCuda(Rule):
             },
             findings=("engine.py:8",),
         ),
+        # A function's CUDA default that no call passes: the program always runs on CUDA. `denoise`
+        # is also handed to `partial` with its device, so its calls are not all seen.
+        ProjectExample(
+            {
+                "filters.py": """
+                    import torch
+
+                    def smooth(wave, width=5, device=torch.device("cuda")):
+                        kernel = torch.ones(1, 1, width, device=device) / width
+                        return torch.conv1d(wave.to(device), kernel)
+                    def denoise(wave, device="cuda"):
+                        return wave.to(device) * 0.5
+                """,
+                "pipeline.py": """
+                    from functools import partial
+                    from filters import denoise, smooth
+
+                    def prepare(wave, target):
+                        cleaned = partial(denoise, device=target)(wave)
+                        return smooth(cleaned, width=9), denoise(wave)
+                """,
+            },
+            findings=("filters.py:3",),
+        ),
     )
 
     def __init__(self, ctx: FileContext) -> None:
@@ -642,8 +668,9 @@ class HardcodedCuda(Rule):
         self.uses.assign(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        call = "construction" if node.name.value == "__init__" else "call"
         for owner, param, default in self.uses.unpassed_defaults(node):
-            self.report(default, _DEFAULT.format(parameter=param.name.value, owner=owner))
+            self.report(default, _DEFAULT.format(parameter=param.name.value, call=call, owner=owner))
 
     def leave_scope(self, scope: Scope) -> None:
         if scope.kind != "module":

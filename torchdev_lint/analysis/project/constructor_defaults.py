@@ -1,4 +1,4 @@
-"""A CUDA device default no constructor call overrides (TDL301 across calls, issue 13).
+"""A CUDA device default no constructor call (or function call) overrides (TDL301 across calls, issue 13).
 
 `class TextEncoder: def __init__(self, device="cuda")` stores the device in `self.device`
 and moves data there (`tokens.to(self.device)`). A parameter default is a setting whoever
@@ -15,11 +15,15 @@ machine without a GPU and ignores MPS). This module is the LibCST side:
     used as one in the class (`.to(self.X)`, `device=self.X`), or used as one in `__init__`
     itself (`nn.Embedding(n, d, device=device)`), not rebound before. A class that builds itself
     (`cls(...)`, `type(self)(...)`) has calls this cannot see: left out.
+  - `function_defaults`: the same for module-level functions without decorators whose CUDA default
+    their body uses as a device (`def spectrum(x, device="cuda"): x.to(device)`), not rebound; a
+    position counts the arguments a call passes to reach it (`[3, "device"]` for the third).
   - `constructions`: `calls`, per callee text naming a class-like name (`Encoder`,
-    `enc.TextEncoder`), the slots each call passes: `[positional count, [keywords]]`, or
+    `enc.TextEncoder`) or a function (an import or a module-level function of the file, not
+    torch's own), the slots each call passes: `[positional count, [keywords]]`, or
     `["*"]` for a call that passes `*args`/`**kwargs` or runs only where CUDA is (a CUDA-only
     program may keep the default); `escapes`, texts of such names used as a value
-    (a base class, an argument, stored, returned: constructed where this cannot see);
+    (a base class, an argument, stored, returned: constructed or called where this cannot see);
     `refs`, what each text refers to (`summaries.reference_of`, or `["here", "Class"]`).
 - `never_overridden_defaults`: for the rule, the defaults of an `__init__` that
   `FileFacts.cuda_defaults` (`analysis/project/constructor_facts.py`) says no call overrides.
@@ -43,6 +47,8 @@ if TYPE_CHECKING:
 Reference = list[Any]
 References = Callable[[str, Scope], Reference | None]
 
+# Where a function's name is handed on as a value: an argument, an element, a return, a binding.
+_HANDED_ON = (cst.Arg, cst.Element, cst.DictElement, cst.Return, cst.Assign, cst.Decorator)
 # Calls where a class name is not handed on as a value: `isinstance(x, Encoder)`, `super(Encoder, self)`.
 _TYPE_TESTS = frozenset({"isinstance", "issubclass", "super"})
 _IMPORTS = (cst.Import, cst.ImportFrom, cst.ImportAlias)
@@ -56,14 +62,22 @@ class ConstructorUses:
         self._stored: dict[tuple[str, str], list[Any]] = {}  # (class, attribute): [position, parameter]
         self._devices: set[tuple[str, str]] = set()  # (class, attribute) used as a device
         self._direct: dict[str, list[list[Any]]] = {}  # class: parameters `__init__` uses as a device
+        self._functions: dict[str, list[list[Any]]] = {}  # module-level function: parameters used as a device
         self._self_built: set[str] = set()  # classes calling `cls(...)` or `type(self)(...)`
         self._calls: dict[str, list[cst.Call]] = {}
         self._escapes: set[str] = set()
         self._refs: dict[str, Reference | None] = {}
         assert isinstance(module.node, cst.Module)
-        for statement in module.node.body:  # the class statements only, before the traversal
+        for statement in module.node.body:  # the definitions only, before the traversal
             if isinstance(statement, cst.ClassDef):
                 self._define(statement, module)
+            elif isinstance(statement, cst.FunctionDef) and not statement.decorators:
+                defaults = _cuda_parameters(statement, module, reached_from=1)
+                used = _device_names(statement.body) - _assigned_names(statement.body) if defaults else set()
+                if used & defaults.keys():
+                    self._functions[statement.name.value] = [
+                        defaults[name] for name in defaults if name in used
+                    ]
 
     def _define(self, node: cst.ClassDef, scope: Scope) -> None:
         """A module-level class (`scope`: the module's): its `__init__`'s stored CUDA defaults."""
@@ -79,13 +93,7 @@ class ConstructorUses:
         )
         if init is None:
             return
-        params = init.params
-        positional = [*params.posonly_params, *params.params]
-        defaults = {
-            param.name.value: [index if index < len(positional) else None, param.name.value]
-            for index, param in enumerate((*positional, *params.kwonly_params))
-            if param.default is not None and _cuda_default(param.default, scope)
-        }
+        defaults = _cuda_parameters(init, scope, reached_from=0)
         if not defaults:
             return
         rebound = _assigned_names(init.body)
@@ -109,6 +117,9 @@ class ConstructorUses:
         if text is not None and text.rsplit(".", 1)[-1][:1].isupper():
             self._refs.setdefault(text, reference or _class_here(text, scope))
             self._calls.setdefault(text, []).append(node)
+        elif text is not None and _names_function(reference):
+            self._refs.setdefault(text, reference)
+            self._calls.setdefault(text, []).append(node)
         if self._stored:
             owner = _module_class(scope)
             for text in _device_arguments(node) if owner is not None else ():
@@ -117,9 +128,10 @@ class ConstructorUses:
 
     def value(self, node: cst.Name | cst.Attribute, ancestors: Sequence[cst.CSTNode], scope: Scope) -> None:
         """A class-like name (the last of `ancestors`) used other than by calling it, reading an
-        attribute of it, importing it, annotating or testing a type with it."""
+        attribute of it, importing it, annotating or testing a type with it; or a function's name
+        handed on as a value (an argument, an element, returned, bound to another name)."""
         last = node.value if isinstance(node, cst.Name) else node.attr.value
-        if not last[:1].isupper() or len(ancestors) < 2:
+        if len(ancestors) < 2:
             return
         parent = ancestors[-2]
         kind = type(parent)
@@ -134,7 +146,11 @@ class ConstructorUses:
         text = dotted_name(node)
         if text is None:
             return
-        reference = self.reference_of(text, scope) or _class_here(text, scope)
+        if last[:1].isupper():
+            reference = self.reference_of(text, scope) or _class_here(text, scope)
+        else:  # a function handed on (`pool.map(load, files)`, `partial(load, device=d)`)
+            reference = self.reference_of(text, scope) if isinstance(parent, _HANDED_ON) else None
+            reference = reference if _names_function(reference) else None
         if reference is not None:
             self._refs.setdefault(text, reference)
             self._escapes.add(text)
@@ -155,6 +171,7 @@ class ConstructorUses:
         refs = {text: reference for text, reference in self._refs.items() if reference is not None}
         return {
             "cuda_defaults": defaults,
+            "function_defaults": self._functions,
             "constructions": {"calls": calls, "escapes": sorted(self._escapes & refs.keys()), "refs": refs},
         }
 
@@ -162,21 +179,49 @@ class ConstructorUses:
 def never_overridden_defaults(
     function: cst.FunctionDef, scope: Scope, facts: FileFacts | None
 ) -> list[tuple[str, cst.Param, cst.BaseExpression]]:
-    """(class, parameter, default) of each CUDA default of this `__init__` (`scope`: its own) that no
-    constructor call in the project overrides (`FileFacts.cuda_defaults`)."""
+    """(class or function, parameter, default) of each CUDA default of this `__init__` or module-level
+    function (`scope`: its own) that no call in the project overrides (`FileFacts.cuda_defaults`)."""
     owner = scope.parent
-    if facts is None or not facts.cuda_defaults or function.name.value != "__init__" or owner is None:
+    if facts is None or not facts.cuda_defaults or owner is None:
         return []
-    if owner.kind != "class" or owner.parent is None or owner.parent.kind != "module":
+    if owner.kind == "module":
+        name = function.name.value
+    elif function.name.value == "__init__" and owner.kind == "class" and owner.parent is not None:
+        if owner.parent.kind != "module":
+            return []
+        assert isinstance(owner.node, cst.ClassDef)
+        name = owner.node.name.value
+    else:
         return []
-    assert isinstance(owner.node, cst.ClassDef)
-    name = owner.node.name.value
     params = function.params
     return [
         (name, param, param.default)
         for param in (*params.posonly_params, *params.params, *params.kwonly_params)
         if param.default is not None and (name, param.name.value) in facts.cuda_defaults
     ]
+
+
+def _cuda_parameters(function: cst.FunctionDef, scope: Scope, reached_from: int) -> dict[str, list[Any]]:
+    """The parameters defaulting to CUDA, each as `[position, name]`: the positional arguments a call
+    passes to reach it (`reached_from` 0 for `__init__`, whose `self` a call does not pass; 1 for a
+    function), None when keyword-only."""
+    params = function.params
+    positional = [*params.posonly_params, *params.params]
+    return {
+        param.name.value: [index + reached_from if index < len(positional) else None, param.name.value]
+        for index, param in enumerate((*positional, *params.kwonly_params))
+        if param.default is not None and _cuda_default(param.default, scope)
+    }
+
+
+def _names_function(reference: Reference | None) -> bool:
+    """A reference that may name a module-level function: an import, or a function of this file
+    (not a method, not torch's own API)."""
+    if reference is None or reference[0] == "star":
+        return False
+    if reference[0] == "here":
+        return "." not in reference[1]
+    return not _torch_api(reference) and not reference[2].rsplit(".", 1)[-1][:1].isupper()
 
 
 def _cuda_default(node: cst.BaseExpression, scope: Scope) -> bool:

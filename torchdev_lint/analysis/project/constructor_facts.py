@@ -1,11 +1,12 @@
 """A CUDA device default no constructor call overrides, across the project (TDL301, issue 13).
 
-From the summaries' `cuda_defaults` and `constructions` (`analysis/project/constructor_defaults.py`),
-once `project_facts._Pass` resolves what each text names: for each class of a checked
-file, the `__init__` parameters whose CUDA default is never overridden. That holds when
-the project constructs the class at least once and no construction passes the parameter
-(by position or keyword; `*args`/`**kwargs` pass everything). Unknown (no fact) when the
-class is used as a value anywhere (a subclass, whose `super().__init__(...)` may pass it;
+From the summaries' `cuda_defaults`, `function_defaults` and `constructions`
+(`analysis/project/constructor_defaults.py`), once `project_facts._Pass` resolves what each text
+names: for each class (and module-level function) of a checked file, the `__init__` (function)
+parameters whose CUDA default is never overridden. That holds when the project constructs the
+class (calls the function) at least once and no call passes the parameter (by position or keyword;
+`*args`/`**kwargs` pass everything). Unknown (no fact) when the class or function is used as a
+value anywhere (a subclass, whose `super().__init__(...)` may pass it; `pool.map(load, files)`;
 `partial(Encoder, ...)`; stored, passed or returned), when a package `__init__.py` of a
 distributed library exports it (a library's public class is constructed by its users, not by
 the project; a research repository's `models/__init__.py` exporting its classes to `train.py`
@@ -30,10 +31,10 @@ Resolve = Callable[[str, list[Any]], Target | None]
 
 # How many package levels above a class's module may re-export it.
 _MAX_PACKAGE_DEPTH = 4
-# Text a file defining such a class must hold: a CUDA default (`device="cuda"`, `device: str =
-# "cuda:0"`, `device=torch.device("cuda")`) in the parameters of a `def __init__(` (up to its `):`
-# or `) ->`; a default on one line).
-_INIT_TEXT = re.compile(rb"\bdef[ \t]+__init__[ \t]*\(")
+# Text a file defining such a class or function must hold: a CUDA default (`device="cuda"`, `device:
+# str = "cuda:0"`, `device=torch.device("cuda")`; on one line) in the parameters of a `def` (after the
+# `def name(` and before its `):` or `) ->`).
+_DEF_TEXT = re.compile(rb"\bdef[ \t]+\w+[ \t]*\(")
 _SIGNATURE_END = re.compile(rb"\)[ \t]*(?::|->)")
 _DEFAULT_TEXT = re.compile(
     rb"""=[ \t]*(?:torch\.device\([ \t]*)?["']cuda(?::\d+)?["'][ \t]*\)?[ \t]*[,)\n#]"""
@@ -41,19 +42,25 @@ _DEFAULT_TEXT = re.compile(
 
 
 def may_define(source: bytes) -> bool:
-    """Can the text define a class with a CUDA default (a cheap test, before parsing)?"""
+    """Can the text define a class or function with a CUDA default (a cheap test, before parsing)?"""
     if b"cuda" not in source:
         return False
-    for init in _INIT_TEXT.finditer(source):
-        end = _SIGNATURE_END.search(source, init.end())
-        if _DEFAULT_TEXT.search(source, init.end(), end.end() if end else len(source)):
+    for default in _DEFAULT_TEXT.finditer(source):
+        start = source.rfind(b"def ", 0, default.start())
+        opened = _DEF_TEXT.match(source, start) if start >= 0 else None
+        if opened is not None and not _SIGNATURE_END.search(source, opened.end(), default.start()):
             return True
     return False
 
 
 def classes(summaries: Mapping[str, Summary]) -> set[Target]:
-    """The classes with a stored CUDA default: files naming them must be read (their callers)."""
-    return {(path, name) for path, summary in summaries.items() for name in summary["cuda_defaults"]}
+    """The classes and functions with a CUDA default: files naming them must be read (their callers)."""
+    return {(path, name) for path, summary in summaries.items() for name in _defaults(summary)}
+
+
+def _defaults(summary: Summary) -> dict[str, list[list[Any]]]:
+    """A file's CUDA defaults, by class (of its `__init__`) and by module-level function."""
+    return {**summary["function_defaults"], **summary["cuda_defaults"]}
 
 
 def with_defaults(
@@ -88,12 +95,15 @@ def never_overridden(
             calls.setdefault(target, []).extend(constructions["calls"].get(text, ()))
             if text in constructions["escapes"]:
                 escaped.add(target)
-        # Calls and values are noted for class-like names only: `from enc import TextEncoder as te`
-        # hides them.
+        # Calls and values of a class are noted under class-like names only: `from enc import
+        # TextEncoder as te` hides them.
         aliases = [(name, ref) for name, ref in summary["aliases"].items() if _last(ref) in names]
         lowercase = [reference for name, reference in aliases if not name[:1].isupper()]
         escaped.update(
-            target for reference in lowercase if (target := resolve(path, reference)) in candidates
+            target
+            for reference in lowercase
+            if (target := resolve(path, reference)) in candidates
+            and target[1] in summaries[target[0]]["cuda_defaults"]
         )
         if os.path.basename(path) == "__init__.py" and index.distributed(os.path.dirname(path)):
             escaped.update(_exported(path, summary, [ref for _, ref in aliases], candidates, resolve))
@@ -104,7 +114,7 @@ def never_overridden(
         word = re.compile(rb"\b%s\b" % re.escape(name.encode()))
         if not calls.get(target) or any(word.search(source) for source in unreadable):
             continue
-        for position, parameter in summaries[path]["cuda_defaults"][name]:
+        for position, parameter in _defaults(summaries[path])[name]:
             if not any(_passes(slots, position, parameter) for slots in calls[target]):
                 found.setdefault(path, set()).add((name, parameter))
     return {path: frozenset(pairs) for path, pairs in found.items()}

@@ -35,6 +35,7 @@ _FIELDS = frozenset(
         "dataset_calls",
         "returns",
         "cuda_defaults",
+        "function_defaults",
         "constructions",
     }
 )
