@@ -32,7 +32,8 @@ class LoadWithoutMapLocation(Rule):
         machine may lack) cannot hold:
         - files the program wrote itself: a path the same function has just written (same run, same machine);
           a `torch.load` of a path the file writes from host memory (`torch.save(feats.cpu(), path)`, the same
-          expression; NumPy, `torch.from_numpy`, factories without `device=`, k2 FSAs built from text, what
+          expression naming the same file: in one function, or a constant, a `self` attribute or a parameter of
+          the methods of one class; another function's `path` parameter is another file; NumPy, `torch.from_numpy`, factories without `device=`, k2 FSAs built from text, what
           project functions return from those, dicts the function fills item by item with those, a `self`
           dict its class fills with those only) or that other project files write only from host memory (the
           same string, f-string shape such as `f"{prefix}.f0_stat.pt"`, constant through imports, or
@@ -76,8 +77,8 @@ class LoadWithoutMapLocation(Rule):
         The fix adds `map_location="cpu"` (the keyword only, no `torch` name; inside an f-string with the
         quote legal there, and no fix where none is). It is safe only where every use of the loaded value ends
         in `x.load_state_dict(value)` (without `assign=True`), directly or through items (`ckpt["model"]`,
-        `.get`, `.pop`), names assigned in the same function (`sd = sd["state_dict"]`) or a key-renaming dict
-        comprehension; uses that only test it (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a
+        `.get`, `.pop`), names assigned in the same function (`sd = sd["state_dict"]`), a key-renaming dict
+        comprehension or a loop over its `.items()`/`.values()` (`for name, sd in ckpt.items():`); uses that only test it (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a
         dropped value do not count. `load_state_dict` copies the values into tensors that already live where
         the model was placed, so nothing the program sees changes; when the file defines its own
         `load_state_dict` (which may keep the tensors as given) the fix is unsafe.
@@ -181,6 +182,31 @@ class LoadWithoutMapLocation(Rule):
                 model.load_state_dict(ckpt["model"])
                 optimizer = ckpt["optimizer"]
                 return optimizer
+            """,
+        ),
+        # Another function's `target` is another file: a host-memory save names no file by a
+        # parameter. Each loaded value goes to a `load_state_dict`, so the fix is safe.
+        Invalid(
+            """
+            import torch
+
+            def export_norms(stats, target):
+                torch.save({k: v.cpu() for k, v in stats.items()}, target)
+
+            def restore_heads(heads, target):
+                for name, weights in torch.load(target).items():
+                    heads[name].load_state_dict(weights)
+            """,
+            lines=(7,),
+            fixed="""
+            import torch
+
+            def export_norms(stats, target):
+                torch.save({k: v.cpu() for k, v in stats.items()}, target)
+
+            def restore_heads(heads, target):
+                for name, weights in torch.load(target, map_location="cpu").items():
+                    heads[name].load_state_dict(weights)
             """,
         ),
         # Where no quote character is legal inside an f-string, the finding has no fix.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -147,6 +148,8 @@ class UseIndex:
                 return False
             if parent.attr.value == "keys":
                 return True
+            if parent.attr.value in ("items", "values"):
+                return self._iterated_values(call, parent.attr.value, scope, names)
             return parent.attr.value in _ITEM_METHODS and self._judge(call, scope, names)
         if isinstance(parent, cst.ComparisonTarget):
             return isinstance(parent.operator, (cst.In, cst.NotIn))
@@ -207,6 +210,29 @@ class UseIndex:
             if isinstance(self.parent(reference), (cst.Global, cst.Nonlocal, cst.NameItem)):
                 return False
             if not self._judge(reference, scope, names) and not self._renamed_items(reference, scope, names):
+                return False
+        return True
+
+    def _iterated_values(self, call: cst.Call, method: str, scope: Scope, names: set[str]) -> bool:
+        """`for name, state in value.items():` (or `.values()`): each value judged by the uses of the
+        loop's name for it in the loop body (the key is a string)."""
+        loop = self.parent(call)
+        if not (isinstance(loop, cst.For) and loop.iter is call and not call.args):
+            return False
+        target = loop.target
+        if method == "items":
+            if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+                return False
+            target = target.elements[1].value
+        if not isinstance(target, cst.Name) or target.value in names:
+            return False
+        inner = names | {target.value}
+        for reference in self._names[target.value]:
+            if reference is target or self._is_store(reference) or self._not_a_reference(reference):
+                continue
+            if not _inside(reference, loop.body, self.parent):
+                return False  # read after the loop: the last item, used as anything
+            if not self._judge(reference, scope, inner):
                 return False
         return True
 
@@ -320,6 +346,16 @@ def is_rng_setter(func: cst.BaseExpression, scope: Scope) -> bool:
     if name == "random.setstate":
         return True
     return name.rsplit(".", 1)[-1].startswith("set_rng_state")
+
+
+def _inside(
+    node: cst.CSTNode, block: cst.CSTNode, parent: Callable[[cst.CSTNode], cst.CSTNode | None]
+) -> bool:
+    """Is `node` within `block` (following `parent` up)?"""
+    current: cst.CSTNode | None = node
+    while current is not None and current is not block:
+        current = parent(current)
+    return current is block
 
 
 def restores_host_data(receiver: cst.BaseExpression, scope: Scope) -> bool:

@@ -27,7 +27,7 @@ from torchdev_lint.analysis.provenance.load_facts import local_tokens, may_be_sa
 from torchdev_lint.analysis.provenance.saved_files import distinctive, path_shape
 from torchdev_lint.analysis.syntax.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, resolve
-from torchdev_lint.analysis.syntax.walk import calls
+from torchdev_lint.analysis.syntax.walk import calls, children
 from torchdev_lint.analysis.values.flow import device_of
 from torchdev_lint.analysis.values.host_values import SAVED_OBJECT, saved_on_cpu
 from torchdev_lint.syntax import argument
@@ -85,7 +85,8 @@ class SavedFiles:
 
     def __init__(self) -> None:
         self._by_function: dict[Scope, set[str]] = defaultdict(set)
-        self._on_cpu: set[str] = set()
+        # Paths saved from host memory: the text, with the scope where that text names one file.
+        self._on_cpu: set[tuple[int, str]] = set()
         # Distinctive path shapes the file saves to (`f"{d}/norm_stats.pt"`), and whether from host memory.
         self._shapes: list[tuple[tuple[Any, ...], bool]] = []
         self._buffer_users: set[int] = set()
@@ -106,7 +107,7 @@ class SavedFiles:
             or (isinstance(obj.value, cst.Name) and device_of(obj.value, ctx) == CPU)
         )
         if on_host:
-            self._on_cpu.add(key)
+            self._on_cpu.add((id(_meaning(path.value, ctx.scope).node), key))
         shape = path_shape(path.value, ctx.scope)
         if distinctive(shape):
             self._shapes.append((local_tokens(shape), on_host))
@@ -147,7 +148,7 @@ class SavedFiles:
             return True
         if loader != "torch.load":
             return False
-        if path_key(path) in self._on_cpu:
+        if (id(_meaning(path, scope).node), path_key(path)) in self._on_cpu:
             return True
         shape = path_shape(path, scope)
         if not distinctive(shape):
@@ -155,6 +156,53 @@ class SavedFiles:
         tokens = local_tokens(shape)
         writers = [on_host for saved, on_host in self._shapes if may_be_same_file(tokens, saved)]
         return bool(writers) and all(writers)  # the same file name under another folder argument
+
+
+def _meaning(path: cst.BaseExpression, scope: Scope) -> Scope:
+    """Where the text of `path` names one file: the innermost scope binding a name it reads (the
+    function whose `path` parameter or local it is), the module for constants and literals; the
+    class for `self.<attr>` and for a method's parameter (`save(self, path)` and `load(self, path)`
+    of one class write and read the class's own format). Another function's `path` is another file
+    (issue 23)."""
+    found = scope.module
+    stack: list[cst.CSTNode] = [path]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)  # `cfg.out`: `cfg` is read, `out` is not a name of a scope
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)
+            continue
+        if not isinstance(node, cst.Name):
+            stack.extend(children(node))
+            continue
+        bound = scope.lookup(node.value)
+        owner = bound[0] if bound is not None else found
+        if scope.enclosing_class is not None and (
+            node.value in ("self", "cls") or (bound is not None and _parameter_of_method(node.value, owner))
+        ):
+            owner = scope.enclosing_class
+        if _depth(owner) > _depth(found):
+            found = owner
+    return found
+
+
+def _parameter_of_method(name: str, owner: Scope) -> bool:
+    function = owner.node
+    if not (
+        isinstance(function, cst.FunctionDef) and owner.parent is not None and owner.parent.kind == "class"
+    ):
+        return False
+    params = function.params
+    return any(p.name.value == name for p in (*params.posonly_params, *params.params, *params.kwonly_params))
+
+
+def _depth(scope: Scope) -> int:
+    depth = 0
+    while scope.parent is not None:
+        depth, scope = depth + 1, scope.parent
+    return depth
 
 
 def _serializer(scope: Scope) -> cst.CSTNode:
