@@ -219,7 +219,7 @@ class UseIndex:
         loop = self.parent(call)
         if not (isinstance(loop, cst.For) and loop.iter is call and not call.args):
             return False
-        target = loop.target
+        target: cst.BaseExpression = loop.target
         if method == "items":
             if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
                 return False
