@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdev_lint.analysis.data.batch_sources import drawn_batch_move
 from torchdev_lint.analysis.data.batches import (
     HostWrite,
     batch_loaders,
@@ -32,7 +33,9 @@ class BlockingH2dCopy(Rule):
         from a `DataLoader` created with `pin_memory=True` or `pin_memory=torch.cuda.is_available()`
         (iterated directly or through a wrapper
         such as `enumerate(...)`, `tqdm(loader)` or `logger.log_every(loader, n)`, and also when
-        the batch is unpacked first: `x, y = batch`); and, with the project analysis, a loop
+        the batch is unpacked first: `x, y = batch`), or drawn with `next()` on each pass of a loop
+        (`x, y = next(it)` with `it = iter(loader)`: not one batch drawn once outside any loop); and,
+        with the project analysis, a loop
         over a loader parameter (`def train_one_epoch(model, loader, device)`) when every call
         of the function in the checked files passes a pinned `DataLoader` (a function never
         called there, or called once with another loader, stays silent). A copy
@@ -184,8 +187,50 @@ class BlockingH2dCopy(Rule):
                     model(**batch.to(device, non_blocking=True))
             """,
         ),
+        # Batches drawn with `next()` on each pass of a step loop, unpacked first.
+        Invalid(
+            """
+            import torch
+
+            def pretrain(encoder, corpus, gpu, steps):
+                stream = iter(torch.utils.data.DataLoader(corpus, batch_size=32, pin_memory=True))
+                step = 0
+                while step < steps:
+                    tokens, mask = next(stream)
+                    encoder(tokens.to(gpu), mask.to(gpu)).mean().backward()
+                    step += 1
+            """,
+            lines=(8, 8),
+            fixed="""
+            import torch
+
+            def pretrain(encoder, corpus, gpu, steps):
+                stream = iter(torch.utils.data.DataLoader(corpus, batch_size=32, pin_memory=True))
+                step = 0
+                while step < steps:
+                    tokens, mask = next(stream)
+                    encoder(tokens.to(gpu, non_blocking=True), mask.to(gpu, non_blocking=True)).mean().backward()
+                    step += 1
+            """,
+        ),
     )
     valid = (
+        # One batch drawn to size the model (no loop draws again); a drawn batch written after its
+        # copy (a non-blocking copy would race with the write).
+        Valid(
+            """
+            import torch
+
+            def warm_up(encoder, corpus, gpu):
+                stream = iter(torch.utils.data.DataLoader(corpus, batch_size=32, pin_memory=True))
+                probe, _ = next(stream)
+                encoder(probe.to(gpu))
+                for _ in range(10):
+                    tokens, mask = next(stream)
+                    encoder(tokens.to(gpu), mask)
+                    tokens.zero_()
+            """
+        ),
         Valid(
             """
             from torch.utils.data import DataLoader
@@ -287,7 +332,9 @@ class BlockingH2dCopy(Rule):
         cuda = isinstance(node.func, cst.Attribute) and node.func.attr.value == "cuda"
         if len(positional(node)) >= (2 if cuda else 3):
             return
-        batch = batch_move(move, self.ctx.ancestors, scope)
+        batch = batch_move(move, self.ctx.ancestors, scope) or drawn_batch_move(
+            move, self.ctx.ancestors, scope
+        )
         if batch is None:
             return
         loaders = batch_loaders(batch, scope, self.ctx.project)

@@ -10,11 +10,11 @@ parameter boundaries). A draw outside any loop (one batch taken to read its shap
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeGuard
+from typing import NamedTuple, TypeGuard
 
 import libcst as cst
 
-from torchdev_lint.analysis.data.batches import batch_move, uncast
+from torchdev_lint.analysis.data.batches import BatchMove, access_path, batch_move, uncast
 from torchdev_lint.analysis.data.loaders import is_loader
 from torchdev_lint.analysis.knowledge.devices import Move
 from torchdev_lint.analysis.syntax.loops import enclosing_loops
@@ -30,14 +30,35 @@ def batch_source(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> 
     in the same loop pass; None when the moved value is not known to be such a batch."""
     batch = batch_move(move, ancestors, scope, through_casts=True)
     if batch is not None:
-        return batch.loop.iter
-    return _drawn_from(move, ancestors, scope)
+        return batch.source
+    draw = _draw(move, ancestors, scope, through_casts=True)
+    return draw.source if draw is not None else None
 
 
-def _drawn_from(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> cst.BaseExpression | None:
-    """`it` when the moved value is (part of) `next(it)`, drawn inside a loop of its function
-    from an iterator over a loader, and not rebound before the move."""
-    moved = uncast(move.receiver, scope)
+def drawn_batch_move(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> BatchMove | None:
+    """`move` as a move of (part of) a batch drawn with `next(it)` in the pass of the innermost loop
+    around it (`x, y = next(it)` ... `x.to(d)`), as `batches.batch_move` says of a loop's batches:
+    the host paths are the moved expression and the names it was unpacked from."""
+    draw = _draw(move, ancestors, scope, through_casts=False)
+    loops = enclosing_loops(ancestors)
+    receiver = access_path(move.receiver)
+    if draw is None or not loops or receiver is None:
+        return None
+    host = (receiver, *((name,) for name in draw.names))
+    return BatchMove(move, loops[0], host, draw.whole, draw.source)
+
+
+class _Draw(NamedTuple):
+    source: cst.BaseExpression  # `it` of `next(it)`
+    names: tuple[str, ...]  # the names followed back from the moved value to the draw
+    whole: bool  # the moved value is the drawn batch itself (`batch = next(it)`, `batch.to(d)`)
+
+
+def _draw(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope, through_casts: bool) -> _Draw | None:
+    """The draw when the moved value is (part of) `next(it)`, drawn inside a loop of its function
+    (or from an iterator the object keeps) from an iterator over a loader, and not rebound before
+    the move."""
+    moved = uncast(move.receiver, scope) if through_casts else move.receiver
     path = list(ancestors)
     node: cst.CSTNode = path[-1]
     while node is not moved:  # down from the move to the moved value, through the casts
@@ -48,20 +69,27 @@ def _drawn_from(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> c
         else:
             return None
         path.append(node)
+    names: list[str] = []
+    whole = True
     for _ in range(_MAX_STEPS):
         while isinstance(node, (cst.Attribute, cst.Subscript)):  # `batch["image"]`, `batch.x`
             node = node.value
             path.append(node)
+            whole = False
         if _is_next(node, scope):
             source = node.args[0].value
             drawn_each_call = enclosing_loops(path) or _kept_by_instance(source)
-            return source if drawn_each_call and is_loader(source, scope) else None
+            return (
+                _Draw(source, tuple(names), whole) if drawn_each_call and is_loader(source, scope) else None
+            )
         if not isinstance(node, cst.Name):
             return None
+        names.append(node.value)
         assignment = reaching_assignment(node, parents_along(path), parts=True)
         found = None if not isinstance(assignment, cst.Assign) else _assigned_path(assignment, node, path)
         if found is None:
             return None
+        whole = whole and isinstance(assignment.targets[0].target, cst.Name)  # type: ignore[union-attr]
         path, node = found
     return None
 

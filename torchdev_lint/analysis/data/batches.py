@@ -27,6 +27,7 @@ from torchdev_lint.analysis.knowledge.torch_api import (
 )
 from torchdev_lint.analysis.project.parameters import Parameter
 from torchdev_lint.analysis.syntax.loops import (
+    Loop,
     body_statement,
     bound_in,
     bound_in_body,
@@ -53,7 +54,8 @@ def batch_base(node: cst.BaseExpression) -> str | None:
 
 @dataclass(frozen=True)
 class BatchMove:
-    """A move of (part of) a batch that the loop `loop` iterates.
+    """A move of (part of) a batch that the loop `loop` iterates (or draws with `next(source)` on each
+    pass: `batch_sources.drawn_batch_move`); `source` is what yields the batches.
 
     `host` are the access paths that reach the host tensor being copied: the
     moved expression itself and what it was unpacked from in the loop body
@@ -65,9 +67,10 @@ class BatchMove:
     """
 
     move: Move
-    loop: cst.For
+    loop: Loop
     host: tuple[tuple[str, ...], ...]
     whole: bool
+    source: cst.BaseExpression
 
 
 def batch_move(
@@ -87,7 +90,7 @@ def batch_move(
     if base is None:
         return None
     mapped = _through_comprehensions(base, ancestors)
-    receiver = _access_path(moved) if mapped == base else (mapped,)
+    receiver = access_path(moved) if mapped == base else (mapped,)
     for loop in enclosing_loops(ancestors):
         if not isinstance(loop, cst.For):
             continue
@@ -99,7 +102,7 @@ def batch_move(
         whole = (
             isinstance(moved, cst.Name) and mapped == base and not sources and _is_batch(loop, base, scope)
         )
-        return BatchMove(move, loop, (receiver, *sources), whole)
+        return BatchMove(move, loop, (receiver, *sources), whole, loop.iter)
     return None
 
 
@@ -180,7 +183,7 @@ def _batch_sources(
             continue
         source = _unpacked_from(before[index], name)
         root = None if source is None else batch_base(source)
-        path = None if source is None else _access_path(source)
+        path = None if source is None else access_path(source)
         if root is None or path is None or depth >= _MAX_DEPTH:
             return None
         earlier = _batch_sources(loop, before[index], root, depth=depth + 1)
@@ -257,7 +260,7 @@ class BatchLoaders(NamedTuple):
 
 def batch_loaders(batch: BatchMove, scope: Scope, facts: PinnedParameters | None = None) -> BatchLoaders:
     """Follow the batch's loop to its loaders once and say what they make of it."""
-    origin = loader_origin(batch.loop.iter, scope)
+    origin = loader_origin(batch.source, scope)
     pinned = origin.pinned(facts.pinned if facts is not None else None)
     collated = not batch.whole and origin.collated(facts.collated if facts is not None else None)
     return BatchLoaders(pinned, collated)
@@ -326,7 +329,7 @@ def host_written_after(batch: BatchMove, ancestors: Sequence[cst.CSTNode], scope
     return watch.result
 
 
-def _after(ancestors: Sequence[cst.CSTNode], loop: cst.For) -> list[tuple[cst.CSTNode, bool]]:
+def _after(ancestors: Sequence[cst.CSTNode], loop: Loop) -> list[tuple[cst.CSTNode, bool]]:
     """What may run after the last ancestor, in order, within its function.
 
     The statement holding it first, then whatever follows at each enclosing level;
@@ -378,15 +381,15 @@ def _leaves(statement: cst.CSTNode) -> bool:
     return any(isinstance(small, (cst.Continue, cst.Break, cst.Return, cst.Raise)) for small in smalls)
 
 
-def _access_path(node: cst.BaseExpression) -> tuple[str, ...] | None:
+def access_path(node: cst.BaseExpression) -> tuple[str, ...] | None:
     """`batch["image"]` → ("batch", "['image']"); `x[i]` → ("x", "[*]"); `b.x` → ("b", ".x")."""
     if isinstance(node, cst.Name):
         return (node.value,)
     if isinstance(node, cst.Attribute):
-        base = _access_path(node.value)
+        base = access_path(node.value)
         return None if base is None else (*base, "." + node.attr.value)
     if isinstance(node, cst.Subscript):
-        base = _access_path(node.value)
+        base = access_path(node.value)
         return None if base is None else (*base, _index_key(node))
     return None
 
@@ -488,7 +491,7 @@ class _Watch(cst.CSTVisitor):
             for element in target.elements:
                 self._rebind(element.value)
             return
-        path = _access_path(target)
+        path = access_path(target)
         if path is not None:
             self.live = {host for host in self.live if host[: len(path)] != path}
 
