@@ -86,10 +86,12 @@ def _draw(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope, through_ca
             return None
         names.append(node.value)
         assignment = reaching_assignment(node, parents_along(path), parts=True)
-        found = None if not isinstance(assignment, cst.Assign) else _assigned_path(assignment, node, path)
+        if not isinstance(assignment, cst.Assign):
+            return None
+        found = _assigned_path(assignment, node, path)
         if found is None:
             return None
-        whole = whole and isinstance(assignment.targets[0].target, cst.Name)  # type: ignore[union-attr]
+        whole = whole and isinstance(assignment.targets[0].target, cst.Name)  # not `x, y = next(it)`
         path, node = found
     return None
 

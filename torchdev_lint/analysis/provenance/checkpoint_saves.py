@@ -189,6 +189,7 @@ def _meaning(path: cst.BaseExpression, scope: Scope) -> Scope:
 
 
 def _parameter_of_method(name: str, owner: Scope) -> bool:
+    """Is `name` a parameter of the method whose scope is `owner`?"""
     function = owner.node
     if not (
         isinstance(function, cst.FunctionDef) and owner.parent is not None and owner.parent.kind == "class"
@@ -199,6 +200,7 @@ def _parameter_of_method(name: str, owner: Scope) -> bool:
 
 
 def _depth(scope: Scope) -> int:
+    """How many scopes enclose `scope` (the module: 0)."""
     depth = 0
     while scope.parent is not None:
         depth, scope = depth + 1, scope.parent
