@@ -47,8 +47,9 @@ if TYPE_CHECKING:
 Reference = list[Any]
 References = Callable[[str, Scope], Reference | None]
 
-# Where a function's name is handed on as a value: an argument, an element, a return, a binding.
-_HANDED_ON = (cst.Arg, cst.Element, cst.DictElement, cst.Return, cst.Assign, cst.Decorator)
+# Where a function's name is handed on as a value: an argument, an element, a return, a binding
+# (exact types: LibCST's node classes are final).
+_HANDED_ON = frozenset({cst.Arg, cst.Element, cst.DictElement, cst.Return, cst.Assign, cst.Decorator})
 # Calls where a class name is not handed on as a value: `isinstance(x, Encoder)`, `super(Encoder, self)`.
 _TYPE_TESTS = frozenset({"isinstance", "issubclass", "super"})
 _IMPORTS = (cst.Import, cst.ImportFrom, cst.ImportAlias)
@@ -129,12 +130,15 @@ class ConstructorUses:
     def value(self, node: cst.Name | cst.Attribute, ancestors: Sequence[cst.CSTNode], scope: Scope) -> None:
         """A class-like name (the last of `ancestors`) used other than by calling it, reading an
         attribute of it, importing it, annotating or testing a type with it; or a function's name
-        handed on as a value (an argument, an element, returned, bound to another name)."""
+        handed on as a value (`_handed_on`)."""
         last = node.value if isinstance(node, cst.Name) else node.attr.value
         if len(ancestors) < 2:
             return
         parent = ancestors[-2]
         kind = type(parent)
+        if not last[:1].isupper():
+            self._handed_on(node, parent, kind, scope)
+            return
         if kind is cst.Attribute or kind is cst.Call and parent.func is node:  # type: ignore[attr-defined]
             return
         if kind in (cst.ClassDef, cst.FunctionDef, cst.Param, cst.AssignTarget, *_IMPORTS):
@@ -146,12 +150,21 @@ class ConstructorUses:
         text = dotted_name(node)
         if text is None:
             return
-        if last[:1].isupper():
-            reference = self.reference_of(text, scope) or _class_here(text, scope)
-        else:  # a function handed on (`pool.map(load, files)`, `partial(load, device=d)`)
-            reference = self.reference_of(text, scope) if isinstance(parent, _HANDED_ON) else None
-            reference = reference if _names_function(reference) else None
+        reference = self.reference_of(text, scope) or _class_here(text, scope)
         if reference is not None:
+            self._refs.setdefault(text, reference)
+            self._escapes.add(text)
+
+    def _handed_on(
+        self, node: cst.Name | cst.Attribute, parent: cst.CSTNode, kind: type, scope: Scope
+    ) -> None:
+        """A function's name handed on as a value (`pool.map(load, files)`, `partial(load, device=d)`):
+        its calls are not all seen. Asked of every lowercase name, so the cheap tests come first."""
+        if kind not in _HANDED_ON or (kind is cst.Arg and parent.keyword is node):  # type: ignore[attr-defined]
+            return
+        text = dotted_name(node)
+        reference = self.reference_of(text, scope) if text is not None else None
+        if text is not None and reference is not None and _names_function(reference):
             self._refs.setdefault(text, reference)
             self._escapes.add(text)
 
@@ -163,8 +176,10 @@ class ConstructorUses:
             found = defaults.setdefault(owner, []) if owner not in self._self_built else []
             if parameter not in found:
                 found.append(parameter)
+        # Whether a construction runs only where CUDA is is asked call by call; for a function's
+        # calls the summary's `cuda_sites` (every call of the text so) answers, which costs nothing more.
         calls = {
-            text: [_slots(call, None if _torch_api(reference) else requirements) for call in nodes]
+            text: [_slots(call, requirements if _constructs(text, reference) else None) for call in nodes]
             for text, nodes in self._calls.items()
             if (reference := self._refs.get(text)) is not None
         }
@@ -212,6 +227,11 @@ def _cuda_parameters(function: cst.FunctionDef, scope: Scope, reached_from: int)
         for index, param in enumerate((*positional, *params.kwonly_params))
         if param.default is not None and _cuda_default(param.default, scope)
     }
+
+
+def _constructs(text: str, reference: Reference) -> bool:
+    """A call of a class-like name, not one of torch's own."""
+    return text.rsplit(".", 1)[-1][:1].isupper() and not _torch_api(reference)
 
 
 def _names_function(reference: Reference | None) -> bool:

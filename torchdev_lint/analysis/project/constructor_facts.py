@@ -92,7 +92,10 @@ def never_overridden(
             if target not in candidates:
                 continue
             assert target is not None
-            calls.setdefault(target, []).extend(constructions["calls"].get(text, ()))
+            noted = constructions["calls"].get(text, ())
+            if text in summary["cuda_sites"] and target[1] in summaries[target[0]]["function_defaults"]:
+                noted = [["*"]] * len(noted)  # a function's calls that all run only where CUDA is
+            calls.setdefault(target, []).extend(noted)
             if text in constructions["escapes"]:
                 escaped.add(target)
         # Calls and values of a class are noted under class-like names only: `from enc import

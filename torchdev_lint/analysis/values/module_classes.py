@@ -104,19 +104,38 @@ def value_assignments(statement: cst.BaseStatement) -> list[cst.Assign | cst.Ann
     ]
 
 
+# Per class (LibCST nodes hash by identity): each attribute's assignments; bounded, as no file
+# context is at hand here (a class's table is asked for once per `self.<attr>` a rule follows).
+_tables: dict[cst.ClassDef, dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]] | None]] = {}
+_MAX_TABLES = 256
+
+
 def attribute_assignments(
     node: cst.ClassDef, attribute: str
 ) -> list[tuple[cst.FunctionDef, cst.BaseExpression]] | None:
     """Each `self.<attribute> = value` of the class's own methods, with the method; None when the
     class also defines the name itself (`def is_cuda(self)`, a class attribute), whose value is unknown."""
-    found: list[tuple[cst.FunctionDef, cst.BaseExpression]] = []
+    table = _tables.get(node)
+    if table is None:
+        if len(_tables) >= _MAX_TABLES:
+            _tables.clear()
+        table = _tables[node] = _assignment_table(node)
+    found = table.get(attribute, [])
+    return None if found is None else list(found)
+
+
+def _assignment_table(
+    node: cst.ClassDef,
+) -> dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]] | None]:
+    """`attribute_assignments` of every attribute of the class, in one pass over its methods."""
+    found: dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]]] = {}
+    unknown: set[str] = set()
     for statement in block_statements(node.body):
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value == attribute:
-            return None
-        if any(
-            _plain_names(t.target) & {attribute} for a in value_assignments(statement) for t in _targets(a)
-        ):
-            return None
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            unknown.add(statement.name.value)
+        for assignment in value_assignments(statement):
+            for target in _targets(assignment):
+                unknown |= _plain_names(target.target)
         if not isinstance(statement, cst.FunctionDef):
             continue
         self_name = instance_name(statement)
@@ -125,13 +144,19 @@ def attribute_assignments(
         for line in init_statements(statement.body):
             for assignment in value_assignments(line):
                 for target in _targets(assignment):
-                    if self_attribute(target.target, self_name) == attribute and assignment.value is not None:
-                        found.append((statement, assignment.value))
-                    elif isinstance(target.target, (cst.Tuple, cst.List)) and any(
-                        self_attribute(e.value, self_name) == attribute for e in target.target.elements
-                    ):
-                        return None  # `self.is_cuda, self.x = ...`: one part of a value
-    return found
+                    name = self_attribute(target.target, self_name)
+                    if name is not None and assignment.value is not None:
+                        found.setdefault(name, []).append((statement, assignment.value))
+                    elif isinstance(target.target, (cst.Tuple, cst.List)):
+                        # `self.is_cuda, self.x = ...`: one part of a value
+                        unknown.update(
+                            part
+                            for e in target.target.elements
+                            if (part := self_attribute(e.value, self_name)) is not None
+                        )
+    table: dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]] | None] = dict(found)
+    table.update(dict.fromkeys(unknown))
+    return table
 
 
 def _targets(assignment: cst.Assign | cst.AnnAssign) -> list[cst.AssignTarget]:
