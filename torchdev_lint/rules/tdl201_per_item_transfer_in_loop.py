@@ -539,14 +539,9 @@ class PerItemTransferInLoop(Rule):
         loop = item_loop(self.ctx)
         if loop is None:
             return
-        item = loop.target.value  # type: ignore[attr-defined]
         for value in values:
             move = as_move(value, scope) if isinstance(value, cst.Call) else None
-            if (
-                move is not None
-                and per_item_move(move, item, loop_bound_names(loop))
-                and not matches_layer(move, scope)
-            ):
+            if move is not None and _moves_item(move, loop, scope):
                 self.report(move.call)
                 return
 
@@ -564,12 +559,7 @@ class PerItemTransferInLoop(Rule):
         move = as_move(value, scope) if isinstance(value, cst.Call) else None
         if move is None:  # `t = t.to(d)` ... `out.append(t.unsqueeze(0))`
             move = moved_aliases(loop, loop.target.value, scope).get(chain_root(value) or "")  # type: ignore[attr-defined]
-        item = loop.target.value  # type: ignore[attr-defined]
-        if (
-            move is not None
-            and per_item_move(move, item, loop_bound_names(loop))
-            and not matches_layer(move, scope)
-        ):
+        if move is not None and _moves_item(move, loop, scope):
             self.appended[(id(scope.owner), func.value.value)].append((loop, move.call))
 
     # (b) for item in items: model(item.to(d))
@@ -603,6 +593,17 @@ class PerItemTransferInLoop(Rule):
         if statement is None:
             return None
         return Fix("unsafe", "Call the model once on the stacked batch", {loop: statement}, _BATCH_RISK)
+
+
+def _moves_item(move: Move, loop: cst.For, scope: Scope) -> bool:
+    """A move of the loop's item itself to a device the loop does not change (`per_item_move`), not
+    one making an input match a layer: what a join after the loop gathers item by item."""
+    item = loop.target.value  # type: ignore[attr-defined]
+    return (
+        move is not None
+        and per_item_move(move, item, loop_bound_names(loop))
+        and not matches_layer(move, scope)
+    )
 
 
 def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move, scope: Scope) -> Fix | None:

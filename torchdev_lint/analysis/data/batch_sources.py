@@ -39,10 +39,12 @@ def drawn_batch_move(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope)
     """`move` as a move of (part of) a batch drawn with `next(it)` in the pass of the innermost loop
     around it (`x, y = next(it)` ... `x.to(d)`), as `batches.batch_move` says of a loop's batches:
     the host paths are the moved expression and the names it was unpacked from."""
-    draw = _draw(move, ancestors, scope, through_casts=False)
     loops = enclosing_loops(ancestors)
     receiver = access_path(move.receiver)
-    if draw is None or not loops or receiver is None:
+    if not loops or receiver is None:
+        return None
+    draw = _draw(move, ancestors, scope, through_casts=False)
+    if draw is None:
         return None
     host = (receiver, *((name,) for name in draw.names))
     return BatchMove(move, loops[0], host, draw.whole, draw.source)

@@ -74,11 +74,11 @@ class ConstructorUses:
                 self._define(statement, module)
             elif isinstance(statement, cst.FunctionDef) and not statement.decorators:
                 defaults = _cuda_parameters(statement, module, reached_from=1)
-                used = _device_names(statement.body) - _assigned_names(statement.body) if defaults else set()
-                if used & defaults.keys():
-                    self._functions[statement.name.value] = [
-                        defaults[name] for name in defaults if name in used
-                    ]
+                used = (
+                    _used_as_device(statement, defaults, _assigned_names(statement.body)) if defaults else []
+                )
+                if used:
+                    self._functions[statement.name.value] = used
 
     def _define(self, node: cst.ClassDef, scope: Scope) -> None:
         """A module-level class (`scope`: the module's): its `__init__`'s stored CUDA defaults."""
@@ -98,8 +98,7 @@ class ConstructorUses:
         if not defaults:
             return
         rebound = _assigned_names(init.body)
-        used = _device_names(init.body)
-        self._direct[node.name.value] = [defaults[name] for name in defaults if name in used - rebound]
+        self._direct[node.name.value] = _used_as_device(init, defaults, rebound)
         for statement in block_statements(init.body):
             for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
                 stored = _stored_parameter(small, scope)
@@ -115,7 +114,7 @@ class ConstructorUses:
             owner = _module_class(scope)
             if owner is not None:
                 self._self_built.add(owner)
-        if text is not None and text.rsplit(".", 1)[-1][:1].isupper():
+        if text is not None and _class_like(text):
             self._refs.setdefault(text, reference or _class_here(text, scope))
             self._calls.setdefault(text, []).append(node)
         elif text is not None and _names_function(reference):
@@ -136,7 +135,7 @@ class ConstructorUses:
             return
         parent = ancestors[-2]
         kind = type(parent)
-        if not last[:1].isupper():
+        if not _class_like(last):
             self._handed_on(node, parent, kind, scope)
             return
         if kind is cst.Attribute or kind is cst.Call and parent.func is node:  # type: ignore[attr-defined]
@@ -229,9 +228,22 @@ def _cuda_parameters(function: cst.FunctionDef, scope: Scope, reached_from: int)
     }
 
 
+def _class_like(dotted: str) -> bool:
+    """`Encoder`, `enc.TextEncoder`: the last name starts with a capital (a class, by convention)."""
+    return dotted.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _used_as_device(
+    function: cst.FunctionDef, defaults: dict[str, list[Any]], rebound: set[str]
+) -> list[list[Any]]:
+    """The CUDA defaults (`[position, name]`) that the body itself uses as a device, not rebound first."""
+    used = _device_names(function.body) - rebound
+    return [defaults[name] for name in defaults if name in used]
+
+
 def _constructs(text: str, reference: Reference) -> bool:
     """A call of a class-like name, not one of torch's own."""
-    return text.rsplit(".", 1)[-1][:1].isupper() and not _torch_api(reference)
+    return _class_like(text) and not _torch_api(reference)
 
 
 def _names_function(reference: Reference | None) -> bool:
@@ -241,7 +253,7 @@ def _names_function(reference: Reference | None) -> bool:
         return False
     if reference[0] == "here":
         return "." not in reference[1]
-    return not _torch_api(reference) and not reference[2].rsplit(".", 1)[-1][:1].isupper()
+    return not _torch_api(reference) and not _class_like(reference[2])
 
 
 def _cuda_default(node: cst.BaseExpression, scope: Scope) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -40,7 +39,7 @@ from torchdev_lint.analysis.syntax.scopes import (
     resolve,
     small_statements,
 )
-from torchdev_lint.analysis.syntax.walk import calls, children
+from torchdev_lint.analysis.syntax.walk import calls, children, contains
 from torchdev_lint.syntax import argument, keyword, positional
 
 
@@ -230,7 +229,7 @@ class UseIndex:
         for reference in self._names[target.value]:
             if reference is target or self._is_store(reference) or self._not_a_reference(reference):
                 continue
-            if not _inside(reference, loop.body, self.parent):
+            if not contains(loop.body, reference):
                 return False  # read after the loop: the last item, used as anything
             if not self._judge(reference, scope, inner):
                 return False
@@ -346,16 +345,6 @@ def is_rng_setter(func: cst.BaseExpression, scope: Scope) -> bool:
     if name == "random.setstate":
         return True
     return name.rsplit(".", 1)[-1].startswith("set_rng_state")
-
-
-def _inside(
-    node: cst.CSTNode, block: cst.CSTNode, parent: Callable[[cst.CSTNode], cst.CSTNode | None]
-) -> bool:
-    """Is `node` within `block` (following `parent` up)?"""
-    current: cst.CSTNode | None = node
-    while current is not None and current is not block:
-        current = parent(current)
-    return current is block
 
 
 def restores_host_data(receiver: cst.BaseExpression, scope: Scope) -> bool:
