@@ -37,6 +37,12 @@ CASES = [
     ("sd = torch.load(p)\nmodel.load_state_dict({k: v.half() for k, v in sd.items()})", "unsafe"),
     ("m = torch.jit.load(p)", "unsafe"),
     ("model.load_state_dict(torch.hub.load_state_dict_from_url(url))", "safe"),
+    # A loop over the loaded dict's items: each value's name read only inside the loop.
+    ("for name, sd in torch.load(p).items():\n    model[name].load_state_dict(sd)", "safe"),
+    ("for sd in torch.load(p).values():\n    model.load_state_dict(sd)", "safe"),
+    ("for name, sd in torch.load(p).items():\n    optimizer.add(sd)", "unsafe"),
+    ("for name, sd in torch.load(p).items():\n    model.load_state_dict(sd)\nreturn sd", "unsafe"),
+    ("for name, sd in torch.load(p).items(default=1):\n    model.load_state_dict(sd)", "unsafe"),
 ]
 
 

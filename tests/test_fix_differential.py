@@ -113,6 +113,14 @@ TDL101 = [
             return model
 
 
+        def case_items_loop():
+            heads = {"a": nn.Linear(3, 2), "b": nn.Linear(3, 2)}
+            path = _saved("heads.pt", {name: nn.Linear(3, 2).cuda().state_dict() for name in heads})
+            for name, sd in torch.load(path).items():  # safe-fix
+                heads[name].load_state_dict(sd)
+            return heads["b"]
+
+
         def case_state_dict_also_read():
             path = _saved("ck3.pt", {"model": nn.Linear(3, 2).cuda().state_dict(), "best": torch.ones(1).cuda()})
             ckpt = torch.load(path)
