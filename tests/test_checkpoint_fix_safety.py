@@ -6,12 +6,16 @@ fixes are offered as safe, since `torchdev-fix` applies those without a person r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from multifile import write_files
 
 from torchdev_lint.config import Settings
 from torchdev_lint.engine import check_source
 from torchdev_lint.rule import dedent
 from torchdev_lint.rules.tdl101_load_without_map_location import LoadWithoutMapLocation
+from torchdev_lint.runner import CheckOptions, process_files
 
 CASES = [
     ("model.load_state_dict(torch.load(p))", "safe"),
@@ -32,6 +36,11 @@ CASES = [
     ("use(torch.load(p))", "unsafe"),
     ("sd = torch.load(p)\nmodel.load_state_dict(sd)\nreturn sd", "unsafe"),
     ("model.load_state_dict(torch.load(p), assign=True)", "unsafe"),
+    # `assign` as the third positional argument, or perhaps inside `*args`/`**options`.
+    ("model.load_state_dict(torch.load(p), False, True)", "unsafe"),
+    ("model.load_state_dict(torch.load(p), False, False)", "safe"),
+    ("model.load_state_dict(torch.load(p), **options)", "unsafe"),
+    ("model.load_state_dict(torch.load(p), *flags)", "unsafe"),
     ("t = torch.load(p)\nreturn t * 2", "unsafe"),
     ("global sd\nsd = torch.load(p)\nmodel.load_state_dict(sd)", "unsafe"),
     ("sd = torch.load(p)\nmodel.load_state_dict({k: v.half() for k, v in sd.items()})", "unsafe"),
@@ -49,7 +58,7 @@ CASES = [
 @pytest.mark.parametrize(("body", "safety"), CASES)
 def test_fix_safety(body: str, safety: str) -> None:
     lines = "\n".join("    " + line for line in body.splitlines())
-    source = dedent(f"import torch\n\ndef restore(model, optimizer, p, url):\n{lines}\n")
+    source = dedent(f"import torch\n\ndef restore(model, optimizer, p, url, options, flags):\n{lines}\n")
     result = check_source("restore.py", source.encode(), [LoadWithoutMapLocation], Settings())
     assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
 
@@ -69,3 +78,44 @@ def test_a_file_defining_load_state_dict_gets_no_safe_fix() -> None:
     )
     result = check_source("ema.py", source.encode(), [LoadWithoutMapLocation], Settings())
     assert [d.fix.safety if d.fix else None for d in result.diagnostics] == ["unsafe"]
+
+
+EMA_KEEPING = """
+    class EMA:
+        def __init__(self, model):
+            self.shadow = {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+        def load_state_dict(self, state):
+            self.shadow = state
+"""
+# The look-alike: a helper class of the project with no `load_state_dict` of its own.
+EMA_PLAIN = """
+    class EMA:
+        def __init__(self, model):
+            self.model = model
+"""
+RESUME = """
+    import torch
+    from ema import EMA
+
+    def resume(model, path):
+        ema = EMA(model)
+        ckpt = torch.load(path)
+        model.load_state_dict(ckpt["model"])
+        ema.load_state_dict(ckpt["ema"])
+        return ema
+"""
+
+
+@pytest.mark.parametrize(("ema", "safety"), [(EMA_KEEPING, "unsafe"), (EMA_PLAIN, "safe")])
+@pytest.mark.parametrize("checked", [(), ("train.py",)])
+def test_a_class_of_another_file_defining_load_state_dict_makes_the_fix_unsafe(
+    tmp_path: Path, ema: str, safety: str, checked: tuple[str, ...]
+) -> None:
+    """`ema.load_state_dict` may be the project's own, which keeps the CPU tensors as given: the
+    project's facts say so whether the whole project or the loading file alone is checked."""
+    write_files(tmp_path, {"ema.py": ema, "train.py": RESUME})
+    paths = [str(tmp_path / name) for name in checked] or sorted(str(p) for p in tmp_path.glob("*.py"))
+    options = CheckOptions(rules=(LoadWithoutMapLocation,), cache=None, with_edits=True)
+    found = [d for report in process_files(paths, options) for d in report.diagnostics]
+    assert [(Path(d.path).name, d.fix.safety if d.fix else None) for d in found] == [("train.py", safety)]

@@ -4,24 +4,35 @@ the group tests of the project modules a file imports (`group_helpers`;
 `analysis/context/project_groups.py`), other files import this module (`roles`;
 `analysis/context/entry_points.py`), and the module imports, whenever it is imported, a project
 module that imports a CUDA-only library (`roles`: a TensorRT deployment's Triton model imports the
-project's engine wrapper, which imports `tensorrt`; `context/requirements.py`). Each goes only to
+project's engine wrapper, which imports `tensorrt`; `context/requirements.py`), and a class of the
+project defines its own `load_state_dict` (`roles`: it may keep a loaded state dict's tensors as
+given, so TDL101's fix is not safe anywhere its objects may go). Each goes only to
 the files whose text could ask it, so a change elsewhere re-checks those alone. No LibCST here.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchdev_lint.analysis.context.project_groups import nccl_program
 from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module, own_package
-from torchdev_lint.analysis.project.file_facts import CUDA_ONLY_IMPORT, IMPORTED, NCCL, FileFacts
+from torchdev_lint.analysis.project.file_facts import (
+    CUDA_ONLY_IMPORT,
+    IMPORTED,
+    NCCL,
+    OWN_LOAD_STATE_DICT,
+    FileFacts,
+)
 from torchdev_lint.analysis.project.index import Located
 from torchdev_lint.analysis.project.pass_one_text import Imports, constructs, may_test_group
 
 _NCCL_ONLY = frozenset({NCCL})
 _IMPORTED = frozenset({IMPORTED})
 _CUDA_ONLY_IMPORT = frozenset({CUDA_ONLY_IMPORT})
+_OWN_LOAD_STATE_DICT = frozenset({OWN_LOAD_STATE_DICT})
+_DEFINES_LOAD_STATE_DICT = re.compile(rb"\bdef\s+load_state_dict\b")
 # Read a module's text and summarize it (pass 1's own reader), if it has not been.
 Summarize = Callable[[str], None]
 
@@ -40,6 +51,8 @@ class ContextFacts:
         # Of checked files that may place a module on CUDA: (name as resolved there, module, class)
         # for each class-like name they import from a project module.
         self.class_imports: dict[str, list[tuple[str, str, str]]] = {}
+        self.state_loaders: set[str] = set()  # files (any read) whose text defines `load_state_dict`
+        self.state_loading: set[str] = set()  # checked files whose text names `load_state_dict`
 
     def note_text(self, path: str, source: bytes, imports: Imports) -> None:
         if path in self.checked and may_test_group(source):
@@ -51,6 +64,11 @@ class ContextFacts:
             for level, dotted, top in imports
         ):
             self.cuda_only.add(path)
+        if b"load_state_dict" in source:
+            if path in self.checked:
+                self.state_loading.add(path)
+            if _DEFINES_LOAD_STATE_DICT.search(source):
+                self.state_loaders.add(path)
 
     def note_import(self, path: str, module: str, top: bool) -> None:
         """`path` imports the project module `module` (another file), unindented when `top`."""
@@ -102,6 +120,9 @@ class ContextFacts:
         for path in paths & self._importing_cuda_only():
             known = found.get(path, FileFacts())
             found[path] = known._replace(roles=known.roles | _CUDA_ONLY_IMPORT)
+        for path in paths & self.state_loading if self.state_loaders else ():
+            known = found.get(path, FileFacts())
+            found[path] = known._replace(roles=known.roles | _OWN_LOAD_STATE_DICT)
         return found
 
     def _module_classes(

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 NCCL = "nccl"
 IMPORTED = "imported"
 CUDA_ONLY_IMPORT = "imports a CUDA-only project module"
+OWN_LOAD_STATE_DICT = "a project class defines load_state_dict"
 
 
 class FileFacts(NamedTuple):
@@ -51,7 +52,8 @@ class FileFacts(NamedTuple):
     process_groups: frozenset[str] = frozenset()
     # `IMPORTED` when another file of the project imports this module (`analysis/context/entry_points.py`);
     # `CUDA_ONLY_IMPORT` when the module imports a project module that needs a CUDA-only library
-    # (`analysis/project/context_facts.py`).
+    # (`analysis/project/context_facts.py`); `OWN_LOAD_STATE_DICT` when a class of the project defines
+    # `load_state_dict` (`analysis/project/context_facts.py`).
     roles: frozenset[str] = frozenset()
     # (name, is a size): functions of the project modules this file imports that say a process group
     # is initialised (`dist_utils.in_group()`; `analysis/context/project_groups.py`).
@@ -98,6 +100,11 @@ class FileFacts(NamedTuple):
         """Does the module import, whenever it is imported, a project module that imports a
         CUDA-only library (`tensorrt`, a `*_cuda` extension) the same way?"""
         return CUDA_ONLY_IMPORT in self.roles
+
+    def defines_load_state_dict(self) -> bool:
+        """Does a class of the project (this file's, or one it may reach) define its own
+        `load_state_dict`, which may keep the tensors it is given as they are?"""
+        return OWN_LOAD_STATE_DICT in self.roles
 
     def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
         """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""

@@ -40,7 +40,7 @@ from torchdev_lint.analysis.syntax.scopes import (
     small_statements,
 )
 from torchdev_lint.analysis.syntax.walk import calls, children, contains
-from torchdev_lint.syntax import argument, keyword, positional
+from torchdev_lint.syntax import argument, has_star, keyword, positional
 
 
 @dataclass(frozen=True)
@@ -170,9 +170,11 @@ class UseIndex:
             return True
         if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
             return False
-        assign = keyword(call, "assign")
+        assign = argument(call, 2, "assign")
         if assign is not None and not (isinstance(assign.value, cst.Name) and assign.value.value == "False"):
             return False  # `assign=True` makes the loaded tensors the parameters
+        if has_star(call, "*") or has_star(call, "**"):
+            return False  # `*args` or `**options` may pass `assign=True`
         given = positional(call)
         if arg is keyword(call, "state_dict") or (bool(given) and given[0] is arg):
             self._receivers.append(func.value)

@@ -63,9 +63,7 @@ class MappingRisk(Enum):
         "handed on) may be expected on the device it was saved from"
     )
     SCRIPTED = "the scripted module stays on the CPU, where the code may expect the device it was saved from"
-    OWN_LOAD_STATE_DICT = (
-        "this file defines its own `load_state_dict`, which may keep the loaded tensors on the CPU"
-    )
+    OWN_LOAD_STATE_DICT = "this file or its project defines its own `load_state_dict`, which may keep the loaded tensors on the CPU"
 
 
 def unmapped_loader(call: cst.Call, qualname: str | None) -> Loader | None:
@@ -133,8 +131,8 @@ class PendingLoads:
     def flagged(self, ctx: FileContext) -> Iterator[tuple[cst.Call, Loader, MappingRisk | None]]:
         """The loads that may restore tensors onto a missing device, each with why
         `map_location="cpu"` may change what the program sees, or None where it cannot: every
-        use of the loaded value ends in a `load_state_dict` the file does not define itself
-        (`OWN_LOAD_STATE_DICT`: its own may keep the tensors as given; `USED`: some use is not
+        use of the loaded value ends in a `load_state_dict` neither the file nor a class of its
+        project defines (`OWN_LOAD_STATE_DICT`: its own may keep the tensors as given; `USED`: some use is not
         one), and the loader is no `torch.jit.load` (`SCRIPTED`: its module would stay on the
         CPU)."""
         indexes: dict[int, UseIndex] = {}
@@ -150,7 +148,9 @@ class PendingLoads:
             if receivers and all(restores_host_data(r, owner) for r in receivers):
                 continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
             if own_load_state_dict is None and ctx.fixes:  # only the fix's safety asks (a module walk)
-                own_load_state_dict = first(ctx.module, _defines_load_state_dict) is not None
+                own_load_state_dict = (ctx.project is not None and ctx.project.defines_load_state_dict()) or (
+                    first(ctx.module, _defines_load_state_dict) is not None
+                )
             why = None
             if loader.qualname == "torch.jit.load":
                 why = MappingRisk.SCRIPTED
