@@ -107,7 +107,8 @@ class PerItemTransferInLoop(Rule):
         `torch.stack(xs).to(d)` (a comprehension is kept when `xs` is not known to be a list, or
         when it filters), with the same move arguments. Safe only when the items are provably
         host tensors of one dtype (`xs` is a local list or comprehension of `torch.randn/rand/
-        zeros/ones/empty` calls without `device=`, all with the same `dtype=`) and the move
+        zeros/ones/empty` calls without `device=`, all with the same `dtype=`, and given no other
+        item: no `xs.append(t)`, `xs[i] = t`, `xs += [t]`, nor a helper it is handed to) and the move
         changes nothing but the device (`.to(d)`, `.cuda()`, `non_blocking=`): then both orders
         give the same tensor on the same device. Otherwise unsafe: a list mixing devices (CPU and
         CUDA, or two GPUs) joins after per-item moves but raises when joined on the host; items of

@@ -35,7 +35,8 @@ class ModuleTransferInLoop(Rule):
         Flags `model.to(device)` / `model.cuda()` inside a loop body when the module is the same
         on every iteration (not rebuilt or reassigned in the loop) and the target device does not
         depend on the loop (a per-device loop `for d in devices: model.to(d)` is not flagged).
-        Not flagged either when the loop may change the module: it rebinds or relocates it, or
+        Not flagged either when the loop may change the module: it rebinds or relocates it, assigns
+        one of its attributes (`model.head = nn.Linear(...)`, `model.bias = nn.Parameter(...)`), or
         calls a method on it or on a submodule got from it (`model.encoder`,
         `for m in model.modules()`, `model.get_submodule(...)`) other than running, reading it
         or setting its mode (`forward`, `eval`, `train`, `zero_grad`, `parameters`,
@@ -203,6 +204,22 @@ class ModuleTransferInLoop(Rule):
         ),
     )
     valid = (
+        Valid(
+            # The loop gives the module a new part (a head per task, a fresh bias), before or
+            # after the move: the next move must place it, so hoisting would leave it behind.
+            """
+            import torch
+            from torch import nn
+
+            def few_shot(backbone, episodes, device):
+                for episode in episodes:
+                    backbone.classifier = nn.Linear(64, episode.ways)
+                    backbone.to(device)
+                for episode in episodes:
+                    backbone.cuda()
+                    backbone.norm.bias = nn.Parameter(torch.zeros(64))
+            """
+        ),
         Valid(
             # The loop grows the module (new heads, new units) before each move.
             """

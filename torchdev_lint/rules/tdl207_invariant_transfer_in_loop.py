@@ -275,6 +275,9 @@ class InvariantTransferInLoop(Rule):
                 for x in xs:
                     c = cache.to(device)
                     c.mul_(2)
+                for step in range(3):
+                    shifted = cache.to(device)
+                    shifted += step  # adds into the fresh copy: each iteration needs its own
                 for x in xs:
                     cache.to(device)
                     cache.cpu()

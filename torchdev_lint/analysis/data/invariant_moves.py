@@ -72,11 +72,12 @@ def method_calls_in(loop: Loop, key: str) -> list[tuple[str, cst.Call]]:
 
 
 def changed_in_place(loop: Loop, key: str, besides: cst.Call | None = None) -> bool:
-    """Is `key` relocated or mutated in place in the loop (`.to()`, `.cpu()`, `.add_()`...)?"""
+    """Is `key` relocated or mutated in place in the loop (`.to()`, `.cpu()`, `.add_()`, or
+    `key += 1`, which adds into a tensor's own memory)?"""
     return any(
         call is not besides and (method in RELOCATING_METHODS or method.endswith("_"))
         for method, call in method_calls_in(loop, key)
-    )
+    ) or any(isinstance(node, cst.AugAssign) and dotted_name(node.target) == key for node in _walk(loop.body))
 
 
 def _rooted_at(node: cst.BaseExpression, names: frozenset[str]) -> bool:
@@ -379,6 +380,8 @@ def invariant_move(
         varying |= bound_in([statement])
     if _prefixes(key) & varying or changed_in_place(loop, key, besides=move.call):
         return None
+    if any(name.startswith(f"{key}.") for name in varying):
+        return None  # `model.head = nn.Linear(...)`, `x.data = ...`: what is moved changes
     if any(depends_on(arg.value, varying) for arg in move.call.args):
         return None
     reassigns = assigned == key

@@ -13,19 +13,52 @@ import libcst as cst
 from torchdev_lint.analysis.knowledge.torch_api import SHAPED_FACTORIES
 from torchdev_lint.analysis.syntax.loops import depends_on, names_in
 from torchdev_lint.analysis.syntax.scopes import Scope, resolve
+from torchdev_lint.analysis.syntax.walk import first
 from torchdev_lint.analysis.values.kinds import is_tensor_factory_call
 from torchdev_lint.syntax import keyword
 
+# List methods that put items into it; builtins that only read what they are given.
+_ADDING_METHODS = frozenset({"append", "extend", "insert", "__setitem__", "__iadd__"})
+_READING_BUILTINS = frozenset(
+    f"builtins.{name}" for name in ("len", "print", "enumerate", "zip", "reversed", "sorted", "list", "tuple")
+)
+
 
 def collection_values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression] | None:
-    """The values a local collection name is bound to (in its function), or None."""
+    """The values a local collection name is bound to (in its function), or None; None too when
+    the function may put other items into it (`xs.append(t)`, `xs[0] = t`, `xs += [t]`, handing
+    it to a call other than torch's or a reading builtin): its items are not only those values."""
     if not isinstance(node, cst.Name):
         return None
     found = scope.lookup(node.value)
     if found is None or found[0].kind != "function" or not found[1]:
         return None
     values = [b.value for b in found[1] if b.value is not None]
-    return values if len(values) == len(found[1]) else None
+    if len(values) != len(found[1]):
+        return None
+    owner = found[0]
+    name = node.value
+    return None if first(owner.node, lambda n: _may_add_items(n, name, owner)) is not None else values
+
+
+def _may_add_items(node: cst.CSTNode, name: str, scope: Scope) -> bool:
+    """Does `node` put items into the collection `name`, or hand it to code that may?"""
+    if isinstance(node, cst.AugAssign):
+        return _is_name(node.target, name)
+    if isinstance(node, cst.AssignTarget):
+        return isinstance(node.target, cst.Subscript) and _is_name(node.target.value, name)
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Attribute) and _is_name(node.func.value, name):
+        return node.func.attr.value in _ADDING_METHODS
+    if not any(_is_name(arg.value, name) for arg in node.args):
+        return False
+    callee = resolve(node.func, scope) or ""
+    return not (callee.startswith("torch.") or callee in _READING_BUILTINS)
+
+
+def _is_name(node: cst.BaseExpression, name: str) -> bool:
+    return isinstance(node, cst.Name) and node.value == name
 
 
 def is_list(node: cst.BaseExpression, scope: Scope) -> bool:

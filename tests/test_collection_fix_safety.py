@@ -1,0 +1,41 @@
+"""TDL201's join fix is safe only where every item is provably a host tensor of one dtype.
+
+A list built of host factories and then given another item (`parts.append(cls_token)`,
+`parts[0] = t`, `parts += [t]`, or handed to a helper that may add one) may hold a tensor on
+the device: moving each item then joining works, joining on the host first raises.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from torchdev_lint.config import Settings
+from torchdev_lint.engine import check_source
+from torchdev_lint.rule import dedent
+from torchdev_lint.rules.tdl201_per_item_transfer_in_loop import PerItemTransferInLoop
+
+CASES = [
+    ("", "safe"),
+    ("parts.append(cls_token)", "unsafe"),
+    ("parts.extend([cls_token])", "unsafe"),
+    ("parts[0] = cls_token", "unsafe"),
+    ("parts += [cls_token]", "unsafe"),
+    ("add_special(parts, cls_token)", "unsafe"),
+    ("print(len(parts))", "safe"),
+]
+
+
+@pytest.mark.parametrize(("between", "safety"), CASES)
+def test_join_fix_safety(between: str, safety: str) -> None:
+    source = dedent(
+        f"""
+        import torch
+
+        def embed(n, cls_token, device):
+            parts = [torch.zeros(8) for _ in range(n)]
+            {between}
+            return torch.stack([p.to(device) for p in parts])
+        """
+    )
+    result = check_source("embed.py", source.encode(), [PerItemTransferInLoop], Settings())
+    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
