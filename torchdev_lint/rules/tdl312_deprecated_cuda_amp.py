@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from torchdev_lint.analysis.syntax.scopes import dotted_name, module_reference
-from torchdev_lint.analysis.syntax.walk import walk
+from torchdev_lint.analysis.syntax.walk import first, walk
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, prepended, with_keyword
 
@@ -26,8 +26,11 @@ _DEPRECATED = {
 # Below these versions the old spelling is the only one there is: not flagged.
 REPLACEMENT_SINCE = {"autocast": (1, 12), "GradScaler": (2, 3)}
 # A condition that picks by torch version or feature (`TORCH_2_4`, `_TORCH_GREATER_EQUAL_2_4`,
-# `version.parse(torch.__version__) < ...`, `hasattr(torch, "amp")`), not by device.
-_VERSION_TEST = re.compile(r"(?i)version|torch_\d|greater|less|hasattr")
+# `version.parse(torch.__version__) < ...`, `hasattr(torch, "amp")`), not by device nor by an option
+# (`if lossless:`, `if hasattr(args, "bf16"):`).
+_VERSION_TEST = re.compile(
+    r"(?i)version|torch_\d|(?<![a-z])greater|(?<![a-z])less(?![a-z])|hasattr\(\s*(?:torch|amp)\b"
+)
 # Names under which code spells each replacement (its `try` or `if` branch for new torch).
 _NEW_SPELLINGS = {
     "autocast": frozenset({"torch.amp.autocast", "torch.amp.autocast_mode.autocast", "torch.autocast"}),
@@ -37,6 +40,13 @@ _NEW_SPELLINGS = {
 # another order than `torch.amp.autocast(device_type, dtype, enabled, cache_enabled)`,
 # so positional ones become keywords. GradScaler's order is the same after `device`.
 _AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
+# A type test of the old class (`isinstance(scaler, torch.cuda.amp.GradScaler)`): an object of the
+# new spelling's class is no instance of its deprecated subclass.
+_TYPE_TESTS = frozenset({"builtins.isinstance", "builtins.issubclass"})
+_TYPE_TEST_RISK = (
+    "the project tests an object against an AMP class (`isinstance(x, torch.cuda.amp.GradScaler)`): "
+    "an object of the new class is no instance of the deprecated one"
+)
 _NO_SPACE = cst.SimpleWhitespace("")
 
 
@@ -85,7 +95,10 @@ class DeprecatedCudaAmp(Rule):
         ## Fix safety
         Safe: the deprecated classes are thin subclasses that call the `torch.amp` ones with
         `"cuda"`, so the rewrite runs the same code, in every torch version the fix is offered
-        for (it is only offered where the target torch has the replacement, see above).
+        for (it is only offered where the target torch has the replacement, see above). Unsafe
+        where a file of the project (this file alone, without the project's facts) tests an
+        object against the old class (`isinstance(self.scaler, torch.cuda.amp.GradScaler)`): an
+        object of the new class is no instance of its deprecated subclass.
         Positional arguments of `autocast` become keywords (`autocast(True)` →
         `torch.amp.autocast("cuda", enabled=True, ...)`) because the two signatures order them
         differently. `torch.cuda.amp.autocast` fixes `dtype=torch.float16` and
@@ -118,6 +131,34 @@ class DeprecatedCudaAmp(Rule):
             big = torch.amp.GradScaler("cuda", 2.0**10, enabled=use_amp)
             with torch.amp.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False):
                 loss = model(x)
+            """,
+        ),
+        Invalid(
+            # A branch on an option, not on the torch version: no fallback for old torch.
+            """
+            import torch
+
+            def make_autocast(args, lossless):
+                if hasattr(args, "bf16") and args.bf16:
+                    return torch.amp.autocast("cuda", dtype=torch.bfloat16)
+                else:
+                    return torch.cuda.amp.autocast()
+
+            def make_scaler(lossless):
+                return torch.amp.GradScaler("cuda") if lossless else torch.cuda.amp.GradScaler(init_scale=1.0)
+            """,
+            lines=(7, 10),
+            fixed="""
+            import torch
+
+            def make_autocast(args, lossless):
+                if hasattr(args, "bf16") and args.bf16:
+                    return torch.amp.autocast("cuda", dtype=torch.bfloat16)
+                else:
+                    return torch.amp.autocast("cuda", dtype=torch.float16, cache_enabled=True)
+
+            def make_scaler(lossless):
+                return torch.amp.GradScaler("cuda") if lossless else torch.amp.GradScaler("cuda", init_scale=1.0)
             """,
         ),
         Invalid(
@@ -360,7 +401,23 @@ class DeprecatedCudaAmp(Rule):
                 fixed = with_keyword(fixed, "dtype", cst.Attribute(value=torch_ref, attr=cst.Name("float16")))
             if keyword(fixed, "cache_enabled") is None:
                 fixed = with_keyword(fixed, "cache_enabled", cst.Name("True"))
-        return Fix("safe", f'Use `torch.amp.{new_name}("cuda", ...)`', {node: fixed})
+        message = f'Use `torch.amp.{new_name}("cuda", ...)`'
+        if self._type_tested():
+            return Fix("unsafe", message, {node: fixed}, _TYPE_TEST_RISK)
+        return Fix("safe", message, {node: fixed})
+
+    def _type_tested(self) -> bool:
+        """Does the project (or, without its facts, this file) test an object against an AMP class?"""
+        if self.ctx.project is not None:
+            return self.ctx.project.tests_amp_class()
+        return first(self.ctx.module, self._tests_deprecated_class) is not None
+
+    def _tests_deprecated_class(self, node: cst.CSTNode) -> bool:
+        return (
+            isinstance(node, cst.Call)
+            and self.ctx.qualname(node.func) in _TYPE_TESTS
+            and any(self.ctx.qualname(arg.value) in _DEPRECATED for arg in node.args)
+        )
 
     def _fallback_for_old_torch(self, new_name: str) -> bool:
         """Whether the call sits in one branch of a `try`/`except` or an `if`/`else` (statement or

@@ -4,9 +4,10 @@ the group tests of the project modules a file imports (`group_helpers`;
 `analysis/context/project_groups.py`), other files import this module (`roles`;
 `analysis/context/entry_points.py`), and the module imports, whenever it is imported, a project
 module that imports a CUDA-only library (`roles`: a TensorRT deployment's Triton model imports the
-project's engine wrapper, which imports `tensorrt`; `context/requirements.py`), and a class of the
-project defines its own `load_state_dict` (`roles`: it may keep a loaded state dict's tensors as
-given, so TDL101's fix is not safe anywhere its objects may go). Each goes only to
+project's engine wrapper, which imports `tensorrt`; `context/requirements.py`), and what some file
+of the project writes that makes a fix unsafe wherever its objects may go (`roles`): a class
+defining its own `load_state_dict`, which may keep a loaded state dict's tensors as given (TDL101),
+a type test of an AMP class, which the new spelling's class fails (TDL312). Each goes only to
 the files whose text could ask it, so a change elsewhere re-checks those alone. No LibCST here.
 """
 
@@ -23,6 +24,7 @@ from torchdev_lint.analysis.project.file_facts import (
     IMPORTED,
     NCCL,
     OWN_LOAD_STATE_DICT,
+    TESTS_AMP_CLASS,
     FileFacts,
 )
 from torchdev_lint.analysis.project.index import Located
@@ -31,8 +33,17 @@ from torchdev_lint.analysis.project.pass_one_text import Imports, constructs, ma
 _NCCL_ONLY = frozenset({NCCL})
 _IMPORTED = frozenset({IMPORTED})
 _CUDA_ONLY_IMPORT = frozenset({CUDA_ONLY_IMPORT})
-_OWN_LOAD_STATE_DICT = frozenset({OWN_LOAD_STATE_DICT})
-_DEFINES_LOAD_STATE_DICT = re.compile(rb"\bdef\s+load_state_dict\b")
+# Project-wide facts read from any file's text: (role, what the text of a file that could ask it
+# or make it true names, what the text of a file that makes it true matches). A type test of the
+# new AMP classes (`torch.amp.GradScaler`) still holds after the fix: the file names `cuda.amp`.
+_TEXT_FACTS = (
+    (OWN_LOAD_STATE_DICT, b"load_state_dict", re.compile(rb"\bdef\s+load_state_dict\b")),
+    (
+        TESTS_AMP_CLASS,
+        b"cuda.amp",
+        re.compile(rb"\b(?:isinstance|issubclass)\([^()]*\b(?:GradScaler|autocast)\b"),
+    ),
+)
 # Read a module's text and summarize it (pass 1's own reader), if it has not been.
 Summarize = Callable[[str], None]
 
@@ -51,8 +62,8 @@ class ContextFacts:
         # Of checked files that may place a module on CUDA: (name as resolved there, module, class)
         # for each class-like name they import from a project module.
         self.class_imports: dict[str, list[tuple[str, str, str]]] = {}
-        self.state_loaders: set[str] = set()  # files (any read) whose text defines `load_state_dict`
-        self.state_loading: set[str] = set()  # checked files whose text names `load_state_dict`
+        self.text_facts: set[str] = set()  # the roles of `_TEXT_FACTS` some file read makes true
+        self.text_askers: dict[str, set[str]] = {}  # by role, the checked files that could ask it
 
     def note_text(self, path: str, source: bytes, imports: Imports) -> None:
         if path in self.checked and may_test_group(source):
@@ -64,11 +75,13 @@ class ContextFacts:
             for level, dotted, top in imports
         ):
             self.cuda_only.add(path)
-        if b"load_state_dict" in source:
+        for role, named, pattern in _TEXT_FACTS:
+            if named not in source:
+                continue
             if path in self.checked:
-                self.state_loading.add(path)
-            if _DEFINES_LOAD_STATE_DICT.search(source):
-                self.state_loaders.add(path)
+                self.text_askers.setdefault(role, set()).add(path)
+            if role not in self.text_facts and pattern.search(source):
+                self.text_facts.add(role)
 
     def note_import(self, path: str, module: str, top: bool) -> None:
         """`path` imports the project module `module` (another file), unindented when `top`."""
@@ -120,9 +133,10 @@ class ContextFacts:
         for path in paths & self._importing_cuda_only():
             known = found.get(path, FileFacts())
             found[path] = known._replace(roles=known.roles | _CUDA_ONLY_IMPORT)
-        for path in paths & self.state_loading if self.state_loaders else ():
-            known = found.get(path, FileFacts())
-            found[path] = known._replace(roles=known.roles | _OWN_LOAD_STATE_DICT)
+        for role in self.text_facts:
+            for path in paths & self.text_askers.get(role, set()):
+                known = found.get(path, FileFacts())
+                found[path] = known._replace(roles=known.roles | {role})
         return found
 
     def _module_classes(

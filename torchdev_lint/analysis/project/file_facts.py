@@ -17,6 +17,7 @@ NCCL = "nccl"
 IMPORTED = "imported"
 CUDA_ONLY_IMPORT = "imports a CUDA-only project module"
 OWN_LOAD_STATE_DICT = "a project class defines load_state_dict"
+TESTS_AMP_CLASS = "a project file tests the type of an AMP object"
 
 
 class FileFacts(NamedTuple):
@@ -53,7 +54,8 @@ class FileFacts(NamedTuple):
     # `IMPORTED` when another file of the project imports this module (`analysis/context/entry_points.py`);
     # `CUDA_ONLY_IMPORT` when the module imports a project module that needs a CUDA-only library
     # (`analysis/project/context_facts.py`); `OWN_LOAD_STATE_DICT` when a class of the project defines
-    # `load_state_dict` (`analysis/project/context_facts.py`).
+    # `load_state_dict`, `TESTS_AMP_CLASS` when one tests the type of an AMP object
+    # (`analysis/project/context_facts.py`).
     roles: frozenset[str] = frozenset()
     # (name, is a size): functions of the project modules this file imports that say a process group
     # is initialised (`dist_utils.in_group()`; `analysis/context/project_groups.py`).
@@ -105,6 +107,11 @@ class FileFacts(NamedTuple):
         """Does a class of the project (this file's, or one it may reach) define its own
         `load_state_dict`, which may keep the tensors it is given as they are?"""
         return OWN_LOAD_STATE_DICT in self.roles
+
+    def tests_amp_class(self) -> bool:
+        """Does a file of the project test an object against an AMP class (`isinstance(s,
+        torch.cuda.amp.GradScaler)`), which an object of the new spelling's class may fail?"""
+        return TESTS_AMP_CLASS in self.roles
 
     def checkpointed(self, callee: str) -> list[tuple[int | None, str]]:
         """The parameters (call position, name) `callee` stores in a dict it gives to `torch.save`."""
