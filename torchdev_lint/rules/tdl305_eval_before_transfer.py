@@ -7,7 +7,9 @@ from collections.abc import Sequence
 import libcst as cst
 
 from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.knowledge.torch_api import CONTAINERS, DATA_PARALLEL_CLASSES, DISTRIBUTED_WRAPPERS
 from torchdev_lint.analysis.syntax.scopes import assigned_values, dotted_name
+from torchdev_lint.analysis.values.kinds import is_module_class
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 MODE_METHODS = frozenset({"eval", "train"})
@@ -16,6 +18,23 @@ _ORDER_RISK = (
     "{module} is not known to be built by a `torch.nn` class: its own `train()`, `to()` or `_apply()` "
     "may make the order matter (a `train()` that builds tensors on the current device)"
 )
+
+
+def _argument_parts(call: cst.Call, positional_only: bool) -> list[cst.BaseExpression]:
+    """The call's argument values (the positional ones only: a wrapper's keywords are settings,
+    `device_ids=[0, 1]`), with the items of list, tuple and dict displays among them."""
+    parts: list[cst.BaseExpression] = []
+    for arg in call.args:
+        if positional_only and arg.keyword is not None:
+            continue
+        value = arg.value
+        if isinstance(value, (cst.List, cst.Tuple)):
+            parts += [element.value for element in value.elements]
+        elif isinstance(value, cst.Dict):
+            parts += [element.value for element in value.elements]
+        else:
+            parts.append(value)
+    return parts
 
 
 class EvalBeforeTransfer(Rule):
@@ -59,8 +78,10 @@ class EvalBeforeTransfer(Rule):
         The fix reorders the chain to `.to(device).eval()`, or swaps the two statements when they
         are adjacent (with their trailing comments); `Module.to`, `.eval()` and `.train()` return
         the module itself, so the result is the same object. It is **safe** when the module is
-        built by a `torch.nn` class (directly, or through a name bound only to such a call): their
-        mode switch and their move touch different state. For any other class it is **unsafe**: a
+        built by a `torch.nn` class (directly, or through a name bound only to such a call) and so
+        is every module it holds (a container or wrapper, `nn.Sequential(Head())`,
+        `nn.DataParallel(net)`, runs its children's `train()` and `to()`): their mode switch and
+        their move touch different state. For any other class it is **unsafe**: a
         subclass may override `train()`, `to()` or `_apply()` so that the order matters (for
         example a `train()` that builds tensors on the current device); the unsafe fix's message
         names the module. Statements with other code between them are reported without a fix.
@@ -213,15 +234,32 @@ class EvalBeforeTransfer(Rule):
         matter. Otherwise what may change when they are swapped."""
         found = assigned_values(module, self.ctx.scope) if isinstance(module, cst.Name) else None
         values = found[0] if found is not None else [module]
-        if all(
-            isinstance(value, cst.Call) and (self.ctx.qualname(value.func) or "").startswith("torch.nn.")
-            for value in values
-        ):
+        if all(self._built_by_torch_nn(value) for value in values):
             return None
         code = self.ctx.code_for(module).strip()
         return _ORDER_RISK.format(
             module=f"`{code}`" if len(code) <= 40 and "\n" not in code else "the module"
         )
+
+    def _built_by_torch_nn(self, value: cst.BaseExpression) -> bool:
+        """A `torch.nn` class's call whose modules are all built so too: a container or wrapper
+        (`nn.Sequential(Head())`, `nn.DataParallel(net)`) runs its children's `train()` and `to()`,
+        so each child must be known, and no argument may build a module of another class."""
+        if not isinstance(value, cst.Call):
+            return False
+        name = self.ctx.qualname(value.func) or ""
+        if not name.startswith("torch.nn."):
+            return False
+        holds_modules = (
+            name.rsplit(".", 1)[-1] in CONTAINERS or name in DATA_PARALLEL_CLASSES | DISTRIBUTED_WRAPPERS
+        )
+        for part in _argument_parts(value, positional_only=holds_modules):
+            if isinstance(part, cst.Call) and not self._built_by_torch_nn(part):
+                if holds_modules or is_module_class(self.ctx.qualname(part.func), self.ctx.scope):
+                    return False
+            elif holds_modules and not isinstance(part, cst.Call):
+                return False  # `nn.Sequential(backbone)`: a module of any class
+        return True
 
     def _moves(self, statement: cst.BaseStatement, key: str) -> bool:
         """`key.to(device)` or `key = key.to(device)` as the whole statement."""

@@ -1,0 +1,47 @@
+"""TDL305's reorder is safe only where every module involved is built by a `torch.nn` class.
+
+A container or wrapper (`nn.Sequential`, `nn.ModuleList`, `nn.DataParallel`) runs its children's
+`train()` and `to()`: a child of a project class may override them so that the order matters.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from torchdev_lint.config import Settings
+from torchdev_lint.engine import check_source
+from torchdev_lint.rule import dedent
+from torchdev_lint.rules.tdl305_eval_before_transfer import EvalBeforeTransfer
+
+CASES = [
+    ("nn.Linear(4, 4)", "safe"),
+    ("nn.Sequential(nn.Linear(4, 4), nn.ReLU())", "safe"),
+    ("nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 2)])", "safe"),
+    ("nn.DataParallel(nn.Linear(4, 4), device_ids=[0, 1])", "safe"),
+    ("nn.Sequential(Head())", "unsafe"),
+    ("nn.Sequential(backbone, nn.ReLU())", "unsafe"),
+    ("nn.Sequential(*layers)", "unsafe"),
+    ("nn.DataParallel(Head())", "unsafe"),
+    ("nn.ModuleDict({'head': Head()})", "unsafe"),
+    ("Head()", "unsafe"),
+]
+
+
+@pytest.mark.parametrize(("built", "safety"), CASES)
+def test_reorder_fix_safety(built: str, safety: str) -> None:
+    source = dedent(
+        f"""
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def train(self, mode=True):
+                self.cache = torch.zeros(2)
+                return super().train(mode)
+
+        def build(device, backbone, layers):
+            return {built}.eval().to(device)
+        """
+    )
+    result = check_source("build.py", source.encode(), [EvalBeforeTransfer], Settings())
+    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
