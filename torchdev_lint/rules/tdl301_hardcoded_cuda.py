@@ -92,8 +92,8 @@ class HardcodedCuda(Rule):
           to the code under test in a test that takes `monkeypatch`), settings (`cfg.MODEL.DEVICE = "cuda"`,
           `parser.set_defaults(device="cuda")`, a script's top-level `device = "cuda"` before its `exec(...)`
           of a configurator), device tests (`check_device(a, b, device="cuda")`), `autocast("cuda")`,
-          `device_type="cuda"`, collections of backend names, and `torch.device("cuda" if
-          torch.cuda.is_available() else "cpu")`.
+          `device_type="cuda"`, `GradScaler(device="cuda")` (a device type, as the two before),
+          collections of backend names, and `torch.device("cuda" if torch.cuda.is_available() else "cpu")`.
 
         ## Why it matters
         Code that names CUDA unconditionally crashes on a laptop, a CPU-only CI runner or an
@@ -372,6 +372,7 @@ class HardcodedCuda(Rule):
             def step(model, x):
                 with autocast("cuda"), torch.autocast(device_type="cuda"):
                     y = model(x)
+                scaler = torch.amp.GradScaler(device="cuda")  # a device type: disabled without CUDA
                 backends = ("cuda", "cpu")
                 names = ["cuda", "mps", "xpu"]
                 if x.device.type == "cuda" or y.device.type != "cuda":

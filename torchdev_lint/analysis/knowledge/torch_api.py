@@ -150,6 +150,12 @@ SYNCS = frozenset(
 # Stream/event methods that wait for (or poll) queued work.
 SYNC_METHODS = frozenset({"synchronize", "wait", "query"})
 
+# Callables whose `device=` is a device *type* string compared as text (`"cuda"`, not
+# `torch.device`): GradScaler disables itself with a warning where that type is unavailable.
+DEVICE_TYPE_PARAMETERS = frozenset(
+    {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler", "torch.GradScaler"}
+)
+
 # -- process-wide settings ------------------------------------------------------------
 
 DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})

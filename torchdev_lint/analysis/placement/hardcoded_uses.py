@@ -23,6 +23,7 @@ from torchdev_lint.analysis.context.device_contexts import (
     torch_cuda_signature,
 )
 from torchdev_lint.analysis.context.guards import cuda_choices, followed_tensor, names_gpu
+from torchdev_lint.analysis.knowledge.torch_api import DEVICE_TYPE_PARAMETERS
 from torchdev_lint.analysis.placement.device_edits import (
     StatementUses,
     choice_edit,
@@ -71,7 +72,11 @@ class HardcodedUses:
                 for literal in cuda_choices(args[0].value, scope):
                     self._record(literal, node, device_call_edit(variable, node, literal))
         given = keyword(node, "device")
-        if given is not None and not configures(node):
+        if (
+            given is not None
+            and not configures(node)
+            and self.ctx.qualname(func) not in DEVICE_TYPE_PARAMETERS
+        ):
             for literal in cuda_choices(given.value, scope):
                 self._record(literal, node, literal_edit(variable, literal))
 
