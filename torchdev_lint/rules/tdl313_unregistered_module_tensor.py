@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchdev_lint.analysis.context.cuda_only_code import test_module
+from torchdev_lint.analysis.syntax.scopes import Scope
 from torchdev_lint.analysis.values.attribute_uses import (
     ClassRegistrations,
     TensorAttribute,
@@ -28,6 +29,40 @@ _RISK = (
 )
 
 
+def _overrides_moves(node: cst.ClassDef, module: Scope, seen: set[str]) -> bool:
+    """Does the class, or a base class of the same file, override what moves a module's tensors
+    (`_apply`, `to`, `cuda`, `__setattr__`): it may move plain tensor attributes too."""
+    if node.name.value in seen:
+        return False
+    seen.add(node.name.value)
+    if any(isinstance(s, cst.FunctionDef) and s.name.value in _MOVE_OVERRIDES for s in node.body.body):
+        return True
+    for base in node.bases:
+        if base.keyword is None and isinstance(base.value, cst.Name):
+            bound = module.bindings.get(base.value.value, ())
+            classes = [b.node for b in bound if isinstance(b.node, cst.ClassDef)]
+            if any(_overrides_moves(klass, module, seen) for klass in classes):
+                return True
+    return False
+
+
+def _class_attributes(node: cst.ClassDef) -> set[str]:
+    """Names the class body gives a value (`mean: Optional[Tensor] = None`): `register_buffer` of
+    such a name raises ("attribute already exists")."""
+    found = set()
+    for line in node.body.body:
+        for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+            if (
+                isinstance(small, cst.AnnAssign)
+                and small.value is not None
+                and isinstance(small.target, cst.Name)
+            ):
+                found.add(small.target.value)
+            elif isinstance(small, cst.Assign):
+                found |= {t.target.value for t in small.targets if isinstance(t.target, cst.Name)}
+    return found
+
+
 class UnregisteredModuleTensor(Rule):
     code = "TDL313"
     name = "unregistered-module-tensor"
@@ -45,8 +80,10 @@ class UnregisteredModuleTensor(Rule):
         registered (`register_buffer`, `nn.Parameter`, `nn.Buffer`) nor moved where it is used, and
         another method uses it together with the method's inputs: `x - self.mean`,
         `F.conv2d(x, self.kernel)`, `self.table[labels]`. A tensor is a factory's result
-        (`torch.zeros(...)`, `torch.tensor([...])`, `torch.arange(...)`), or arithmetic, indexing or
-        a method call on one made in `__init__`.
+        (`torch.zeros(...)`, `torch.tensor([...])`, `torch.arange(...)`, `torch.hann_window(n)`), or
+        arithmetic, indexing or a method call on one made in `__init__`, also through a local built in
+        steps (`pe = torch.zeros(n, d)`, `pe = pe.unsqueeze(0)`, `self.pe = pe`). A cast at the use
+        (`self.inv_freq.to(t.dtype)`) moves nothing.
 
         Not flagged: registered buffers and parameters; attributes moved or re-created where they
         are used (`self.table.to(x.device)`, `x.new_tensor(self.table)`), also through what is
@@ -59,7 +96,7 @@ class UnregisteredModuleTensor(Rule):
         counters, a histogram written with host data: `self.usage[i:j] = codes.cpu()`) or as an index of
         another tensor (`x[:, self.order]`: a tensor on any device takes indices on the CPU); classes that
         are not modules; modules that override `_apply`, `to`, `cuda` or
-        `__setattr__`; modules that keep their learnable state in Pyro's param store (`pyro.param`
+        `__setattr__`, or derive from a class of the file that does; modules that keep their learnable state in Pyro's param store (`pyro.param`
         in a method: `model.to()` cannot move it, so such a module runs where the default device
         puts every tensor); modules of test code (`test_*.py`, `conftest.py`, or a module that imports
         pytest or unittest, as `torch/testing/_internal/`: a fixture that a test moves fails in
@@ -104,9 +141,70 @@ class UnregisteredModuleTensor(Rule):
         usually what the module needs but changes values), shows up in `model.buffers()` (and so
         in `DistributedDataParallel`'s buffer broadcast), and is replaced by `model.to()` instead
         of kept. The fix is offered only for a plain `self.name = <expr>` assigned once in the
-        class, after the `super().__init__()` call (`register_buffer` fails before it).
+        class, after the `super().__init__()` call (`register_buffer` fails before it), to a name
+        the class body gives no value (`mean: Optional[Tensor] = None`: `register_buffer` raises
+        "attribute already exists").
         """
     invalid = (
+        Invalid(
+            # Built in steps through a local (`table = table.unsqueeze(0)`), a window function, a
+            # cast to the input's dtype at the use (`.to(t.dtype)` moves nothing).
+            """
+            import torch
+            from torch import nn
+
+            class Features(nn.Module):
+                def __init__(self, n, dim):
+                    super().__init__()
+                    table = torch.zeros(n, dim)
+                    table = table.unsqueeze(0)
+                    self.table = table
+                    self.window = torch.hann_window(n)
+                    self.scale = torch.linspace(0, 1, dim)
+
+                def forward(self, t, wav):
+                    spec = torch.stft(wav, 64, window=self.window, return_complex=True)
+                    return t * self.scale.to(t.dtype) + self.table[:, : t.size(1)], spec
+            """,
+            lines=(9, 10, 11),
+            fixed="""
+            import torch
+            from torch import nn
+
+            class Features(nn.Module):
+                def __init__(self, n, dim):
+                    super().__init__()
+                    table = torch.zeros(n, dim)
+                    table = table.unsqueeze(0)
+                    self.register_buffer("table", table, persistent=False)
+                    self.register_buffer("window", torch.hann_window(n), persistent=False)
+                    self.register_buffer("scale", torch.linspace(0, 1, dim), persistent=False)
+
+                def forward(self, t, wav):
+                    spec = torch.stft(wav, 64, window=self.window, return_complex=True)
+                    return t * self.scale.to(t.dtype) + self.table[:, : t.size(1)], spec
+            """,
+        ),
+        Invalid(
+            # The class body gives the name a value: `register_buffer` would raise, so no fix.
+            """
+            from typing import Optional
+
+            import torch
+            from torch import nn
+
+            class Standardize(nn.Module):
+                mean: Optional[torch.Tensor] = None
+
+                def __init__(self):
+                    super().__init__()
+                    self.mean = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+
+                def forward(self, x):
+                    return x - self.mean
+            """,
+            lines=(11,),
+        ),
         Invalid(
             # Used only with a parameter, not with the inputs: the parameter moves, the mask does not.
             """
@@ -279,6 +377,28 @@ class UnregisteredModuleTensor(Rule):
         ),
     )
     valid = (
+        Valid(
+            # A base class of the file overrides `_apply`: it moves plain tensor attributes too.
+            """
+            import torch
+            from torch import nn
+
+            class MovesPlainTensors(nn.Module):
+                def _apply(self, fn, recurse=True):
+                    for key, value in list(vars(self).items()):
+                        if isinstance(value, torch.Tensor):
+                            setattr(self, key, fn(value))
+                    return super()._apply(fn, recurse)
+
+            class Standardize(MovesPlainTensors):
+                def __init__(self):
+                    super().__init__()
+                    self.mean = torch.tensor([0.5, 0.5, 0.5]).view(1, 3, 1, 1)
+
+                def forward(self, x):
+                    return x - self.mean
+            """
+        ),
         Valid(
             # Not a tensor: a distribution object built from tensors (it cannot be a buffer).
             """
@@ -573,7 +693,7 @@ class UnregisteredModuleTensor(Rule):
             return
         methods = [s for s in node.body.body if isinstance(s, cst.FunctionDef)]
         if (
-            any(m.name.value in _MOVE_OVERRIDES for m in methods)
+            _overrides_moves(node, scope.parent or scope, set())
             or built_only_for_export(node.name.value, self.ctx)
             or keeps_state_in_param_store(node, scope.parent or scope, self.ctx)
         ):
@@ -598,7 +718,10 @@ class UnregisteredModuleTensor(Rule):
                 others & on_device for _, others in attribute.uses
             ):
                 message = self.message.replace('"name"', f'"{name}"').replace("this tensor", f"`self.{name}`")
-                self.report(attribute.assignment, message, self._fix(name, attribute, self_name, facts))
+                fix = (
+                    None if name in _class_attributes(node) else self._fix(name, attribute, self_name, facts)
+                )
+                self.report(attribute.assignment, message, fix)
 
     def _fix(
         self, name: str, attribute: TensorAttribute, self_name: str, facts: ClassRegistrations

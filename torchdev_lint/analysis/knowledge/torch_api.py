@@ -19,6 +19,10 @@ FACTORIES = frozenset(
     as_tensor from_numpy zeros_like ones_like empty_like full_like rand_like randn_like
     randint_like""".split()
 )
+# Window functions (`torch.hann_window(n_fft)`): 1-dim tensors on the CPU unless given `device=`.
+WINDOW_FACTORIES = frozenset(
+    f"torch.{name}_window" for name in ("hann", "hamming", "blackman", "bartlett", "kaiser")
+)
 # Factories whose result always has at least one dimension.
 ALWAYS_NONSCALAR_FACTORIES = frozenset({"arange", "linspace", "logspace", "randperm", "eye"})
 # `torch.<name>([a, b])`: joins tensors that must share a device.

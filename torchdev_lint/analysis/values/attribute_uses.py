@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.knowledge.devices import as_move, is_dtype
 from torchdev_lint.analysis.knowledge.torch_api import (
     HOST_RESULT_METHODS,
     MATCHING_METHODS,
@@ -206,7 +206,7 @@ class AttributeUses(cst.CSTVisitor):
         current: cst.CSTNode = use
         for parent in reversed(self.stack[:-1]):
             if isinstance(parent, cst.Attribute) and parent.value is current:
-                if parent.attr.value in MATCHING_METHODS:
+                if parent.attr.value in MATCHING_METHODS and not self._casts_only(parent):
                     attribute.moved_or_recreated = True
                     return
                 if parent.attr.value in _HOST_ATTRIBUTES or parent.attr.value in HOST_RESULT_METHODS:
@@ -261,6 +261,21 @@ class AttributeUses(cst.CSTVisitor):
             if read is not None:
                 visit(read, names)
             attribute.uses.append((bool(names.names & self.inputs), names.attributes))
+
+    def _casts_only(self, method: cst.Attribute) -> bool:
+        """`self.name.to(x.dtype)`, `.to(torch.float16)`: a cast that leaves the tensor where it is."""
+        index = self.stack.index(method)
+        call = self.stack[index - 1] if index > 0 else None
+        if not (isinstance(call, cst.Call) and call.func is method and method.attr.value == "to"):
+            return False
+        given = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        keywords = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+        return (
+            bool(given)
+            and is_dtype(given[0].value, self.scope)
+            and "device" not in keywords
+            and len(given) == 1
+        )
 
     def _moved_by_helper(self, call: cst.Call, arg: cst.Arg) -> bool:
         """`brisque(x, sv=self.sv)` or `self.score(x, self.sv)` where the function of the file moves

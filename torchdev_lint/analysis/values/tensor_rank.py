@@ -14,6 +14,7 @@ from torchdev_lint.analysis.knowledge.torch_api import (
     HOST_RESULT_METHODS,
     PLACING_METHODS,
     TENSOR_FUNCTION_MODULES,
+    WINDOW_FACTORIES,
 )
 from torchdev_lint.analysis.syntax.scopes import Scope, resolve
 from torchdev_lint.analysis.values.kinds import is_tensor_factory_call
@@ -34,6 +35,8 @@ class TensorRank:
         self.locals = locals_
         self.self_name = self_name
         self.attributes = attributes
+        # A local being judged: how many of its values come before the one read (`_name_rank`).
+        self._bound_before: dict[str, int] = {}
 
     def rank(self, node: cst.BaseExpression, depth: int = 0) -> str | None:
         if depth > 8:
@@ -41,11 +44,7 @@ class TensorRank:
         if isinstance(node, (cst.Integer, cst.Float)):
             return "scalar"
         if isinstance(node, cst.Name):
-            values = self.locals.get(node.value)
-            if not values:
-                return None
-            ranks = {self.rank(v, depth + 1) for v in values}
-            return ranks.pop() if len(ranks) == 1 else None
+            return self._name_rank(node.value, depth)
         if isinstance(node, cst.Attribute):
             return "tensor" if self_attribute(node, self.self_name) in self.attributes else None
         if isinstance(node, cst.UnaryOperation):
@@ -61,6 +60,23 @@ class TensorRank:
             return self._call_rank(node, depth)
         return None
 
+    def _name_rank(self, name: str, depth: int) -> str | None:
+        """The rank every value bound to the local `name` so far agrees on; in a value that reads
+        `name` itself (`pe = pe.unsqueeze(0)`), `name` is what was bound before it."""
+        values = self.locals.get(name, [])[: self._bound_before.get(name)]
+        if not values:
+            return None
+        ranks = set()
+        outer = self._bound_before.get(name)
+        for index, value in enumerate(values):
+            self._bound_before[name] = index
+            ranks.add(self.rank(value, depth + 1))
+        if outer is None:
+            del self._bound_before[name]
+        else:
+            self._bound_before[name] = outer
+        return ranks.pop() if len(ranks) == 1 else None
+
     def _call_rank(self, call: cst.Call, depth: int) -> str | None:
         if any(arg.keyword is not None and arg.keyword.value == "device" for arg in call.args):
             return None
@@ -68,6 +84,8 @@ class TensorRank:
         name = resolve(func, self.scope)
         if is_tensor_factory_call(call, self.scope) or name in DATA_FACTORIES:
             return factory_rank(call, name or "")
+        if name in WINDOW_FACTORIES:
+            return "tensor"
         if name is not None:
             # `torch.tril(t)`, `torch.exp(t)`: a torch function of a tensor made here (not a class of
             # another namespace taking tensors, `torch.distributions.Normal(loc, scale)`).
