@@ -39,7 +39,9 @@ class DeviceMismatch(Rule):
         whose operands are known to sit on different devices: a module moved to CUDA called with
         a tensor created on the CPU, arithmetic, `@`, `torch.cat`/`torch.stack` mixing CPU and
         CUDA tensors, indexing a CPU tensor with CUDA indices. A device chosen with
-        `torch.device("cuda" if torch.cuda.is_available() else "cpu")` counts as CUDA here: the
+        `torch.device("cuda" if torch.cuda.is_available() else "cpu")` (or `torch.device("cuda") if
+        ... else torch.device("cpu")`, `torch.accelerator.current_accelerator().type if
+        torch.accelerator.is_available() else "cpu"`) counts as CUDA here: the
         program fails on every machine that has a GPU. Values whose device is unknown (a
         `device` parameter, what a helper function returns) are never flagged, nor are two
         values on the same device variable, Python scalars, `.item()` results and CPU 0-dim
@@ -208,6 +210,36 @@ class DeviceMismatch(Rule):
                 ids = torch.tensor([1, 2]).to(DEVICE)
                 rows = torch.zeros(5, 3)[ids.to("cpu")]
                 return rows
+            """,
+        ),
+        # Other spellings of a device that is CUDA (an accelerator) whenever one is available.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def classify(n):
+                device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+                return nn.Linear(4, 2).to(device)(torch.randn(n, 4) * 2)
+
+            def embed(ids):
+                target = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+                table = nn.Embedding(10, 4).to(target)
+                return table(torch.tensor([1, 2]))
+            """,
+            lines=(6, 11),
+            fixed="""
+            import torch
+            from torch import nn
+
+            def classify(n):
+                device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+                return nn.Linear(4, 2).to(device)((torch.randn(n, 4) * 2).to(device))
+
+            def embed(ids):
+                target = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+                table = nn.Embedding(10, 4).to(target)
+                return table(torch.tensor([1, 2]).to(target))
             """,
         ),
         # Across the class boundary: the model placed in `setUp`, called in a test.
@@ -515,6 +547,10 @@ class DeviceMismatch(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "current_accelerator":
+            self._naming_accelerators.add(
+                flow.current_unit(self.ctx)
+            )  # `torch.accelerator.current_accelerator()`
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
             if func.attr.value == "cuda" or any(isinstance(arg.value, cst.Integer) for arg in node.args):
                 self._naming_accelerators.add(flow.current_unit(self.ctx))  # `.cuda()`, `.to(0)`

@@ -71,6 +71,32 @@ class NumpyOnDeviceTensor(Rule):
             """,
         ),
         Invalid(
+            # Other spellings of a device that is CUDA (an accelerator) whenever one is available.
+            """
+            import torch
+
+            def scores(batch):
+                device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+                return (torch.as_tensor(batch).to(device) * 2).numpy()
+
+            def ranks(batch):
+                target = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+                return torch.as_tensor(batch).to(target).softmax(-1).numpy()
+            """,
+            lines=(5, 9),
+            fixed="""
+            import torch
+
+            def scores(batch):
+                device = torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+                return (torch.as_tensor(batch).to(device) * 2).cpu().numpy()
+
+            def ranks(batch):
+                target = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+                return torch.as_tensor(batch).to(target).softmax(-1).cpu().numpy()
+            """,
+        ),
+        Invalid(
             """
             import torch
             from torch import nn

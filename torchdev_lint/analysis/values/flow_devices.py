@@ -1,7 +1,9 @@
 """Which device an expression names, for the device-flow analysis (as a `devices.Device`).
 
 A literal (`"cuda:1"`), `torch.device(...)`, a device chosen by a CUDA
-availability check (`"cuda" if torch.cuda.is_available() else "cpu"`), or a
+availability check (`"cuda" if torch.cuda.is_available() else "cpu"`, `torch.device("cuda") if
+... else torch.device("cpu")`, `torch.accelerator.current_accelerator().type if
+torch.accelerator.is_available() else "cpu"`), or a
 name an enclosing scope binds once to one of those (`DEVICE = ...` at module
 level). These are questions about the code's text and its bindings only, so
 they can be asked of any expression without running the analysis.
@@ -17,6 +19,10 @@ from torchdev_lint.analysis.knowledge.devices import Device, string_device
 from torchdev_lint.analysis.syntax.scopes import Scope, resolve
 from torchdev_lint.analysis.values.flow_values import Kind, Value
 
+# Tests that an accelerator is there, and the accelerator they then pick.
+_AVAILABILITY_TESTS = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
+_CURRENT_ACCELERATOR = "torch.accelerator.current_accelerator"
+
 
 def _literal_type(node: cst.BaseExpression) -> str | None:
     device = string_device(node) if isinstance(node, cst.SimpleString) else None
@@ -29,7 +35,7 @@ def device_expression(node: cst.BaseExpression, scope: Scope) -> Value | None:
         device = string_device(node)
         return None if device is None else Value(Kind.DEVICE, device)
     if isinstance(node, cst.IfExp):
-        if _literal_type(node.body) == "cuda" and _availability(node.test, scope):
+        if _accelerator(node.body, scope) and _availability(node.test, scope):
             return Value(Kind.DEVICE, Device(None, origin=node))
         return None
     if isinstance(node, cst.Call) and resolve(node.func, scope) == "torch.device" and node.args:
@@ -43,10 +49,23 @@ def device_expression(node: cst.BaseExpression, scope: Scope) -> Value | None:
     return None
 
 
+def _accelerator(node: cst.BaseExpression, scope: Scope) -> bool:
+    """`"cuda"`, `torch.device("cuda")`, or the current accelerator (`torch.accelerator.
+    current_accelerator()`, or its `.type`): what an availability test picks when it holds."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "type":
+        node = node.value
+    if isinstance(node, cst.Call) and resolve(node.func, scope) == _CURRENT_ACCELERATOR:
+        return True
+    if isinstance(node, cst.Call) and resolve(node.func, scope) == "torch.device" and node.args:
+        node = node.args[0].value
+    return _literal_type(node) == "cuda"
+
+
 def _availability(test: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
-    """`torch.cuda.is_available()`, alone, in an `and`, or through a flag bound to it."""
+    """`torch.cuda.is_available()` (or `torch.accelerator.is_available()`), alone, in an `and`,
+    or through a flag bound to it."""
     if isinstance(test, cst.Call):
-        return resolve(test.func, scope) == "torch.cuda.is_available"
+        return resolve(test.func, scope) in _AVAILABILITY_TESTS
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return _availability(test.left, scope, depth) or _availability(test.right, scope, depth)
     if isinstance(test, cst.Name) and depth < 3:
