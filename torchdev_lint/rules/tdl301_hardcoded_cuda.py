@@ -39,7 +39,8 @@ class HardcodedCuda(Rule):
     docs = """
         ## What it does
         Flags a CUDA device written into the code: `"cuda"`/`"cuda:N"` used as a device (`.to("cuda")`,
-        `device="cuda"`, `torch.device("cuda")`, or assigned to a name that says device, `DEVICE = "cuda"`)
+        `device="cuda"`, `torch.device("cuda")`, or assigned to a name that says device, `DEVICE = "cuda"`;
+        the index may be computed, `f"cuda:{args.gpu}"`, `"cuda:%d" % rank`, then without a fix)
         and `.cuda()`/`.cuda(i)`, in a function that neither checks `torch.cuda.is_available()`/
         `torch.cuda.device_count()` nor takes a device parameter (a device-index parameter does not excuse
         `.cuda(i)`: it still targets CUDA; a process rank counts only where the function places data with
@@ -131,6 +132,17 @@ class HardcodedCuda(Rule):
         of a conditional, a move that follows a tensor (its device is the answer), nor where the module
         does not import `torch` itself."""
     invalid = (
+        Invalid(
+            # A CUDA device whose index is computed at run time: flagged, without a fix.
+            """
+            import torch
+
+            def place(model, args):
+                target = torch.device(f"cuda:{args.gpu}")
+                return model.to(target), model.to("cuda:%d" % args.gpu)
+            """,
+            lines=(4, 5),
+        ),
         Invalid(
             # The name `device` is taken; comparisons do not excuse the moves they guard.
             """

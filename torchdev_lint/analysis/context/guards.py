@@ -16,7 +16,12 @@ from collections.abc import Iterator, Sequence
 import libcst as cst
 
 from torchdev_lint.analysis.knowledge.cuda_modules import CUDA_WORDS
-from torchdev_lint.analysis.knowledge.devices import VARIABLE, device_argument, is_cuda_literal
+from torchdev_lint.analysis.knowledge.devices import (
+    VARIABLE,
+    device_argument,
+    is_cuda_literal,
+    is_formatted_cuda,
+)
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.syntax.walk import first, walk
 from torchdev_lint.analysis.values.module_classes import attribute_assignments, instance_name
@@ -401,10 +406,10 @@ def _tensor_device_test(test: cst.BaseExpression) -> tuple[cst.BaseExpression, b
 
 
 def cuda_choices(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
-    """The CUDA literals `node` can be: itself (`"cuda"`), or a branch of a conditional expression
+    """The CUDA literals `node` can be: itself (`"cuda"`, `f"cuda:{rank}"`), or a branch of a conditional expression
     whose test does not say that CUDA is there (`"xpu" if is_xpu_available() else "cuda"`, not
     `"cuda" if torch.cuda.is_available() else "cpu"` nor `"cpu" if args.cpu else "cuda"`)."""
-    if is_cuda_literal(node):
+    if is_cuda_literal(node) or is_formatted_cuda(node):
         return [node]
     if not isinstance(node, cst.IfExp) or mentions_placement(node.test):
         return []

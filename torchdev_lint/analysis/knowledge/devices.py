@@ -184,6 +184,19 @@ def is_cuda_literal(node: cst.BaseExpression) -> bool:
     return device is not None and device.type == "cuda"
 
 
+def is_formatted_cuda(node: cst.BaseExpression) -> bool:
+    """`f"cuda:{rank}"`, `"cuda:%d" % gpu`, `"cuda:" + str(gpu)`: CUDA with an index computed
+    at run time."""
+    if isinstance(node, cst.FormattedString):
+        head = node.parts[0] if node.parts else None
+        return isinstance(head, cst.FormattedStringText) and head.value.startswith("cuda:")
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Modulo, cst.Add)):
+        left = node.left
+        text = left.evaluated_value if isinstance(left, cst.SimpleString) else None
+        return isinstance(text, str) and text.startswith("cuda:") and text[5:] in ("", "%d", "%s", "%i")
+    return False
+
+
 def device_argument(node: cst.BaseExpression, scope: Scope) -> Device | None:
     """The device an expression used as a device argument designates, if it is one."""
     literal = literal_device(node)
