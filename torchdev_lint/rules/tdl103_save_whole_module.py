@@ -288,6 +288,27 @@ class SaveWholeModule(Rule):
         ),
     )
     valid = (
+        # Named like a model, but a dict: an `OrderedDict` filled with renamed keys, an item of a
+        # loaded checkpoint (its name alone says nothing of what the file held).
+        Valid(
+            """
+            from collections import OrderedDict
+            import torch
+
+            def drop_prefix(weights, dest):
+                net = OrderedDict()
+                for key, value in weights.items():
+                    net[key.removeprefix("backbone.")] = value
+                torch.save(net, dest)
+
+            def keep_weights(src, dest):
+                model = torch.load(src, map_location="cpu")["weights"]
+                torch.save(model, dest)
+                ckpt = torch.load(src, map_location="cpu")
+                teacher_model = ckpt.get("teacher")
+                torch.save(teacher_model, dest)
+            """
+        ),
         # What reaches the save is the load itself: a file re-saved, whatever the name held before.
         Valid(
             """

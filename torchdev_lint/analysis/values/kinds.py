@@ -66,7 +66,7 @@ _NON_MODULE_LITERALS = (
 )
 _NON_MODULE_BUILTINS = frozenset(
     f"builtins.{name}" for name in ("dict", "list", "tuple", "set", "str", "int", "float", "bool", "len")
-)
+) | {"collections.OrderedDict", "collections.defaultdict"}
 
 
 def is_module_class(name: str | None, scope: Scope) -> bool:
@@ -227,9 +227,41 @@ def probably_module(node: cst.BaseExpression, scope: Scope) -> bool:
     """
     if constructs_module(node, scope):
         return True
-    if not (module_by_syntax(node, scope, in_place_moves=True) or _named_like_module(node, scope)):
+    if module_by_syntax(node, scope, in_place_moves=True):
+        return not contradicts_module(node, scope)
+    if not _named_like_module(node, scope):
         return False
-    return not contradicts_module(node, scope)
+    return not contradicts_module(node, scope) and not _bound_to_loaded_item(node, scope)
+
+
+def _bound_to_loaded_item(node: cst.BaseExpression, scope: Scope) -> bool:
+    """A name bound to an item of a loaded file (`model = torch.load(p)["state_dict"]`,
+    `model = ckpt.get("model")` with `ckpt = torch.load(p)`): whatever the file holds, often a
+    state dict; its name alone says nothing of it."""
+    found = scope.lookup(node.value) if isinstance(node, cst.Name) else None
+    if found is None:
+        return False
+    owner, bindings = found
+    return any(b.value is not None and _loaded_item(b.value, owner) for b in bindings)
+
+
+def _loaded_item(value: cst.BaseExpression, scope: Scope) -> bool:
+    if isinstance(value, cst.Subscript):
+        container = value.value
+    elif (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("get", "pop")
+    ):
+        container = value.func.value
+    else:
+        return False
+    if isinstance(container, cst.Call):
+        return resolve(container.func, scope) == "torch.load"
+    found = scope.lookup(container.value) if isinstance(container, cst.Name) else None
+    return found is not None and any(
+        isinstance(b.value, cst.Call) and resolve(b.value.func, found[0]) == "torch.load" for b in found[1]
+    )
 
 
 def saved_module(
