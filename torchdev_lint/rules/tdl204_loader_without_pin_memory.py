@@ -399,6 +399,20 @@ class LoaderWithoutPinMemory(Rule):
     )
     valid = (
         Valid(
+            # The data moved to the device in one tuple assignment before the dataset is built:
+            # pinning device tensors raises.
+            """
+            import torch
+            from torch.utils.data import DataLoader, TensorDataset
+
+            def fit(model, device):
+                inputs, targets = torch.randn(100, 4), torch.randint(0, 2, (100,))
+                inputs, targets = inputs.to(device), targets.to(device)
+                for xb, yb in DataLoader(TensorDataset(inputs, targets), batch_size=32):
+                    model(xb.to(device))
+            """
+        ),
+        Valid(
             # One batch drawn from a fresh iterator to size the model: the object keeps the loader, not
             # the iterator, so nothing says the draw repeats.
             """

@@ -46,7 +46,7 @@ class LossAccumulatedWithGraph(Rule):
         ## What it does
         Flags, inside a training loop (a loop whose body calls `.backward()`), a loss added to an
         accumulator that outlives the iteration: `total += loss`, `total = total + loss`,
-        `losses.append(loss)`. A loss is a tensor on which the loop calls `.backward()`, the
+        `losses.append(loss)`, `meters["loss"] += loss`. A loss is a tensor on which the loop calls `.backward()`, the
         result of a loss function (`F.cross_entropy(...)`, `F.mse_loss(...)`) or of a criterion
         built from an `nn.*Loss` class. Accumulations of `loss.item()`, `loss.detach()`,
         `float(loss)` or `loss.data` are fine and not flagged; so are loops that run with
@@ -91,6 +91,34 @@ class LossAccumulatedWithGraph(Rule):
         no gradient from the losses. The unsafe fix's message names which of these it is.
         """
     invalid = (
+        Invalid(
+            # Into an entry of a dict of meters, which outlives the iteration as much as a name.
+            """
+            import torch.nn.functional as F
+
+            def epoch(model, batches, opt):
+                meters = {"loss": 0.0}
+                for x, y in batches:
+                    loss = F.l1_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    meters["loss"] += loss
+                print(meters)
+            """,
+            lines=(9,),
+            fixed="""
+            import torch.nn.functional as F
+
+            def epoch(model, batches, opt):
+                meters = {"loss": 0.0}
+                for x, y in batches:
+                    loss = F.l1_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    meters["loss"] += loss.detach()
+                print(meters)
+            """,
+        ),
         Invalid(
             """
             import torch.nn as nn
@@ -356,6 +384,8 @@ class LossAccumulatedWithGraph(Rule):
 
     def _check(self, node: cst.CSTNode, accumulator: cst.BaseExpression, added: cst.BaseExpression) -> None:
         name = dotted_name(accumulator)
+        if name is None and isinstance(accumulator, cst.Subscript):
+            name = dotted_name(accumulator.value)  # `stats["loss"] += loss`: the container outlives it
         ancestors = self.ctx.ancestors
         loop = innermost_loop(ancestors)
         if name is None or loop is None or autograd.grad_is_off(ancestors, self.ctx.qualname):

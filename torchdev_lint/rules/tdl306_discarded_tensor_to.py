@@ -28,7 +28,8 @@ class DiscardedTensorTo(Rule):
         ## What it does
         Flags a tensor's `.to(...)`, `.cuda()`, `.cpu()`, `.half()` or `.float()` used as a
         statement, its result thrown away. It needs evidence that the receiver is a tensor: a
-        factory's result, tensor arithmetic, a parameter annotated `torch.Tensor`, a buffer or
+        factory's result, tensor arithmetic, a parameter annotated `torch.Tensor` (also `Optional[Tensor]`,
+        `Tensor | None`, `"Tensor"`), a buffer or
         parameter a module registered, the parts of a batch from a data loader. Modules (loss
         criteria included) and receivers of unknown kind are never flagged.
 
@@ -74,6 +75,34 @@ class DiscardedTensorTo(Rule):
         definition of a safe fix: same values, dtypes and devices). Other receivers get no fix.
         """
     invalid = (
+        Invalid(
+            # Parameters annotated as optional tensors (`Optional[Tensor]`, `Tensor | None`, a string).
+            """
+            from typing import Optional
+            from torch import Tensor
+
+            def attend(q: Tensor, mask: Optional[Tensor] = None, bias: Tensor | None = None, w: "Tensor" = None):
+                if mask is not None:
+                    mask.to(q.device)
+                if bias is not None:
+                    bias.to(q.device)
+                w.to(q.dtype)
+                return q
+            """,
+            lines=(6, 8, 9),
+            fixed="""
+            from typing import Optional
+            from torch import Tensor
+
+            def attend(q: Tensor, mask: Optional[Tensor] = None, bias: Tensor | None = None, w: "Tensor" = None):
+                if mask is not None:
+                    mask = mask.to(q.device)
+                if bias is not None:
+                    bias = bias.to(q.device)
+                w = w.to(q.dtype)
+                return q
+            """,
+        ),
         Invalid(
             """
             import torch

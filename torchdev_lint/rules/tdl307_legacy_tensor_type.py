@@ -157,6 +157,18 @@ class LegacyTensorType(Rule):
             lines=(6, 7, 8),
         ),
         Invalid(
+            # The other side of the choice may be `torch.Tensor`, the default type.
+            """
+            import torch
+            use_gpu = torch.cuda.is_available()
+            Floats = torch.cuda.FloatTensor if use_gpu else torch.Tensor
+
+            def noise(n):
+                return Floats(n, 64).normal_()
+            """,
+            lines=(6,),
+        ),
+        Invalid(
             """
             import torch
             from torch.cuda import LongTensor as LT

@@ -40,6 +40,10 @@ class LegacyType:
     chosen: cst.IfExp | None = None  # the conditional expression that picks between classes
 
 
+# `torch.Tensor(...)` builds with the default tensor type: float32 on the CPU unless changed.
+_DEFAULT_TYPE = LegacyType("float32", False)
+
+
 def legacy_type_name(name: str | None) -> LegacyType | None:
     """`torch.cuda.FloatTensor` → float32 on CUDA; None for anything else."""
     if name is None or not name.endswith("Tensor"):
@@ -77,8 +81,14 @@ def legacy_type(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Legac
 
 
 def _either(node: cst.IfExp, scope: Scope, depth: int) -> LegacyType | None:
+    """`torch.cuda.FloatTensor if cuda else torch.FloatTensor`; one side may be `torch.Tensor`
+    (the default tensor type, float32 on the CPU) when the other is a legacy class."""
     body = legacy_type(node.body, scope, depth + 1)
     orelse = legacy_type(node.orelse, scope, depth + 1)
+    if body is None and orelse is not None and resolve(node.body, scope) == "torch.Tensor":
+        body = _DEFAULT_TYPE
+    if orelse is None and body is not None and resolve(node.orelse, scope) == "torch.Tensor":
+        orelse = _DEFAULT_TYPE
     if body is None or orelse is None:
         return None
     return _merge([body, orelse], node)

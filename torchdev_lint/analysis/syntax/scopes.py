@@ -289,9 +289,19 @@ def _bind_import(scope: Scope, bound: Bound) -> None:
 
 
 def _bind_target(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-    """The names of `target`; the value goes to a plain name only (`a, b = pair` binds opaque names)."""
+    """The names of `target`; the value goes to a plain name, also element by element from a display
+    of as many plain elements (`x, y = x.to(d), y.to(d)`); `a, b = pair` binds opaque names."""
     if isinstance(target, cst.Name):
         scope.bind(target.value, Binding(value=value, node=target))
+        return
+    if (
+        isinstance(target, (cst.Tuple, cst.List))
+        and isinstance(value, (cst.Tuple, cst.List))
+        and len(target.elements) == len(value.elements)
+        and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements))
+    ):
+        for element, given in zip(target.elements, value.elements, strict=True):
+            _bind_target(scope, element.value, given.value)
         return
     for single in unpacked(target):
         if isinstance(single, cst.Name):

@@ -19,7 +19,13 @@ from torchdev_lint.analysis.data import loaders
 from torchdev_lint.analysis.knowledge.devices import own_device
 from torchdev_lint.analysis.knowledge.torch_api import DEFAULT_DEVICE_SETTERS
 from torchdev_lint.analysis.syntax.bindings import own_bindings, unpacked
-from torchdev_lint.analysis.syntax.scopes import block_statements, dotted_name, resolve, small_statements
+from torchdev_lint.analysis.syntax.scopes import (
+    Scope,
+    block_statements,
+    dotted_name,
+    resolve,
+    small_statements,
+)
 from torchdev_lint.analysis.syntax.units import Unit, memo, method_class, scope_of
 from torchdev_lint.analysis.values import kinds
 from torchdev_lint.analysis.values.flow_classes import class_facts, initialiser, runs_placed
@@ -41,10 +47,30 @@ if TYPE_CHECKING:
 
 # Statements after which a name's value is gone or unknown.
 _FORGETTING = frozenset({cst.Del, cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal})
+_OPTIONALS = frozenset({"typing.Optional", "typing.Union"})
 
 # `with self.assertRaises(...)` and kin: the block is expected to fail.
 EXPECTS_ERROR = re.compile(r"^assertRaises|^assertRaisesRegex|^expectedFailure")
 MAX_ROUNDS = 8
+
+
+def _optional_part(annotation: cst.BaseExpression, scope: Scope) -> cst.BaseExpression:
+    """`Tensor` for `Optional[Tensor]`, `Union[Tensor, None]`, `Tensor | None` and `"Tensor"`: the
+    value is that type wherever it is used as one (a `None` raises at its first use)."""
+    if isinstance(annotation, cst.SimpleString):
+        text = annotation.evaluated_value
+        try:
+            annotation = cst.parse_expression(text) if isinstance(text, str) else annotation
+        except cst.ParserSyntaxError:
+            return annotation
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        parts = [annotation.left, annotation.right]
+    elif isinstance(annotation, cst.Subscript) and resolve(annotation.value, scope) in _OPTIONALS:
+        parts = [e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
+    else:
+        return annotation
+    kept = [p for p in parts if not (isinstance(p, cst.Name) and p.value == "None")]
+    return _optional_part(kept[0], scope) if len(kept) == 1 else annotation
 
 
 class Statements:
@@ -91,7 +117,7 @@ class Statements:
     def _annotated(self, annotation: cst.Annotation | None) -> Value | None:
         if annotation is None:
             return None
-        name = resolve(annotation.annotation, self.scope)
+        name = resolve(_optional_part(annotation.annotation, self.scope), self.scope)
         if name in ("torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter"):
             return TENSOR
         if name is not None and (name == "torch.nn.Module" or kinds.is_module_class(name, self.scope)):
