@@ -87,6 +87,28 @@ class SaveWholeModule(Rule):
         """
     invalid = (
         Invalid(
+            # What the saved expression is of the same kind as: a move, a DDP unwrap.
+            """
+            import torch
+
+            def export(net, path):
+                torch.save(net.cpu(), path)
+
+            def checkpoint(model, path):
+                torch.save(model.module if hasattr(model, "module") else model, path)
+            """,
+            lines=(4, 7),
+            fixed="""
+            import torch
+
+            def export(net, path):
+                torch.save(net.cpu().state_dict(), path)
+
+            def checkpoint(model, path):
+                torch.save((model.module if hasattr(model, "module") else model).state_dict(), path)
+            """,
+        ),
+        Invalid(
             """
             import torch
             import torch.nn as nn

@@ -101,6 +101,24 @@ class ModuleInCheckpointDict(Rule):
         """
     invalid = (
         Invalid(
+            # A copy of the model, cast for a smaller file: still the whole module.
+            """
+            from copy import deepcopy
+            import torch
+
+            def snapshot(model, epoch, path):
+                torch.save({"epoch": epoch, "model": deepcopy(model).half()}, path)
+            """,
+            lines=(5,),
+            fixed="""
+            from copy import deepcopy
+            import torch
+
+            def snapshot(model, epoch, path):
+                torch.save({"epoch": epoch, "model": deepcopy(model).half().state_dict()}, path)
+            """,
+        ),
+        Invalid(
             """
             import torch
             import torch.nn as nn

@@ -64,6 +64,7 @@ _NON_MODULE_LITERALS = (
     cst.Float,
     cst.Imaginary,
 )
+_COPIES = frozenset({"copy.deepcopy", "copy.copy"})
 _NON_MODULE_BUILTINS = frozenset(
     f"builtins.{name}" for name in ("dict", "list", "tuple", "set", "str", "int", "float", "bool", "len")
 ) | {"collections.OrderedDict", "collections.defaultdict"}
@@ -227,11 +228,30 @@ def probably_module(node: cst.BaseExpression, scope: Scope) -> bool:
     """
     if constructs_module(node, scope):
         return True
+    if isinstance(node, cst.IfExp):  # `model.module if hasattr(model, "module") else model`
+        return probably_module(node.body, scope) and probably_module(node.orelse, scope)
+    kept = _same_kind_source(node, scope)
+    if kept is not node:
+        return probably_module(kept, scope)  # `model.cpu()`, `deepcopy(model).half()`
     if module_by_syntax(node, scope, in_place_moves=True):
         return not contradicts_module(node, scope)
     if not _named_like_module(node, scope):
         return False
     return not contradicts_module(node, scope) and not _bound_to_loaded_item(node, scope)
+
+
+def _same_kind_source(node: cst.BaseExpression, scope: Scope) -> cst.BaseExpression:
+    """What `node` is of the same kind as: the receiver of a move, cast or mode switch
+    (`model.cpu()`, `net.half().eval()`), the object a copy is made of (`deepcopy(model)`)."""
+    while isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in SAME_KIND_METHODS:
+            node = func.value
+        elif resolve(func, scope) in _COPIES and len(node.args) == 1 and not node.args[0].star:
+            node = node.args[0].value
+        else:
+            break
+    return node
 
 
 def _bound_to_loaded_item(node: cst.BaseExpression, scope: Scope) -> bool:
