@@ -7,12 +7,19 @@ from collections.abc import Sequence
 import libcst as cst
 
 from torchdev_lint.analysis.knowledge.devices import as_move
-from torchdev_lint.analysis.knowledge.torch_api import CONTAINERS, DATA_PARALLEL_CLASSES, DISTRIBUTED_WRAPPERS
+from torchdev_lint.analysis.knowledge.torch_api import (
+    CONTAINERS,
+    DATA_PARALLEL_CLASSES,
+    DISTRIBUTED_WRAPPERS,
+    MODULE_SAME,
+)
 from torchdev_lint.analysis.syntax.scopes import assigned_values, dotted_name
 from torchdev_lint.analysis.values.kinds import is_module_class
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 MODE_METHODS = frozenset({"eval", "train"})
+# Module methods that return the module itself, which may sit between the mode switch and the move.
+_MODULE_RETURNING = MODULE_SAME | {"requires_grad_", "apply", "zero_grad"}
 # What may change where the fix is unsafe (the docs' "Fix safety").
 _ORDER_RISK = (
     "{module} is not known to be built by a `torch.nn` class: its own `train()`, `to()` or `_apply()` "
@@ -47,7 +54,9 @@ class EvalBeforeTransfer(Rule):
     docs = """
         ## What it does
         Flags `.eval()`/`.train()` called on a module before it is moved to its device, either in one
-        chain (`Net().eval().to(device)`) or as a statement followed, later in the same block, by the
+        chain (`Net().eval().to(device)`, also across module methods that return the module:
+        `clip.eval().requires_grad_(False).to(device)`, then without a fix) or as a statement
+        followed, later in the same block, by the
         move of the same module (`model.eval()` then `model.to(device)`) with nothing in between
         touching it. Moves to the CPU and dtype casts (`.to(torch.float16)`) are not moves to a device.
 
@@ -87,6 +96,19 @@ class EvalBeforeTransfer(Rule):
         names the module. Statements with other code between them are reported without a fix.
         """
     invalid = (
+        Invalid(
+            # Other module methods between the switch and the move: reported, no reorder written.
+            """
+            from torch import nn
+
+            def frozen_encoder(encoder, device):
+                return encoder.eval().requires_grad_(False).to(device)
+
+            def half_head(device):
+                return nn.Linear(4, 4).train(False).half().to(device)
+            """,
+            lines=(4, 7),
+        ),
         Invalid(
             """
             import torch
@@ -178,6 +200,12 @@ class EvalBeforeTransfer(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         move = as_move(node, self.ctx.scope)
         mode = move.receiver if move is not None and move.to_accelerator else None
+        between = mode
+        while isinstance(between, cst.Call) and _mode_receiver(between) is None and _keeps_module(between):
+            between = between.func.value  # type: ignore[attr-defined]
+        if between is not mode and isinstance(between, cst.Call) and _mode_receiver(between) is not None:
+            self.report(between)  # `.eval().requires_grad_(False).to(d)`: no reorder written across calls
+            return
         if not (isinstance(mode, cst.Call) and _mode_receiver(mode) is not None):
             return
         assert isinstance(mode.func, cst.Attribute) and isinstance(node.func, cst.Attribute)
@@ -280,6 +308,12 @@ class EvalBeforeTransfer(Rule):
             return False
         move = as_move(value, self.ctx.scope)
         return move is not None and move.to_accelerator and dotted_name(move.receiver) == key
+
+
+def _keeps_module(call: cst.Call) -> bool:
+    """`m.requires_grad_(False)`, `m.half()`: a module method that returns the module itself."""
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value in _MODULE_RETURNING
 
 
 def _mode_receiver(call: cst.Call) -> str | None:
