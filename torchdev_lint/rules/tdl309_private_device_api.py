@@ -20,10 +20,11 @@ class PrivateDeviceApi(Rule):
     docs = """
         ## What it does
         Flags calls of private PyTorch helpers that parse or place devices and have a public
-        line to write instead: `torch._utils._get_device_index` (also in `torch.cuda._utils`),
+        line to write instead: `torch._utils._get_device_index` (also in `torch.cuda._utils`, and as
+        `torch.cuda._get_device_index`),
         `torch._C._nn._parse_to`, and the `torch._C._cuda_*` bindings behind
         `torch.cuda.device_count()`, `current_device()`, `set_device()`, `synchronize()`,
-        `empty_cache()`, the stream and memory-statistics functions. The message names the
+        `empty_cache()`, `current_blas_handle()`, the stream and memory-statistics functions. The message names the
         public replacement.
 
         `_parse_to` is how a `to()` override learns where the module is going. The public
@@ -81,8 +82,10 @@ class PrivateDeviceApi(Rule):
             import torch
             count = torch._C._cuda_getDeviceCount()
             torch._C._cuda_synchronize()
+            index = torch.cuda._get_device_index("cuda:1", optional=True)
+            handle = torch._C._cuda_getCurrentBlasHandle()
             """,
-            lines=(2, 3),
+            lines=(2, 3, 4, 5),
         ),
         Invalid(
             """

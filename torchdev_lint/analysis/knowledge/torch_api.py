@@ -262,6 +262,8 @@ _DEVICE_INDEX = "`torch.device(device).index` (or `torch.cuda.current_device()` 
 PRIVATE_DEVICE_HELPERS = {
     "torch._utils._get_device_index": _DEVICE_INDEX,
     "torch.cuda._utils._get_device_index": _DEVICE_INDEX,
+    "torch.cuda._get_device_index": _DEVICE_INDEX,  # the same function, imported by `torch/cuda/__init__.py`
+    "torch._C._cuda_getCurrentBlasHandle": "`torch.cuda.current_blas_handle()`",
     # Parses `Module.to`'s arguments; its result has already grown once (a fourth value, the memory format).
     "torch._C._nn._parse_to": (
         "`super().to(*args, **kwargs)` in the `to()` override and read the device from a parameter "
