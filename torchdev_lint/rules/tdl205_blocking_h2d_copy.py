@@ -40,7 +40,8 @@ class BlockingH2dCopy(Rule):
         of the function in the checked files passes a pinned `DataLoader` (a function never
         called there, or called once with another loader, stays silent). A copy
         after which the host batch is written in place (`x.mul_(...)`, `x[...] = ...`, `out=x`,
-        a write through `x.numpy()` or another view of it) is not flagged: made non-blocking,
+        a write through `x.numpy()` or another view of it, `flat = x.view(-1); flat[0] = v`, or
+        through its rows, `for row in x: row.mul_(2)`) is not flagged: made non-blocking,
         it would race with the write.
 
         ## Why it matters
@@ -215,6 +216,25 @@ class BlockingH2dCopy(Rule):
         ),
     )
     valid = (
+        # The host batch written after the copy through a view of it, or through its rows.
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def fit(dataset, model, gpu):
+                for images, labels in DataLoader(dataset, batch_size=32, pin_memory=True):
+                    inputs = images.to(gpu)
+                    flat = images.view(-1)
+                    flat[0] = 0
+                    model(inputs)
+                for images, labels in DataLoader(dataset, batch_size=32, pin_memory=True):
+                    inputs = images.to(gpu)
+                    for image in images:
+                        image.mul_(2)
+                    model(inputs)
+            """
+        ),
         # One batch drawn to size the model (no loop draws again); a drawn batch written after its
         # copy (a non-blocking copy would race with the write).
         Valid(

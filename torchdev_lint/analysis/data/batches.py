@@ -431,6 +431,7 @@ class _Watch(cst.CSTVisitor):
         self.copy = copy
         self.result = HostWrite.NONE
         self.path: list[cst.CSTNode] = []
+        self.views: set[str] = set()  # names bound to views of a watched tensor after the copy
 
     def _note(self, found: HostWrite) -> None:
         if found is HostWrite.CERTAIN or self.result is HostWrite.NONE:
@@ -536,8 +537,14 @@ class _Watch(cst.CSTVisitor):
             names = [t.target for t in parent.targets if isinstance(t.target, cst.Name)]
             if len(names) == len(parent.targets):
                 self.live |= {(name.value,) for name in names}
+                if _VIEW in path:
+                    self.views |= {name.value for name in names}  # `flat = x.view(-1)`
                 return HostWrite.NONE
             return HostWrite.POSSIBLE
+        if isinstance(parent, cst.For) and parent.iter is node and isinstance(parent.target, cst.Name):
+            self.live.add((parent.target.value,))
+            self.views.add(parent.target.value)  # `for row in x:`: each row is a view of `x`
+            return HostWrite.NONE
         if isinstance(
             parent,
             (
@@ -577,6 +584,8 @@ class _Watch(cst.CSTVisitor):
         host = max((h for h in self.live if _overlap(target, h)), key=len)
         if len(target) <= len(host):
             return HostWrite.NONE  # rebinding the batch or one of its entries
+        if host[0] in self.views and len(host) == 1:
+            return HostWrite.CERTAIN  # `flat[0] = v` with `flat = x.view(-1)`: writes the batch
         last = target[-1]
         if last == _REGION or _VIEW in target[len(host) : -1]:
             return HostWrite.CERTAIN  # `x[:, 0] = v`, `x.numpy()[0] = v`
