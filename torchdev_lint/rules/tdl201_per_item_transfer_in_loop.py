@@ -18,6 +18,7 @@ from torchdev_lint.analysis.data.item_moves import (
     per_item_move,
 )
 from torchdev_lint.analysis.knowledge.devices import Move, as_move
+from torchdev_lint.analysis.knowledge.torch_api import JOINS
 from torchdev_lint.analysis.syntax.loops import depends_on, loop_bound_names
 from torchdev_lint.analysis.syntax.scopes import Scope, resolve
 from torchdev_lint.analysis.values import flow
@@ -33,7 +34,9 @@ from torchdev_lint.syntax import comments, keyword, method_call
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
-_JOINS = frozenset({"torch.stack", "torch.cat", "torch.concat", "torch.concatenate"})
+_JOINS = frozenset(f"torch.{name}" for name in JOINS)
+# `tuple(x.cuda() for x in xs)`: the comprehension, as a join's sequence.
+_SEQUENCES = frozenset({"builtins.tuple", "builtins.list"})
 # What may change where a fix is unsafe (the docs' "Fix safety"), by the reason it is unsafe there.
 _DEVICE_ITEMS_RISK = (
     "the items are not known to be host tensors: items on several devices (CPU and CUDA, two GPUs) "
@@ -68,7 +71,8 @@ class PerItemTransferInLoop(Rule):
         batched move would do:
 
         - (a) the moved items are joined afterwards: `torch.stack([x.to(d) for x in xs])`,
-          `torch.cat(...)`, a list comprehension of moved items bound to a name and joined later
+          `torch.cat(...)` and the other joins (`vstack`, `hstack`...; the comprehension also inside
+          `tuple(...)`), a list comprehension of moved items bound to a name and joined later
           (`ys = [x.cuda() for x in xs]` ... `torch.cat(ys)`), or a list filled by
           `out.append(x.to(d))` (also `x = x.to(d)` then `out.append(x.unsqueeze(0))`) in a
           `for x in xs` loop and then stacked or concatenated after the loop, or a running join
@@ -125,6 +129,24 @@ class PerItemTransferInLoop(Rule):
         says which of these reasons applies at its site.
         """
     invalid = (
+        Invalid(
+            # Other joins, and a comprehension wrapped in `tuple(...)`.
+            """
+            import torch
+
+            def gather(frames, device):
+                rows = torch.vstack([f.to(device) for f in frames])
+                return rows, torch.stack(tuple(f.to(device) for f in frames))
+            """,
+            lines=(4, 5),
+            fixed="""
+            import torch
+
+            def gather(frames, device):
+                rows = torch.vstack([f for f in frames]).to(device)
+                return rows, torch.stack([f for f in frames]).to(device)
+            """,
+        ),
         Invalid(
             # A comment inside the move goes with it.
             """
@@ -508,6 +530,13 @@ class PerItemTransferInLoop(Rule):
         if not node.args or node.args[0].keyword is not None or node.args[0].star:
             return
         first = node.args[0].value
+        if (
+            isinstance(first, cst.Call)
+            and resolve(first.func, scope) in _SEQUENCES
+            and len(first.args) == 1
+            and isinstance(first.args[0].value, (cst.ListComp, cst.GeneratorExp))
+        ):
+            first = first.args[0].value
         if isinstance(first, cst.Name):
             for loop, appended in self.appended.pop((id(scope.owner), first.value), ()):
                 if loop not in self.ctx.ancestors:
