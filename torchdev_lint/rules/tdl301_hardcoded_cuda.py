@@ -42,7 +42,8 @@ class HardcodedCuda(Rule):
         `device="cuda"`, `torch.device("cuda")`, or assigned to a name that says device, `DEVICE = "cuda"`;
         the index may be computed, `f"cuda:{args.gpu}"`, `"cuda:%d" % rank`, then without a fix)
         and `.cuda()`/`.cuda(i)`, in a function that neither checks `torch.cuda.is_available()`/
-        `torch.cuda.device_count()` nor takes a device parameter (a device-index parameter does not excuse
+        `torch.cuda.device_count()` (to choose: a check only printed or logged does not count) nor
+        takes a device parameter (a device-index parameter does not excuse
         `.cuda(i)`: it still targets CUDA; a process rank counts only where the function places data with
         it). For top-level code, the module as a whole must check availability. Also `"cuda"` in a
         conditional whose test does not say CUDA is there (`"xpu" if xpu_ok() else "cuda"`). One finding per statement, however many uses it holds.
@@ -132,6 +133,30 @@ class HardcodedCuda(Rule):
         of a conditional, a move that follows a tensor (its device is the answer), nor where the module
         does not import `torch` itself."""
     invalid = (
+        Invalid(
+            # An availability check only printed or logged chooses nothing.
+            """
+            import logging
+            import torch
+
+            def fit(model, x):
+                print("CUDA:", torch.cuda.is_available())
+                logging.info(f"{torch.cuda.device_count()} GPUs")
+                return model.cuda()(x.cuda())
+            """,
+            lines=(7,),
+            fixed="""
+            import logging
+            import torch
+
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            def fit(model, x):
+                print("CUDA:", torch.cuda.is_available())
+                logging.info(f"{torch.cuda.device_count()} GPUs")
+                return model.to(device)(x.to(device))
+            """,
+        ),
         Invalid(
             # A CUDA device whose index is computed at run time: flagged, without a fix.
             """

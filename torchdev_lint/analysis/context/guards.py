@@ -67,6 +67,12 @@ def name_words(name: str) -> set[str]:
     return {word.lower() for word in _WORD.findall(name)}
 
 
+# Methods of loggers and of `warnings` that only report what they are given.
+_LOGGING_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "critical", "log", "print", "write"}
+)
+
+
 def is_availability_call(node: cst.CSTNode, scope: Scope) -> bool:
     """`torch.cuda.is_available()`, `torch.cuda.device_count()` (or torch.accelerator's)."""
     if not isinstance(node, cst.Call):
@@ -77,19 +83,41 @@ def is_availability_call(node: cst.CSTNode, scope: Scope) -> bool:
 
 
 def checks_availability(node: cst.CSTNode, scope: Scope) -> bool:
-    """Does the code under `node` (a function or the module) call an availability check?"""
+    """Does the code under `node` (a function or the module) call an availability check to choose
+    with it? One only printed or logged (`print(torch.cuda.is_available())`, an f-string) chooses
+    nothing."""
     cache: dict[cst.CSTNode, bool] = scope.module.__dict__.setdefault(_CACHE, {})
     if node not in cache:
         found = False
+        reporting = 0  # how many of the nodes entered only report (a print's or a log's argument)
 
         def enter(child: cst.CSTNode) -> None:
-            nonlocal found
-            if not found and is_availability_call(child, scope):
+            nonlocal found, reporting
+            if _reports(child, scope):
+                reporting += 1
+            elif not found and not reporting and is_availability_call(child, scope):
                 found = True
 
-        walk(node, enter, lambda child: None)
+        def leave(child: cst.CSTNode) -> None:
+            nonlocal reporting
+            if _reports(child, scope):
+                reporting -= 1
+
+        walk(node, enter, leave)
         cache[node] = found
     return cache[node]
+
+
+def _reports(node: cst.CSTNode, scope: Scope) -> bool:
+    """An f-string's field, or a call that prints or logs (`print`, `logger.info`, `warnings.warn`)."""
+    if isinstance(node, cst.FormattedStringExpression):
+        return True
+    if not isinstance(node, cst.Call):
+        return False
+    func = node.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in _LOGGING_METHODS
+    return resolve(func, scope) == "builtins.print"
 
 
 def takes_device(function: cst.FunctionDef | cst.Lambda, scope: Scope) -> bool:
