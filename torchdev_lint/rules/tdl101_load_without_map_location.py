@@ -30,7 +30,9 @@ class LoadWithoutMapLocation(Rule):
         `torch.load`/`torch.jit.load`, third of `load_state_dict_from_url`); calls unpacking
         `*args`/`**kwargs` may carry one. Left alone where the premise (tensors restored onto a device this
         machine may lack) cannot hold:
-        - files the program wrote itself: a path the same function has just written (same run, same machine);
+        - files the program wrote itself: a path the same function has just written (same run, same machine;
+          not a cache written only when missing, `if not os.path.exists(p): torch.save(...)`, which another run
+          may have written);
           a `torch.load` of a path the file writes from host memory (`torch.save(feats.cpu(), path)`, the same
           expression naming the same file: in one function, or a constant, a `self` attribute or a parameter of
           the methods of one class; another function's `path` parameter is another file; NumPy, `torch.from_numpy`, factories without `device=`, k2 FSAs built from text, what
@@ -220,8 +222,8 @@ class LoadWithoutMapLocation(Rule):
         ),
         # A file format written and read by module-level functions, weights a class writes and
         # reads itself: the bytes may come from a file saved on another machine. A script's
-        # evaluation function named `test` is no unit test; a cache read before it is written may
-        # come from another run (`embed` returns CUDA tensors); a scheduler's state next to a
+        # evaluation function named `test` is no unit test; a cache read before it is written, or
+        # written only when missing, may come from another run (`embed` returns CUDA tensors); a scheduler's state next to a
         # model's is still a load of tensors; a download from a URL the caller chooses may hold
         # anything; without the project's facts, `from . import k2` may be any module.
         Invalid(
@@ -270,8 +272,13 @@ class LoadWithoutMapLocation(Rule):
 
             def lexicon(lang_dir):
                 return k2.Fsa.from_dict(torch.load(lang_dir / "L.pt"))
+
+            def codes(model, x, cache):
+                if not os.path.isfile(cache):
+                    torch.save(embed(model, x), cache)
+                return torch.load(cache)
             """,
-            lines=(12, 19, 22, 29, 35, 41, 44),
+            lines=(12, 19, 22, 29, 35, 41, 44, 49),
             fixed="""
             import io
             import os
@@ -317,6 +324,11 @@ class LoadWithoutMapLocation(Rule):
 
             def lexicon(lang_dir):
                 return k2.Fsa.from_dict(torch.load(lang_dir / "L.pt", map_location="cpu"))
+
+            def codes(model, x, cache):
+                if not os.path.isfile(cache):
+                    torch.save(embed(model, x), cache)
+                return torch.load(cache, map_location="cpu")
             """,
         ),
     )

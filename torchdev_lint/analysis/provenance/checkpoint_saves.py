@@ -16,6 +16,7 @@ What loading restores is in `checkpoint_loads`.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -27,10 +28,13 @@ from torchdev_lint.analysis.provenance.load_facts import local_tokens, may_be_sa
 from torchdev_lint.analysis.provenance.saved_files import distinctive, path_shape
 from torchdev_lint.analysis.syntax.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, resolve
-from torchdev_lint.analysis.syntax.walk import calls, children
+from torchdev_lint.analysis.syntax.walk import calls, children, first
 from torchdev_lint.analysis.values.flow import device_of
 from torchdev_lint.analysis.values.host_values import SAVED_OBJECT, saved_on_cpu
 from torchdev_lint.syntax import argument
+
+# Calls that test whether a file is there: `os.path.exists(p)`, `p.is_file()`, `osp.isfile(p)`.
+_EXISTENCE_TESTS = frozenset({"exists", "isfile", "is_file"})
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
@@ -97,7 +101,8 @@ class SavedFiles:
         if obj is None or path is None:
             return
         key = path_key(path.value)
-        self._by_function[ctx.scope.owner].add(key)
+        if not _written_only_when_missing(ctx.ancestors):
+            self._by_function[ctx.scope.owner].add(key)  # a cache made only when missing may be another run's
         if in_memory_buffer(path.value, ctx.scope):
             self._buffer_users.add(id(_serializer(ctx.scope)))
         if self._facts is None:
@@ -211,6 +216,20 @@ def _serializer(scope: Scope) -> cst.CSTNode:
     """The innermost class around `scope`, else its function (or module)."""
     klass = scope.enclosing_class
     return klass.node if klass is not None else scope.owner.node
+
+
+def _written_only_when_missing(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Is the save under a test of a file's existence (`if not os.path.exists(p):`): a cache
+    written only when missing, so a later read may find what another run wrote."""
+    return any(
+        isinstance(node, cst.If) and first(node.test, _tests_existence) is not None for node in ancestors
+    )
+
+
+def _tests_existence(node: cst.CSTNode) -> bool:
+    func = node.func if isinstance(node, cst.Call) else None
+    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    return name in _EXISTENCE_TESTS
 
 
 def in_memory_buffer(path: cst.BaseExpression, scope: Scope) -> bool:
