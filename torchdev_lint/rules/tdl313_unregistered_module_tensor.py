@@ -186,6 +186,22 @@ class UnregisteredModuleTensor(Rule):
             """,
         ),
         Invalid(
+            # Two tensors stored in one tuple assignment: reported there, no fix (two buffers).
+            """
+            import torch
+            from torch import nn
+
+            class Standardize(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.mean, self.std = torch.tensor([0.4, 0.4, 0.4]), torch.tensor([0.2, 0.2, 0.2])
+
+                def forward(self, x):
+                    return (x - self.mean[:, None, None]) / self.std[:, None, None]
+            """,
+            lines=(7,),
+        ),
+        Invalid(
             # The class body gives the name a value: `register_buffer` would raise, so no fix.
             """
             from typing import Optional
@@ -730,6 +746,7 @@ class UnregisteredModuleTensor(Rule):
         if (
             not isinstance(assignment, cst.Assign)
             or len(assignment.targets) != 1
+            or isinstance(assignment.targets[0].target, (cst.Tuple, cst.List))
             or facts.assignments[name] != 1
             or not attribute.after_module_init
         ):

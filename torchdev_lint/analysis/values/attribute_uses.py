@@ -85,9 +85,8 @@ def tensor_attributes(
             continue
         for small in value_assignments(statement):
             targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
-            value = small.value
-            assert value is not None
-            for target in targets:
+            assert small.value is not None
+            for target, value in _paired_targets(targets, small.value):
                 if isinstance(target, cst.Name):
                     locals_[target.value].append(value)
                 attr = self_attribute(target, self_name)
@@ -103,6 +102,25 @@ def tensor_attributes(
                     found[attr] = TensorAttribute(small, module_ready)
     # Built as a plain tensor, then wrapped: `self.mask = nn.Parameter(self.mask, requires_grad=False)`.
     return {name: attribute for name, attribute in found.items() if name not in facts.state}
+
+
+def _paired_targets(
+    targets: list[cst.BaseExpression], value: cst.BaseExpression
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Each target with its value; a tuple target with the element of a tuple display it gets
+    (`self.mean, self.std = torch.tensor(m), torch.tensor(s)`)."""
+    pairs = []
+    for target in targets:
+        if (
+            isinstance(target, (cst.Tuple, cst.List))
+            and isinstance(value, (cst.Tuple, cst.List))
+            and len(target.elements) == len(value.elements)
+            and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements))
+        ):
+            pairs += [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
+        else:
+            pairs.append((target, value))
+    return pairs
 
 
 def _is_state(value: cst.BaseExpression, scope: Scope) -> bool:
