@@ -42,7 +42,9 @@ class DeviceMismatch(Rule):
         `torch.device("cuda" if torch.cuda.is_available() else "cpu")` (or `torch.device("cuda") if
         ... else torch.device("cpu")`, `torch.accelerator.current_accelerator().type if
         torch.accelerator.is_available() else "cpu"`) counts as CUDA here: the
-        program fails on every machine that has a GPU. Values whose device is unknown (a
+        program fails on every machine that has a GPU. A library function the library-models
+        table knows to return a CPU tensor (`torchvision.transforms.functional.to_tensor(image)`,
+        `torchvision.io.read_image(path)`) makes one. Values whose device is unknown (a
         `device` parameter, what a helper function returns) are never flagged, nor are two
         values on the same device variable, Python scalars, `.item()` results and CPU 0-dim
         tensors in arithmetic (PyTorch lets those mix).

@@ -47,6 +47,9 @@ class Fact(Enum):
     # A decorator whose function runs once per instance or per arguments, its result kept: the
     # body is setup code (`setup_code`).
     CACHED_RESULT = "result computed once and cached"
+    # Returns a tensor (of at least one dimension) in host memory, whatever its arguments: an
+    # image decoded or converted on the CPU (`flow_calls`).
+    CPU_TENSOR = "returns a CPU tensor"
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,11 @@ class Model:
     fact: Fact
     why: str
     # A program in which the fact decides a finding, and what the finding is without the entry:
-    # (code, line) reported without it, absent with it.
+    # (code, line) reported without it, absent with it; with `finds`, the other way round (a fact
+    # that lets a rule see a problem: absent without the entry, reported with it).
     example: str
     without: tuple[str, int]
+    finds: bool = False
 
 
 _K2_HOST = """\
@@ -151,6 +156,23 @@ class Embedder:
         probe = torch.rand(1, 16000).to(self.device)
         return self.model(probe).shape[-1]
 """
+
+
+_IMAGE_INPUT = """\
+import torch
+from torch import nn
+import {module}
+
+def classify(path):
+    model = nn.Linear(3, 2).to(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    return model({call}.unsqueeze(0))
+"""
+
+
+def _cpu_tensor(api: str, call: str, why: str) -> Model:
+    module = api.rsplit(".", 1)[0]
+    example = _IMAGE_INPUT.format(module=module, call=call.format(api=api))
+    return Model(api, Fact.CPU_TENSOR, why, example, ("TDL302", 7), finds=True)
 
 
 def _k2(call: str, why: str, fact: Fact = Fact.HOST_RESULT) -> Model:
@@ -287,6 +309,18 @@ MODELS: tuple[Model, ...] = (
         _WRAPPED.format(api="ShardedDataParallel"),
         ("TDL308", 9),
     ),
+    _cpu_tensor(
+        "torchvision.transforms.functional.to_tensor",
+        "{api}(path)",
+        "converts a PIL image or NumPy array into a new CPU tensor",
+    ),
+    _cpu_tensor(
+        "torchvision.transforms.functional.pil_to_tensor",
+        "{api}(path)",
+        "converts a PIL image into a new CPU tensor",
+    ),
+    _cpu_tensor("torchvision.io.read_image", "{api}(path)", "reads and decodes a file on the CPU"),
+    _cpu_tensor("torchvision.io.decode_image", "{api}(path)", "decodes the image on the CPU"),
 )
 
 

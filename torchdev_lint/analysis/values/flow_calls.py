@@ -16,7 +16,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.data import loaders
 from torchdev_lint.analysis.knowledge.devices import CPU, OWN_TYPE, Device, conflicting, is_dtype
-from torchdev_lint.analysis.knowledge.library_models import host_module
+from torchdev_lint.analysis.knowledge.library_models import Fact, apis, host_module
 from torchdev_lint.analysis.knowledge.torch_api import (
     ALWAYS_NONSCALAR_FACTORIES,
     BLOCKING,
@@ -148,6 +148,8 @@ class Calls:
             value = self.record.values.get(location.value) if location is not None else None
             device = value.device if value is not None and value.kind is Kind.DEVICE else None
             return Value(Kind.MODULE, device, stateful=True)
+        if name in apis(Fact.CPU_TENSOR):
+            return Value(Kind.TENSOR, CPU, nonscalar=True)  # `to_tensor(image)`: made on the host
         if name in READERS or host_module(name):
             for arg, value in zip(node.args, args, strict=True):
                 if value is not None and value.pending is not None:
