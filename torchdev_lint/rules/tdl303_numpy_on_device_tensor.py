@@ -71,6 +71,26 @@ class NumpyOnDeviceTensor(Rule):
             """,
         ),
         Invalid(
+            # The pieces of a CUDA tensor (`chunk`, `split`, `unbind`) are on CUDA too.
+            """
+            import torch
+
+            def halves(n):
+                both = torch.randn(2, n, device="cuda")
+                first, second = both.chunk(2)
+                return first.numpy(), second
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+
+            def halves(n):
+                both = torch.randn(2, n, device="cuda")
+                first, second = both.chunk(2)
+                return first.cpu().numpy(), second
+            """,
+        ),
+        Invalid(
             # Other spellings of a device that is CUDA (an accelerator) whenever one is available.
             """
             import torch

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 # Statements after which a name's value is gone or unknown.
 _FORGETTING = frozenset({cst.Del, cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal})
 _OPTIONALS = frozenset({"typing.Optional", "typing.Union"})
+# Tensor methods that return a tuple of pieces of the receiver, each on its device.
+_SPLITTING_METHODS = frozenset({"chunk", "split", "unbind", "tensor_split", "hsplit", "vsplit"})
 
 # `with self.assertRaises(...)` and kin: the block is expected to fail.
 EXPECTS_ERROR = re.compile(r"^assertRaises|^assertRaisesRegex|^expectedFailure")
@@ -209,8 +211,26 @@ class Statements:
                 self.expressions.bind(element.value, result, source.value, state)
             return
         result = self.expressions.eval(value, state)
+        pieces = self._pieces(value)
         for target in targets:
+            if pieces is not None and isinstance(target, (cst.Tuple, cst.List)):
+                for element in target.elements:  # `a, b = x.chunk(2)`: tensors where `x` is
+                    self.expressions.bind(element.value, pieces, None, state)
+                continue
             self.expressions.bind(target, result, value, state)
+
+    def _pieces(self, value: cst.BaseExpression) -> Value | None:
+        """What each piece of `x.chunk(n)`, `x.split(k)`, `x.unbind()` is: a tensor on `x`'s device."""
+        if not (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in _SPLITTING_METHODS
+        ):
+            return None
+        receiver = self.record.values.get(value.func.value)
+        if receiver is None or receiver.kind is not Kind.TENSOR:
+            return None
+        return Value(Kind.TENSOR, receiver.device, grad=receiver.grad)
 
     def _if(self, node: cst.If, state: State) -> State:
         self.expressions.eval(node.test, state)
