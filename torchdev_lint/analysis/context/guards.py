@@ -15,26 +15,20 @@ from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from torchdev_lint.analysis.context.availability import (
+    checks_availability,
+    is_availability_call,
+    takes_device,
+)
 from torchdev_lint.analysis.knowledge.cuda_modules import CUDA_WORDS
 from torchdev_lint.analysis.knowledge.devices import (
-    VARIABLE,
-    device_argument,
     is_cuda_literal,
     is_formatted_cuda,
 )
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
-from torchdev_lint.analysis.syntax.walk import first, walk
+from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.analysis.values.module_classes import attribute_assignments, instance_name
 
-AVAILABILITY_CALLS = frozenset(
-    {
-        "torch.cuda.is_available",
-        "torch.cuda.device_count",
-        "torch.accelerator.is_available",
-        "torch.accelerator.device_count",
-    }
-)
-_AVAILABILITY_METHODS = frozenset(name.rsplit(".", 1)[-1] for name in AVAILABILITY_CALLS)
 # Boolean switches: `cuda`, `use_cuda`, `args.use_gpu`, `gpu`, `cuda_enabled`, `no_cuda`, `args.cpu`.
 _FLAG = re.compile(
     r"^(use_|enable_|enabled_|with_|has_|no_|on_|run_on_|using_)?(cuda|gpu|gpus|cpu)(_enabled|_available|_on|_flag)?$",
@@ -42,9 +36,6 @@ _FLAG = re.compile(
 )
 # GPU counts compared against a number: `n_gpu > 0`, `args.ngpu >= 1`, `num_gpus != 0`.
 _COUNT = re.compile(r"^(n_?gpus?|num_?gpus?|gpu_count)$", re.IGNORECASE)
-_CACHE = "_availability_checked"
-# A matrix's rank, not a process's: `reduced_rank`, `lora_rank` (but `local_rank`, `global_rank` are processes').
-_MATRIX_RANK = re.compile(r"^(?!(local|global|node|process|dist|world)_)\w+_ranks?$", re.IGNORECASE)
 # Owners whose `is_cuda` is a setting, not a tensor's placement: `self.is_cuda`, `args.is_cuda`.
 _FLAG_OWNERS = frozenset({"self", "cls", "args", "cfg", "config", "opt", "opts", "hparams"})
 # A setting named like a tensor's own placement test: a flag only where the class stores one.
@@ -66,101 +57,6 @@ def name_words(name: str) -> set[str]:
     """`CUDATestBase` → {"cuda", "test", "base"}; `self.has_cuda_inputs` → {"self", "has", "cuda", "inputs"}."""
     return {word.lower() for word in _WORD.findall(name)}
 
-
-# Methods of loggers and of `warnings` that only report what they are given.
-_LOGGING_METHODS = frozenset(
-    {"debug", "info", "warning", "warn", "error", "critical", "log", "print", "write"}
-)
-
-
-def is_availability_call(node: cst.CSTNode, scope: Scope) -> bool:
-    """`torch.cuda.is_available()`, `torch.cuda.device_count()` (or torch.accelerator's)."""
-    if not isinstance(node, cst.Call):
-        return False
-    func = node.func
-    last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
-    return last in _AVAILABILITY_METHODS and resolve(func, scope) in AVAILABILITY_CALLS
-
-
-def checks_availability(node: cst.CSTNode, scope: Scope) -> bool:
-    """Does the code under `node` (a function or the module) call an availability check to choose
-    with it? One only printed or logged (`print(torch.cuda.is_available())`, an f-string) chooses
-    nothing."""
-    cache: dict[cst.CSTNode, bool] = scope.module.__dict__.setdefault(_CACHE, {})
-    if node not in cache:
-        found = False
-        reporting = 0  # how many of the nodes entered only report (a print's or a log's argument)
-
-        def enter(child: cst.CSTNode) -> None:
-            nonlocal found, reporting
-            if _reports(child, scope):
-                reporting += 1
-            elif not found and not reporting and is_availability_call(child, scope):
-                found = True
-
-        def leave(child: cst.CSTNode) -> None:
-            nonlocal reporting
-            if _reports(child, scope):
-                reporting -= 1
-
-        walk(node, enter, leave)
-        cache[node] = found
-    return cache[node]
-
-
-def _reports(node: cst.CSTNode, scope: Scope) -> bool:
-    """An f-string's field, or a call that prints or logs (`print`, `logger.info`, `warnings.warn`)."""
-    if isinstance(node, cst.FormattedStringExpression):
-        return True
-    if not isinstance(node, cst.Call):
-        return False
-    func = node.func
-    if isinstance(func, cst.Attribute):
-        return func.attr.value in _LOGGING_METHODS
-    return resolve(func, scope) == "builtins.print"
-
-
-def takes_device(function: cst.FunctionDef | cst.Lambda, scope: Scope) -> bool:
-    """A parameter named like a device (`device`, `dev`, `gpu_id`), annotated `torch.device`, or a
-    process rank (`rank`, `local_rank`) the function uses to place data (`.to(rank)`,
-    `device=f"cuda:{rank}"`, `torch.cuda.set_device(rank)`): a rank that only numbers the process
-    says nothing about where its data goes."""
-    params = function.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-        name = param.name.value
-        if device_argument(param.name, scope) == VARIABLE and not _MATRIX_RANK.match(name):
-            if not _RANK.search(name) or _places_with(function, name):
-                return True
-        annotation = param.annotation
-        if annotation is not None and resolve(annotation.annotation, scope) == "torch.device":
-            return True
-    return False
-
-
-def _places_with(function: cst.FunctionDef | cst.Lambda, name: str) -> bool:
-    """Does `function` hand the name to a move or a device (`.to(rank)`, `device=rank`,
-    `torch.device("cuda", rank)`, `set_device(rank)`, `.cuda(rank)`)?"""
-
-    def places(node: cst.CSTNode) -> bool:
-        if not isinstance(node, cst.Call):
-            return False
-        func = node.func
-        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
-        arguments = [
-            arg.value
-            for arg in node.args
-            if last in _PLACING_CALLS or (arg.keyword is not None and arg.keyword.value == "device")
-        ]
-        return any(
-            first(argument, lambda n: isinstance(n, cst.Name) and n.value == name) for argument in arguments
-        )
-
-    return first(function, places) is not None
-
-
-_RANK = re.compile(r"(^|_)ranks?$", re.IGNORECASE)
-# Calls whose arguments say where data goes.
-_PLACING_CALLS = frozenset({"to", "cuda", "device", "set_device", "DistributedDataParallel"})
 
 # Methods that implement moving a module: `def to(self, *args)` calls `.cuda(device)` on purpose.
 _MOVE_METHODS = frozenset({"to", "_apply", "cuda"})

@@ -16,7 +16,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from torchdev_lint.analysis.context.guards import is_availability_call
+from torchdev_lint.analysis.context.availability import is_availability_call
 from torchdev_lint.analysis.knowledge.devices import as_move
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.project.parameters import Parameter, parameter_of

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import libcst as cst
 
-from torchdev_lint.analysis.context.guards import checks_availability
+from torchdev_lint.analysis.context.availability import checks_availability
 from torchdev_lint.analysis.data.dataset_items import item_parameters
 from torchdev_lint.analysis.data.datasets import collate_code, dataset_class_of
 from torchdev_lint.analysis.data.loaders import (

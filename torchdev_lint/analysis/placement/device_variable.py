@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from torchdev_lint.analysis.context.guards import is_availability_call
+from torchdev_lint.analysis.context.availability import is_availability_call
 from torchdev_lint.analysis.knowledge.devices import literal_device
 from torchdev_lint.analysis.syntax.scopes import Scope, module_reference, resolve
 from torchdev_lint.analysis.syntax.walk import contains, walk

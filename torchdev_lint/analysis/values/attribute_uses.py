@@ -13,6 +13,7 @@ caller moves their result to a device).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -105,7 +106,7 @@ def tensor_attributes(
 
 
 def _paired_targets(
-    targets: list[cst.BaseExpression], value: cst.BaseExpression
+    targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
 ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """Each target with its value; a tuple target with the element of a tuple display it gets
     (`self.mean, self.std = torch.tensor(m), torch.tensor(s)`)."""
