@@ -5,11 +5,17 @@ from __future__ import annotations
 import libcst as cst
 
 from torchdev_lint.analysis.knowledge.devices import as_move
-from torchdev_lint.analysis.knowledge.tensor_types import LegacyType, legacy_type, legacy_type_name
+from torchdev_lint.analysis.knowledge.tensor_types import (
+    LegacyType,
+    legacy_choice,
+    legacy_type,
+    legacy_type_name,
+)
 from torchdev_lint.analysis.syntax.scopes import module_reference
 from torchdev_lint.analysis.values import flow
 from torchdev_lint.analysis.values.factory_values import created_on_device, filled
 from torchdev_lint.analysis.values.kinds import probably_module
+from torchdev_lint.analysis.values.module_classes import attribute_assignments, instance_name
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import comments, positional, prepended, with_keyword
 
@@ -44,7 +50,8 @@ class LegacyTensorType(Rule):
         and kin) used as constructors (`torch.cuda.FloatTensor(2, 3)`) or as cast targets
         (`x.type(torch.cuda.FloatTensor)`), and `torch.set_default_tensor_type(...)`. Uses
         through an alias are followed, also one chosen at module level by a CUDA flag
-        (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`): every `Tensor(...)`
+        (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`, the other side possibly
+        `torch.Tensor`) or kept by the object (`self.FT = ...`): every `Tensor(...)`
         and `.type(Tensor)` is reported (the alias line itself is TDL311's). `isinstance`
         checks and type names in strings or docs are not flagged.
 
@@ -155,6 +162,20 @@ class LegacyTensorType(Rule):
                 return z, labels.type(Tensor)
             """,
             lines=(6, 7, 8),
+        ),
+        Invalid(
+            # An alias the object keeps: each use through `self` is reported, no fix.
+            """
+            import torch
+
+            class Sampler:
+                def __init__(self, cuda):
+                    self.FT = torch.cuda.FloatTensor if cuda else torch.FloatTensor
+
+                def draw(self, n, labels):
+                    return self.FT(n, 100).normal_(), labels.type(self.FT)
+            """,
+            lines=(8, 8),
         ),
         Invalid(
             # The other side of the choice may be `torch.Tensor`, the default type.
@@ -319,22 +340,40 @@ class LegacyTensorType(Rule):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        scope = self.ctx.scope
         func = node.func
         name = self.ctx.qualname(func)
         if name == "torch.set_default_tensor_type":
             self.report(node, fix=self._default_fix(node))
             return
-        kind = legacy_type(func, scope)
+        kind = self._legacy(func)
         if kind is not None:
             self.report(node, fix=self._construct_fix(node, kind))
             return
         if isinstance(func, cst.Attribute) and func.attr.value == "type":
             args = positional(node)
             if len(args) == 1 and args[0] is node.args[0]:
-                kind = legacy_type(args[0].value, scope)
+                kind = self._legacy(args[0].value)
                 if kind is not None:
                     self.report(node, fix=self._cast_fix(node, kind))
+
+    def _legacy(self, node: cst.BaseExpression) -> LegacyType | None:
+        """The legacy class `node` names, also as an attribute the object's class assigns only
+        such classes (`self.FT = torch.cuda.FloatTensor if cuda else torch.FloatTensor`)."""
+        scope = self.ctx.scope
+        kind = legacy_type(node, scope)
+        klass, method = scope.enclosing_class, scope.owner.node
+        if (
+            kind is not None
+            or klass is None
+            or not isinstance(klass.node, cst.ClassDef)
+            or not isinstance(method, cst.FunctionDef)
+            or not isinstance(node, cst.Attribute)
+            or not isinstance(node.value, cst.Name)
+            or node.value.value != instance_name(method)
+        ):
+            return kind
+        assigned = attribute_assignments(klass.node, node.attr.value)
+        return legacy_choice([value for _, value in assigned], klass) if assigned else None
 
     def _torch(self) -> cst.Name | None:
         return module_reference(self.ctx.scope, "torch")

@@ -80,6 +80,13 @@ def legacy_type(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Legac
     return _merge(kinds, None) if kinds else None
 
 
+def legacy_choice(values: list[cst.BaseExpression], scope: Scope) -> LegacyType | None:
+    """What a name assigned `values` (all in `scope`) stands for, when each is a legacy class or a
+    choice between them (`self.FT = torch.cuda.FloatTensor if cuda else torch.FloatTensor`)."""
+    kinds = [legacy_type(value, scope) for value in values]
+    return _merge([k for k in kinds if k is not None], None) if kinds and None not in kinds else None
+
+
 def _either(node: cst.IfExp, scope: Scope, depth: int) -> LegacyType | None:
     """`torch.cuda.FloatTensor if cuda else torch.FloatTensor`; one side may be `torch.Tensor`
     (the default tensor type, float32 on the CPU) when the other is a legacy class."""
