@@ -134,6 +134,20 @@ class DeprecatedCudaAmp(Rule):
             """,
         ),
         Invalid(
+            # `torch` is imported for type checkers only: no fix can name it.
+            """
+            from typing import TYPE_CHECKING
+            from torch.cuda.amp import GradScaler
+
+            if TYPE_CHECKING:
+                import torch
+
+            def make_scaler(enabled: bool) -> "torch.amp.GradScaler":
+                return GradScaler(enabled=enabled)
+            """,
+            lines=(8,),
+        ),
+        Invalid(
             # A branch on an option, not on the torch version: no fallback for old torch.
             """
             import torch

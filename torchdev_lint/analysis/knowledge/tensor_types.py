@@ -40,8 +40,9 @@ class LegacyType:
     chosen: cst.IfExp | None = None  # the conditional expression that picks between classes
 
 
-# `torch.Tensor(...)` builds with the default tensor type: float32 on the CPU unless changed.
-_DEFAULT_TYPE = LegacyType("float32", False)
+# `torch.Tensor(...)` builds with the default dtype on the default device, which the program may
+# have changed (`torch.set_default_dtype`): neither is known.
+_DEFAULT_TYPE = LegacyType(None, None)
 
 
 def legacy_type_name(name: str | None) -> LegacyType | None:
@@ -89,7 +90,7 @@ def legacy_choice(values: list[cst.BaseExpression], scope: Scope) -> LegacyType 
 
 def _either(node: cst.IfExp, scope: Scope, depth: int) -> LegacyType | None:
     """`torch.cuda.FloatTensor if cuda else torch.FloatTensor`; one side may be `torch.Tensor`
-    (the default tensor type, float32 on the CPU) when the other is a legacy class."""
+    (the default tensor type: dtype and device not known) when the other is a legacy class."""
     body = legacy_type(node.body, scope, depth + 1)
     orelse = legacy_type(node.orelse, scope, depth + 1)
     if body is None and orelse is not None and resolve(node.body, scope) == "torch.Tensor":

@@ -24,6 +24,7 @@ COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 # Bindings whose value is unknown here: a loop or `with` target, an exception, `x += v`.
 _OPAQUE_TARGETS = frozenset({"for", "with", "except", "aug-assign"})
 _MAX_ALIAS_DEPTH = 8
+_TYPE_CHECKING = frozenset({"TYPE_CHECKING", "typing.TYPE_CHECKING"})
 
 
 @dataclass(frozen=True)
@@ -180,12 +181,29 @@ def module_reference(scope: Scope, module: str) -> cst.Name | None:
     Prefers the module's own name when it resolves there (``torch``), else an
     alias imported at module level (``import torch as T`` gives ``T``).
     """
-    if resolve(cst.Name(module), scope) == module:
-        return cst.Name(module)
-    for name, bindings in scope.module.bindings.items():
-        if all(b.import_target == module for b in bindings) and resolve(cst.Name(name), scope) == module:
-            return cst.Name(name)
+    checking_only = _type_checking_imports(scope.module.node)
+    for name in (module, *scope.module.bindings):
+        bindings = scope.module.bindings.get(name, [])
+        if name != module and not all(b.import_target == module for b in bindings):
+            continue
+        if resolve(cst.Name(name), scope) != module:
+            continue
+        if bindings and all(id(b.node) in checking_only for b in bindings):
+            continue  # `if TYPE_CHECKING: import torch`: not bound when the code runs
+        return cst.Name(name)
     return None
+
+
+def _type_checking_imports(module: cst.CSTNode) -> set[int]:
+    """The imports the module makes only for type checkers (`if TYPE_CHECKING:` at module level)."""
+    found: set[int] = set()
+    for statement in getattr(module, "body", ()):
+        if not isinstance(statement, cst.If) or dotted_name(statement.test) not in _TYPE_CHECKING:
+            continue
+        for line in block_statements(statement.body):
+            if isinstance(line, cst.SimpleStatementLine):
+                found |= {id(small) for small in line.body if isinstance(small, (cst.Import, cst.ImportFrom))}
+    return found
 
 
 def _binding_target(binding: Binding, scope: Scope, depth: int) -> str | None:
