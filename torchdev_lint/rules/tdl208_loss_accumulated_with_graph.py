@@ -52,7 +52,8 @@ class LossAccumulatedWithGraph(Rule):
         `float(loss)` or `loss.data` are fine and not flagged; so are loops that run with
         gradients off (`torch.no_grad()`/`torch.inference_mode()` around them or as the
         function's decorator), accumulators reset in the loop, and accumulators on which
-        `.backward()` is called later (gradient accumulation wants the graph).
+        `.backward()` is called later, directly or on a value computed from them
+        (`meta_loss = outer / n; meta_loss.backward()`: gradient accumulation wants the graph).
 
         ## Why it matters
         `total += loss` makes `total` a tensor whose autograd history reaches every loss added so
@@ -84,9 +85,12 @@ class LossAccumulatedWithGraph(Rule):
         The fix accumulates `loss.detach()` instead of `loss`: the same values bit for bit, on the
         same device, without waiting for the device. It is **safe** when the accumulator is a
         local name of the function (not a parameter, not `global`/`nonlocal`) that the function
-        neither returns nor yields: nothing outside can then depend on its graph. It is
+        neither returns nor yields nor hands to an object it was given, nor does any value it
+        computes from it with its graph (`mean = total / n; return mean`; `return total.item()`
+        is fine): nothing outside can then depend on its graph. It is
         **unsafe** when the accumulator is an attribute (`self.total`), a parameter, a name from
-        outside the function (`global`/`nonlocal`), or is returned or yielded: a caller might
+        outside the function (`global`/`nonlocal`), is returned or yielded, or is handed to an
+        object from outside (`history.append(total)`, `history` a parameter): a caller might
         differentiate through it (`.backward()`, `torch.autograd.grad`), which then raises or gets
         no gradient from the losses. The unsafe fix's message names which of these it is.
         """
@@ -245,6 +249,22 @@ class LossAccumulatedWithGraph(Rule):
         ),
     )
     valid = (
+        Valid(
+            # The accumulated losses are backpropagated after the loop through a value computed
+            # from them (a meta-learning outer loss): the graphs are needed.
+            """
+            import torch.nn.functional as F
+
+            def adapt(model, opt, tasks):
+                outer = 0.0
+                for (xs, ys), (xq, yq) in tasks:
+                    F.mse_loss(model(xs), ys).backward()
+                    opt.step()
+                    outer = outer + F.mse_loss(model(xq), yq)
+                meta_loss = outer / len(tasks)
+                meta_loss.backward()
+            """
+        ),
         Valid(
             # .item(), .detach(), float() and .data carry no graph.
             """
@@ -440,11 +460,27 @@ class LossAccumulatedWithGraph(Rule):
         return False
 
     def _differentiated(self, name: str) -> bool:
-        """Is `.backward()` (or `autograd.grad`) applied to the accumulator anywhere in the function?"""
+        """Is `.backward()` (or `autograd.grad`) applied to the accumulator, or to a value computed
+        from it (`meta_loss = outer / n; meta_loss.backward()`), anywhere in the function?"""
+        derived = self._derived(name)
         for call in _collect(self._function_body(), self.ctx).calls:
-            if _method(call) in ("backward", "grad") and name in names_in(call):
+            if _method(call) in ("backward", "grad") and names_in(call) & derived:
                 return True
         return False
+
+    def _derived(self, name: str) -> set[str]:
+        """The accumulator and the names the function computes from it, with its autograd history
+        (not through `.item()`, `.detach()`...)."""
+        derived = {name}
+        assignments = _collect(self._function_body(), self.ctx).assignments
+        grown = True
+        while grown:
+            grown = False
+            for target, value in assignments:
+                if target not in derived and not _detached(value) and names_in(value) & derived:
+                    derived.add(target)
+                    grown = True
+        return derived
 
     def _escapes(self, name: str) -> str | None:
         """What may change where the accumulator is detached, when code outside the function
@@ -462,10 +498,32 @@ class LossAccumulatedWithGraph(Rule):
             return "a name from outside this function"
         if any(isinstance(binding.node, cst.Param) for binding in found[1]):
             return "a parameter"
-        for node in _collect(self._function_body(), self.ctx).returns:
-            if node.value is not None and name in names_in(node.value):
-                return "returned or yielded"
+        derived = self._derived(name)
+        collected = _collect(self._function_body(), self.ctx)
+        live = frozenset(derived)
+        for node in collected.returns:
+            if node.value is not None and self._live_losses(node.value, live):
+                return "returned or yielded"  # not `return total.item()`
+        for call in collected.calls:
+            if self._outside_receiver(call) and any(self._live_losses(arg.value, live) for arg in call.args):
+                return "handed to an object from outside the function"
         return None
+
+    def _outside_receiver(self, call: cst.Call) -> bool:
+        """`history.append(acc)` with `history` a parameter, an attribute or a name from outside."""
+        if not isinstance(call.func, cst.Attribute):
+            return False
+        receiver = dotted_name(call.func.value)
+        if receiver is None:
+            return False
+        if "." in receiver:
+            return True
+        found = self.ctx.scope.lookup(receiver)
+        return (
+            found is None
+            or found[0] is not self.ctx.scope.owner
+            or any(isinstance(binding.node, cst.Param) for binding in found[1])
+        )
 
     def _function_body(self) -> cst.CSTNode:
         for node in reversed(self.ctx.ancestors):

@@ -1,0 +1,42 @@
+"""TDL208's `.detach()` is safe only where no code outside the function can see the accumulator
+or anything computed from it: returned (directly or inside a value), handed to an object the
+function was given (`history.append(total)`), stored on `self`."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchdev_lint.config import Settings
+from torchdev_lint.engine import check_source
+from torchdev_lint.rule import dedent
+from torchdev_lint.rules.tdl208_loss_accumulated_with_graph import LossAccumulatedWithGraph
+
+CASES = [
+    ("print(total)", "safe"),
+    ("return total.item()", "safe"),
+    ("return total", "unsafe"),
+    ("return {'loss': total}", "unsafe"),
+    ("mean = total / 4; return mean", "unsafe"),
+    ("history.append(total)", "unsafe"),
+    ("local = []; local.append(total)", "safe"),
+    ("history.append(total.item())", "safe"),
+]
+
+
+@pytest.mark.parametrize(("after", "safety"), CASES)
+def test_detach_fix_safety(after: str, safety: str) -> None:
+    source = dedent(
+        f"""
+        import torch.nn.functional as F
+
+        def fit(model, loader, history):
+            total = 0.0
+            for x, y in loader:
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                total += loss
+            {after}
+        """
+    )
+    result = check_source("fit.py", source.encode(), [LossAccumulatedWithGraph], Settings())
+    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
