@@ -1,8 +1,9 @@
 """TDL201's join fix is safe only where every item is provably a host tensor of one dtype.
 
 A list built of host factories and then given another item (`parts.append(cls_token)`,
-`parts[0] = t`, `parts += [t]`, or handed to a helper that may add one) may hold a tensor on
-the device: moving each item then joining works, joining on the host first raises.
+`parts[0] = t`, `parts += [t]`, through another name, or handed to a helper that may add one)
+may hold a tensor on the device: moving each item then joining works, joining on the host first
+raises. Items whose dtype is chosen per item are promoted by the join.
 """
 
 from __future__ import annotations
@@ -22,7 +23,25 @@ CASES = [
     ("parts += [cls_token]", "unsafe"),
     ("add_special(parts, cls_token)", "unsafe"),
     ("print(len(parts))", "safe"),
+    ("bank = parts; bank.append(cls_token)", "unsafe"),
+    ("holder = {'parts': parts}", "unsafe"),
+    ("parts.__setitem__(0, cls_token)", "unsafe"),
+    ("first = parts[0]", "safe"),
 ]
+
+
+def test_items_of_dtypes_chosen_per_item_are_not_one_dtype() -> None:
+    source = dedent(
+        """
+        import torch
+
+        def embed(device):
+            parts = [torch.zeros(8, dtype=dt) for dt in (torch.float16, torch.float64)]
+            return torch.stack([p.to(device) for p in parts])
+        """
+    )
+    result = check_source("embed.py", source.encode(), [PerItemTransferInLoop], Settings())
+    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == ["unsafe"]
 
 
 @pytest.mark.parametrize(("between", "safety"), CASES)

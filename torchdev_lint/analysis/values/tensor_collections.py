@@ -11,14 +11,13 @@ from __future__ import annotations
 import libcst as cst
 
 from torchdev_lint.analysis.knowledge.torch_api import SHAPED_FACTORIES
+from torchdev_lint.analysis.provenance.checkpoint_loads import UseIndex
 from torchdev_lint.analysis.syntax.loops import depends_on, names_in
 from torchdev_lint.analysis.syntax.scopes import Scope, resolve
-from torchdev_lint.analysis.syntax.walk import first
 from torchdev_lint.analysis.values.kinds import is_tensor_factory_call
 from torchdev_lint.syntax import keyword
 
-# List methods that put items into it; builtins that only read what they are given.
-_ADDING_METHODS = frozenset({"append", "extend", "insert", "__setitem__", "__iadd__"})
+# Builtins that only read what they are given.
 _READING_BUILTINS = frozenset(
     f"builtins.{name}" for name in ("len", "print", "enumerate", "zip", "reversed", "sorted", "list", "tuple")
 )
@@ -26,8 +25,7 @@ _READING_BUILTINS = frozenset(
 
 def collection_values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression] | None:
     """The values a local collection name is bound to (in its function), or None; None too when
-    the function may put other items into it (`xs.append(t)`, `xs[0] = t`, `xs += [t]`, handing
-    it to a call other than torch's or a reading builtin): its items are not only those values."""
+    the function may put other items into it (`_only_read`): its items are not only those values."""
     if not isinstance(node, cst.Name):
         return None
     found = scope.lookup(node.value)
@@ -37,28 +35,34 @@ def collection_values(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseEx
     if len(values) != len(found[1]):
         return None
     owner = found[0]
-    name = node.value
-    return None if first(owner.node, lambda n: _may_add_items(n, name, owner)) is not None else values
+    return values if _only_read(node.value, owner) else None
 
 
-def _may_add_items(node: cst.CSTNode, name: str, scope: Scope) -> bool:
-    """Does `node` put items into the collection `name`, or hand it to code that may?"""
-    if isinstance(node, cst.AugAssign):
-        return _is_name(node.target, name)
-    if isinstance(node, cst.AssignTarget):
-        return isinstance(node.target, cst.Subscript) and _is_name(node.target.value, name)
-    if not isinstance(node, cst.Call):
+def _only_read(name: str, owner: Scope) -> bool:
+    """Is every other use of the local collection `name` in its function a read: iterated, indexed,
+    `in`, measured, handed to torch or a reading builtin? Anything else (`xs.append(t)`,
+    `xs[0] = t`, `xs += [t]`, `bank = xs` then `bank.append(t)`, a helper) may add items."""
+    index = UseIndex(owner.node)
+    for use in index.names(name):
+        above = index.parent(use)
+        if isinstance(above, cst.AssignTarget) and above.target is use:
+            continue  # one of its bindings
+        if isinstance(above, (cst.For, cst.CompFor)) and above.iter is use:
+            continue
+        if isinstance(above, cst.ComparisonTarget) and above.comparator is use:
+            continue
+        if isinstance(above, cst.Subscript) and above.value is use:
+            if not isinstance(index.parent(above), (cst.AssignTarget, cst.AugAssign, cst.Del)):
+                continue  # `xs[0]` read
+        if isinstance(above, cst.Attribute) and above.attr is use:
+            continue  # `obj.xs`: another name
+        if isinstance(above, cst.Arg) and above.value is use and not above.star:
+            call = index.parent(above)
+            callee = resolve(call.func, owner) or "" if isinstance(call, cst.Call) else ""
+            if callee.startswith("torch.") or callee in _READING_BUILTINS:
+                continue
         return False
-    if isinstance(node.func, cst.Attribute) and _is_name(node.func.value, name):
-        return node.func.attr.value in _ADDING_METHODS
-    if not any(_is_name(arg.value, name) for arg in node.args):
-        return False
-    callee = resolve(node.func, scope) or ""
-    return not (callee.startswith("torch.") or callee in _READING_BUILTINS)
-
-
-def _is_name(node: cst.BaseExpression, name: str) -> bool:
-    return isinstance(node, cst.Name) and node.value == name
+    return True
 
 
 def is_list(node: cst.BaseExpression, scope: Scope) -> bool:
@@ -141,5 +145,8 @@ def host_items_of_one_dtype(iterable: cst.BaseExpression, scope: Scope) -> bool:
             if factory_shape(element, scope) is None or keyword(element, "device") is not None:
                 return False
             dtype = keyword(element, "dtype")
+            if dtype is not None and isinstance(value, cst.ListComp):
+                if depends_on(dtype.value, names_in(value.for_in.target)):
+                    return False  # `[torch.zeros(3, dtype=dt) for dt in dtypes]`: one dtype per item
             dtypes.add(None if dtype is None else cst.Module(body=[]).code_for_node(dtype.value))
     return len(dtypes) == 1
