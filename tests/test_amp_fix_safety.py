@@ -36,6 +36,8 @@ TRAINER = """
         ("isinstance(self.scaler, torch.cuda.amp.GradScaler)", "unsafe"),
         ("issubclass(type(self.scaler), torch.cuda.amp.GradScaler)", "unsafe"),
         ("isinstance(self.scaler, torch.amp.GradScaler)", "safe"),
+        ("isinstance(self.scaler, (torch.cuda.amp.GradScaler, type(None)))", "unsafe"),
+        ("type(self.scaler) is torch.cuda.amp.GradScaler", "unsafe"),
         ("self.scaler.is_enabled()", "safe"),
     ],
 )

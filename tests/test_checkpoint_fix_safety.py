@@ -107,7 +107,23 @@ RESUME = """
 """
 
 
-@pytest.mark.parametrize(("ema", "safety"), [(EMA_KEEPING, "unsafe"), (EMA_PLAIN, "safe")])
+# A module keeping an extra state as loaded: `load_state_dict` hands it to `set_extra_state` as is.
+EXTRA_STATE = """
+    from torch import nn
+
+    class EMA(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.mean = None
+
+        def set_extra_state(self, state):
+            self.mean = state
+"""
+
+
+@pytest.mark.parametrize(
+    ("ema", "safety"), [(EMA_KEEPING, "unsafe"), (EXTRA_STATE, "unsafe"), (EMA_PLAIN, "safe")]
+)
 @pytest.mark.parametrize("checked", [(), ("train.py",)])
 def test_a_class_of_another_file_defining_load_state_dict_makes_the_fix_unsafe(
     tmp_path: Path, ema: str, safety: str, checked: tuple[str, ...]

@@ -6,8 +6,9 @@ import re
 
 import libcst as cst
 
+from torchdev_lint.analysis.project.context_facts import AMP_TYPE_TEST
 from torchdev_lint.analysis.syntax.scopes import dotted_name, module_reference
-from torchdev_lint.analysis.syntax.walk import first, walk
+from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, prepended, with_keyword
 
@@ -42,7 +43,6 @@ _NEW_SPELLINGS = {
 _AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")
 # A type test of the old class (`isinstance(scaler, torch.cuda.amp.GradScaler)`): an object of the
 # new spelling's class is no instance of its deprecated subclass.
-_TYPE_TESTS = frozenset({"builtins.isinstance", "builtins.issubclass"})
 _TYPE_TEST_RISK = (
     "the project tests an object against an AMP class (`isinstance(x, torch.cuda.amp.GradScaler)`): "
     "an object of the new class is no instance of the deprecated one"
@@ -97,7 +97,8 @@ class DeprecatedCudaAmp(Rule):
         `"cuda"`, so the rewrite runs the same code, in every torch version the fix is offered
         for (it is only offered where the target torch has the replacement, see above). Unsafe
         where a file of the project (this file alone, without the project's facts) tests an
-        object against the old class (`isinstance(self.scaler, torch.cuda.amp.GradScaler)`): an
+        object against the old class (`isinstance(self.scaler, torch.cuda.amp.GradScaler)`, also in a
+        tuple, `type(s) is ...`, a `case` class pattern): an
         object of the new class is no instance of its deprecated subclass.
         Positional arguments of `autocast` become keywords (`autocast(True)` →
         `torch.amp.autocast("cuda", enabled=True, ...)`) because the two signatures order them
@@ -424,14 +425,7 @@ class DeprecatedCudaAmp(Rule):
         """Does the project (or, without its facts, this file) test an object against an AMP class?"""
         if self.ctx.project is not None:
             return self.ctx.project.tests_amp_class()
-        return first(self.ctx.module, self._tests_deprecated_class) is not None
-
-    def _tests_deprecated_class(self, node: cst.CSTNode) -> bool:
-        return (
-            isinstance(node, cst.Call)
-            and self.ctx.qualname(node.func) in _TYPE_TESTS
-            and any(self.ctx.qualname(arg.value) in _DEPRECATED for arg in node.args)
-        )
+        return AMP_TYPE_TEST.search(self.ctx.module.code.encode()) is not None
 
     def _fallback_for_old_torch(self, new_name: str) -> bool:
         """Whether the call sits in one branch of a `try`/`except` or an `if`/`else` (statement or

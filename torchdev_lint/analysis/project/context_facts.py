@@ -36,13 +36,24 @@ _CUDA_ONLY_IMPORT = frozenset({CUDA_ONLY_IMPORT})
 # Project-wide facts read from any file's text: (role, what the text of a file that could ask it
 # or make it true names, what the text of a file that makes it true matches). A type test of the
 # new AMP classes (`torch.amp.GradScaler`) still holds after the fix: the file names `cuda.amp`.
+# A type test of an AMP class other than torch.amp's own: `isinstance(s, (torch.cuda.amp.GradScaler,
+# type(None)))`, `type(s) is GradScaler`, `case torch.cuda.amp.GradScaler():`.
+AMP_TYPE_TEST = re.compile(
+    rb"\b(?:isinstance|issubclass)\([^\n]{0,200}?\b(?<!torch\.amp\.)(?:GradScaler|autocast)\b"
+    rb"|\btype\([^()]*\)\s*(?:is|==)\s*[\w.]*\b(?<!torch\.amp\.)(?:GradScaler|autocast)\b"
+    rb"|\bcase\s+[\w.]*\b(?<!torch\.amp\.)(?:GradScaler|autocast)\("
+)
+# Project-wide facts read from any file's text: (role, what the text of a file that could ask it
+# names, what the text of a file that makes it true names and matches). A type test of the new
+# AMP classes (`torch.amp.GradScaler`) still holds after the fix: such a file names no `cuda.amp`.
 _TEXT_FACTS = (
-    (OWN_LOAD_STATE_DICT, b"load_state_dict", re.compile(rb"\bdef\s+load_state_dict\b")),
     (
-        TESTS_AMP_CLASS,
-        b"cuda.amp",
-        re.compile(rb"\b(?:isinstance|issubclass)\([^()]*\b(?:GradScaler|autocast)\b"),
+        OWN_LOAD_STATE_DICT,
+        b"load_state_dict",
+        b"_state",
+        re.compile(rb"\bdef\s+(?:load_state_dict|set_extra_state|_load_from_state_dict)\b"),
     ),
+    (TESTS_AMP_CLASS, b"cuda.amp", b"cuda.amp", AMP_TYPE_TEST),
 )
 # Read a module's text and summarize it (pass 1's own reader), if it has not been.
 Summarize = Callable[[str], None]
@@ -75,12 +86,10 @@ class ContextFacts:
             for level, dotted, top in imports
         ):
             self.cuda_only.add(path)
-        for role, named, pattern in _TEXT_FACTS:
-            if named not in source:
-                continue
-            if path in self.checked:
+        for role, asked, named, pattern in _TEXT_FACTS:
+            if path in self.checked and asked in source:
                 self.text_askers.setdefault(role, set()).add(path)
-            if role not in self.text_facts and pattern.search(source):
+            if role not in self.text_facts and named in source and pattern.search(source):
                 self.text_facts.add(role)
 
     def note_import(self, path: str, module: str, top: bool) -> None:

@@ -48,6 +48,8 @@ from torchdev_lint.syntax import argument, has_star
 _OWN = ("self", "cls")
 # Calls deleting a file.
 _REMOVERS = frozenset({"os.remove", "os.unlink"})
+# Module methods that may keep the tensors of a loaded state dict as given, not copy them in place.
+_STATE_LOADING_METHODS = frozenset({"load_state_dict", "set_extra_state", "_load_from_state_dict"})
 
 if TYPE_CHECKING:
     from torchdev_lint.analysis.project.file_facts import FileFacts
@@ -162,7 +164,9 @@ class PendingLoads:
 
 
 def _defines_load_state_dict(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.FunctionDef) and node.name.value == "load_state_dict"
+    """`load_state_dict`, or what it calls to keep a module's own state as given (`set_extra_state`,
+    `_load_from_state_dict`)."""
+    return isinstance(node, cst.FunctionDef) and node.name.value in _STATE_LOADING_METHODS
 
 
 def _names_host_file(path: cst.BaseExpression, scope: Scope) -> bool:
