@@ -502,7 +502,8 @@ class LossAccumulatedWithGraph(Rule):
         collected = _collect(self._function_body(), self.ctx)
         live = frozenset(derived)
         for node in collected.returns:
-            if node.value is not None and self._live_losses(node.value, live):
+            value = node.value.item if isinstance(node.value, cst.From) else node.value  # `yield from`
+            if value is not None and self._live_losses(value, live):
                 return "returned or yielded"  # not `return total.item()`
         for call in collected.calls:
             if self._outside_receiver(call) and any(self._live_losses(arg.value, live) for arg in call.args):
