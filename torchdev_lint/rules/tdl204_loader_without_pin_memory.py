@@ -57,7 +57,7 @@ class LoaderWithoutPinMemory(Rule):
         itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`) and, in a file that does so,
         moves of loaders of unknown origin; loaders over data already on a device (a `TensorDataset` of
         tensors moved or created there, a dataset class of the file or a `collate_fn` that moves data to a
-        device), where pinning would raise.
+        device or makes it there, `torch.randn(16, device=self.device)`), where pinning would raise.
 
         ## Why it matters
         A copy from ordinary (pageable) host memory to the GPU is staged through a pinned buffer by the
@@ -398,6 +398,27 @@ class LoaderWithoutPinMemory(Rule):
         ),
     )
     valid = (
+        Valid(
+            # A dataset that makes its items on the device: pinning them would raise.
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+
+            class NoiseBank(Dataset):
+                def __init__(self, n, device):
+                    self.n, self.device = n, device
+
+                def __len__(self):
+                    return self.n
+
+                def __getitem__(self, i):
+                    return torch.randn(16, device=self.device)
+
+            def train(model, device):
+                for z in DataLoader(NoiseBank(256, device), batch_size=32):
+                    model(z.to(device))
+            """
+        ),
         Valid(
             # The data moved to the device in one tuple assignment before the dataset is built:
             # pinning device tensors raises.

@@ -17,11 +17,12 @@ from typing import TypeGuard
 import libcst as cst
 
 from torchdev_lint.analysis.context.availability import is_availability_call
-from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.knowledge.devices import VARIABLE, as_move, device_argument
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.project.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, open_scope, resolve
 from torchdev_lint.analysis.syntax.walk import first
+from torchdev_lint.analysis.values.kinds import is_tensor_factory_call
 from torchdev_lint.analysis.values.module_classes import attribute_assignments, instance_name
 from torchdev_lint.syntax import argument, has_star, keyword, keyword_is_true
 
@@ -366,7 +367,12 @@ def moves_to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:
 
 
 def _to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:
+    """A move to a device that is not known to be the CPU, or a tensor made there
+    (`torch.randn(16, device=self.device)`)."""
     if not isinstance(node, cst.Call):
         return False
     move = as_move(node, scope)
-    return move is not None and move.to_accelerator
+    if move is not None:
+        return move.to_accelerator
+    given = keyword(node, "device") if is_tensor_factory_call(node, scope) else None
+    return given is not None and (device_argument(given.value, scope) or VARIABLE).type != "cpu"
