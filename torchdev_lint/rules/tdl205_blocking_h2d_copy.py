@@ -77,7 +77,8 @@ class BlockingH2dCopy(Rule):
         it (anything but `torch.*` functions and builtins like `print`/`len`), returned or
         stored; rebinding the name (`x = x.to(device)`) ends the watch. It is also safe only
         where the moved value is proven a tensor: a part of a batch (`x` in `for x, y in loader`,
-        `batch["image"]`) from loaders that all collate with PyTorch's default (no `collate_fn`;
+        `batch["image"]`) from loaders that all collate with PyTorch's default into batches (no
+        `collate_fn`, not `batch_size=None`, which passes each item through as the dataset made it;
         for a loader parameter, in every project call). A custom `collate_fn` may build a project
         class whose `.to()` takes only a device (`NestedTensor.to(device)`: the first step would
         raise `TypeError`), and a whole batch object (`for batch in loader: batch.to(device)`) may

@@ -176,10 +176,15 @@ def is_pinned(call: cst.Call, scope: Scope) -> bool:
 
 
 def default_collated(call: cst.Call) -> bool:
-    """Does the loader collate with PyTorch's default (no `collate_fn`, no `**kwargs`)? The parts
-    of its batches are then tensors (or containers of them), never a project class with a `.to()`
+    """Does the loader collate with PyTorch's default (no `collate_fn`, no `**kwargs`) into batches
+    (not `batch_size=None`, where each item passes through as the dataset gave it)? The parts of
+    its batches are then tensors (or containers of them), never a project class with a `.to()`
     of its own."""
-    return argument(call, _COLLATE_FN_INDEX, "collate_fn") is None and not has_star(call, "**")
+    size = argument(call, 1, "batch_size")
+    unbatched = size is not None and isinstance(size.value, cst.Name) and size.value.value == "None"
+    return (
+        argument(call, _COLLATE_FN_INDEX, "collate_fn") is None and not has_star(call, "**") and not unbatched
+    )
 
 
 @dataclass(frozen=True)
