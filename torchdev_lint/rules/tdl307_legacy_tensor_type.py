@@ -121,6 +121,25 @@ class LegacyTensorType(Rule):
         """
     invalid = (
         Invalid(
+            # A device index written in hex is the same GPU; `.to(x_gpu)` takes a tensor's device
+            # and dtype (not folded into `device=`, which takes no tensor).
+            """
+            import torch
+
+            def init_state(batch, hidden, feats_gpu):
+                h = torch.FloatTensor(batch, hidden).zero_().cuda(0x1)
+                return h, torch.FloatTensor(batch, 1).fill_(1.0).to(feats_gpu)
+            """,
+            lines=(4, 5),
+            fixed="""
+            import torch
+
+            def init_state(batch, hidden, feats_gpu):
+                h = torch.zeros(batch, hidden, dtype=torch.float32, device="cuda:1")
+                return h, torch.full((batch, 1), 1.0, dtype=torch.float32, device="cpu").to(feats_gpu)
+            """,
+        ),
+        Invalid(
             """
             import torch
             buf = torch.cuda.FloatTensor(4, 16)

@@ -13,6 +13,7 @@ factory already gave (a no-op).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -24,7 +25,7 @@ from torchdev_lint.analysis.syntax.reaching_bindings import (
     parents_along,
     reaching_assignment,
 )
-from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, last_name, resolve
 from torchdev_lint.analysis.syntax.walk import children, first
 from torchdev_lint.analysis.values.kinds import TENSOR_FACTORIES, is_tensor_factory_call
 from torchdev_lint.syntax import keyword, positional, with_keyword
@@ -54,6 +55,8 @@ _IMPLIED = {
 }
 # `.to(device, dtype, non_blocking, copy)`: parameters a freshly created tensor can drop or keep.
 _TO_KEYWORDS = frozenset({"device", "dtype", "non_blocking", "copy"})
+# Names of tensors kept on a device (`x_gpu`, `feats_dev`): `.to(x_gpu)` takes its device and dtype.
+_TENSOR_ON_DEVICE = re.compile(r"^\w+_(gpu|dev|cuda)s?$", re.IGNORECASE)
 
 
 # Why `torch.<factory>(..., device=d)` may differ from the factory's result moved to `d`.
@@ -199,7 +202,7 @@ def move_arguments(
             args = positional(call)
             if len(call.args) != 1 or len(args) != 1 or not isinstance(args[0].value, cst.Integer):
                 return None
-            literal = string(f"cuda:{args[0].value.value}", call)
+            literal = string(f"cuda:{args[0].value.evaluated_value}", call)  # `0x1` is `cuda:1`
         return None if literal is None else (literal, None)
     if any(arg.star for arg in call.args):
         return None
@@ -210,6 +213,8 @@ def move_arguments(
     device = device_arg.value if device_arg is not None else (args[0].value if args else None)
     if device is None or len(args) > 4 or (device_arg is not None and args):
         return None
+    if device_arg is None and _maybe_tensor(device):
+        return None  # `.to(feats_gpu)`: a tensor's device and dtype, not a device to write as `device=`
     dtype_arg = keyword(call, "dtype")
     dtype = dtype_arg.value if dtype_arg is not None else None
     if len(args) > 1:
@@ -217,6 +222,13 @@ def move_arguments(
             return None
         dtype = args[1].value
     return device, dtype
+
+
+def _maybe_tensor(node: cst.BaseExpression) -> bool:
+    """A name that ends like a tensor kept on a device (`x_gpu`, `feats_dev`), not a device's own
+    (`device`, `args.gpu`, `cuda_device`, `dev`)."""
+    last = last_name(node)
+    return last is not None and _TENSOR_ON_DEVICE.match(last) is not None
 
 
 def _with_dtype(factory: cst.Call, dtype: cst.BaseExpression) -> cst.Call:
