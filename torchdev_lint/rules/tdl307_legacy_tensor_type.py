@@ -197,6 +197,22 @@ class LegacyTensorType(Rule):
             lines=(8, 8),
         ),
         Invalid(
+            # An alias a function may rebind (`global`): which class it holds is chosen at run time.
+            """
+            import torch
+            Tensor = torch.FloatTensor
+
+            def configure(double):
+                global Tensor
+                if double:
+                    Tensor = torch.DoubleTensor
+
+            def real_labels(n):
+                return Tensor(n, 1).fill_(1.0)
+            """,
+            lines=(10,),
+        ),
+        Invalid(
             # The other side of the choice may be `torch.Tensor`, the default type.
             """
             import torch

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.syntax.walk import first
 
 # Class name prefix → the dtype attribute of torch it stands for.
 LEGACY_DTYPES = {
@@ -40,9 +41,9 @@ class LegacyType:
     chosen: cst.IfExp | None = None  # the conditional expression that picks between classes
 
 
-# `torch.Tensor(...)` builds with the default dtype on the default device, which the program may
-# have changed (`torch.set_default_dtype`): neither is known.
-_DEFAULT_TYPE = LegacyType(None, None)
+# A legacy class whose dtype and device the code does not fix: `torch.Tensor` (the default dtype on
+# the default device, which the program may change), an alias a function rebinds (`global Tensor`).
+_NOT_FIXED = LegacyType(None, None)
 
 
 def legacy_type_name(name: str | None) -> LegacyType | None:
@@ -64,6 +65,10 @@ def legacy_type(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Legac
     name bound (in any scope it is visible from) only to legacy classes or conditional
     choices between them."""
     direct = legacy_type_name(resolve(node, scope))
+    if direct is not None and isinstance(node, cst.Name):
+        found = scope.lookup(node.value)
+        if found is not None and found[0].kind == "module" and _rebound_globally(node, found[0]):
+            return _NOT_FIXED  # `global Tensor` in a function: which class it holds is chosen at run time
     if direct is not None or depth > _MAX_DEPTH:
         return direct
     if isinstance(node, cst.IfExp):
@@ -78,7 +83,18 @@ def legacy_type(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Legac
         if kind is None:
             return None
         kinds.append(kind)
+    if kinds and owner.kind == "module" and _rebound_globally(node, owner):
+        return _NOT_FIXED  # `global Tensor` in a function: which class it holds is chosen at run time
     return _merge(kinds, None) if kinds else None
+
+
+def _rebound_globally(node: cst.BaseExpression, module: Scope) -> bool:
+    """Does a function of the module declare the name `global` (and so may rebind it)?"""
+    name = node.value if isinstance(node, cst.Name) else None
+    return name is not None and (
+        first(module.node, lambda n: isinstance(n, cst.Global) and any(i.name.value == name for i in n.names))
+        is not None
+    )
 
 
 def legacy_choice(values: list[cst.BaseExpression], scope: Scope) -> LegacyType | None:
@@ -94,9 +110,9 @@ def _either(node: cst.IfExp, scope: Scope, depth: int) -> LegacyType | None:
     body = legacy_type(node.body, scope, depth + 1)
     orelse = legacy_type(node.orelse, scope, depth + 1)
     if body is None and orelse is not None and resolve(node.body, scope) == "torch.Tensor":
-        body = _DEFAULT_TYPE
+        body = _NOT_FIXED
     if orelse is None and body is not None and resolve(node.orelse, scope) == "torch.Tensor":
-        orelse = _DEFAULT_TYPE
+        orelse = _NOT_FIXED
     if body is None or orelse is None:
         return None
     return _merge([body, orelse], node)
