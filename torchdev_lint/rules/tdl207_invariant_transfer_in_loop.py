@@ -52,7 +52,8 @@ class InvariantTransferInLoop(Rule):
         changed in place there (`buf.add_()` or any `*_` method, `buf[i] = ...`, `buf.data = ...`,
         `out=buf`), directly or through a view of it (`view = buf[:1]` ... `view.add_(1)`), or
         handed to a call that may change it (any call but torch functions that only read their
-        arguments and builtins such as `len`); a device taken from the loop (`buf.to(x.device)`)
+        arguments and builtins such as `len`), or reached by a function of the function that the
+        loop calls (`def update(): buf.mul_(0.5)`); a device taken from the loop (`buf.to(x.device)`)
         or from `buf` itself (`buf.to(buf.device, dtype)` is a cast); `x = x.to(d)`, which copies
         on the first iteration only (later ones find `x` on the device already); a tensor shared with
         other processes (`buf.share_memory_()`, also through `for t in (obs, buf): t.share_memory_()`),
@@ -278,6 +279,14 @@ class InvariantTransferInLoop(Rule):
                 for step in range(3):
                     shifted = cache.to(device)
                     shifted += step  # adds into the fresh copy: each iteration needs its own
+
+            def normalize(chunks, device):
+                scale = torch.ones(4)
+                def update(y):
+                    scale.mul_(0.5)  # a function of the function changes the buffer it reaches
+                for chunk in chunks:
+                    y = chunk.to(device) / scale.to(device)
+                    update(y)
                 for x in xs:
                     cache.to(device)
                     cache.cpu()

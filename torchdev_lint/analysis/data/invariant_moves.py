@@ -91,6 +91,17 @@ def _rooted_at(node: cst.BaseExpression, names: frozenset[str]) -> bool:
             return False
 
 
+def _closures_reading(scope: Scope, names: frozenset[str]) -> set[str]:
+    """The functions defined inside the function of `scope` whose bodies read any of `names`: a
+    call of one may change them without being handed them (`def update(): scale.mul_(0.5)`)."""
+    function = scope.owner.node
+    return {
+        node.name.value
+        for node in _walk(function)
+        if isinstance(node, cst.FunctionDef) and node is not function and depends_on(node.body, names)
+    }
+
+
 def reads_only(call: cst.Call, scope: Scope) -> bool:
     """Does the call only read its arguments? Torch functions (not in-place, no `out=`) and
     a few builtins; any other call may change a tensor handed to it."""
@@ -181,9 +192,12 @@ def may_change(loop: Loop, names: frozenset[str], scope: Scope, besides: cst.Cal
         return True
     if any(name == bound or bound.startswith(f"{name}.") for bound in bound_in_body(loop) for name in names):
         return True
+    closures = _closures_reading(scope, names)
     for call in calls_in(loop):
         if call is besides:
             continue
+        if isinstance(call.func, cst.Name) and call.func.value in closures:
+            return True  # `update(y)`, a function of the function that reaches `names` itself
         out = keyword(call, "out")
         if out is not None and depends_on(out.value, names):
             return True
