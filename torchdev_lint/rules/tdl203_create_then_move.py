@@ -120,7 +120,10 @@ class CreateThenMove(Rule):
         (`torch.arange(n, dtype=torch.int32, device=d).float()`), except that a chain of casts
         only on `zeros`, `ones`, `empty`, `eye` or their `*_like` forms becomes `dtype=`
         (`torch.zeros(n, dtype=torch.long, device="cuda")`). Safe where the factory alone is and
-        every step gives the same bits on the device: casts (the same conversion); `+`, `-`, `*`
+        every step gives the same bits on the device: casts (the same conversion), but not of floats
+        (or an unknown dtype) to integers outside `zeros`/`ones`/`empty`/`eye`
+        (`torch.full((n,), float("inf")).long()`: infinities, NaN and values out of range convert
+        to other integers on a GPU); `+`, `-`, `*`
         of an integer, float32 or float64 tensor and a Python number (one exactly rounded
         operation); `//` and `%` of an integer tensor by a non-zero integer literal. Unsafe: `/`
         (CUDA divides by a number as a multiplication by its reciprocal), `**` and floating `//`

@@ -14,7 +14,9 @@ operand (`torch.arange(n) + x`) is no such chain: it may live anywhere.
   the same way); `//` and `%` of an integer tensor by a non-zero integer literal are exact.
   Not so: `/` (a device divides by a number as a multiplication by its reciprocal), `**`, `//`
   and `%` of floats (other kernels), an integer `//`/`%` by what may be zero (the CPU raises, a
-  device does not), and arithmetic in half precision or an unknown dtype.
+  device does not), arithmetic in half precision or an unknown dtype, and a cast of floats (or
+  of an unknown dtype) to integers (infinities, NaN and values out of range convert to other
+  integers on a device), except for factories whose values are exact in any dtype (`zeros`).
 - `on_device(...)`: the move rewritten: the chain with `device=` on its factory, and `dtype=` in
   place of the casts where the factory's values are exact in any dtype (`zeros`, `ones`, `empty`,
   `eye`); `fix_risk`: what may change where that is not the same tensor bit for bit.
@@ -75,7 +77,7 @@ _INTEGER_FACTORIES = frozenset({"randint", "randperm"})
 
 # Why the steps may compute other values on the device: "division", "kernel" (`**`, `//` and
 # `%` of floats), "zero-divisor" (an integer `//`/`%` by what may be 0), "precision".
-Difference = Literal["division", "kernel", "zero-divisor", "precision"]
+Difference = Literal["division", "kernel", "zero-divisor", "precision", "integer-cast"]
 # What may change where a fix passing `device=` is unsafe (TDL203's "Fix safety"), by the reason.
 _RISKS: dict[DeviceDifference | Difference, str] = {
     "random": "the numbers are drawn from the device's generator, not the CPU's: other random values",
@@ -85,6 +87,10 @@ _RISKS: dict[DeviceDifference | Difference, str] = {
     "kernel": "the device computes `**`, `//` or `%` with its own kernels: the last bits may differ from the CPU's",
     "zero-divisor": "an integer division by zero raises on the CPU but gives a number on the device",
     "precision": "arithmetic in half precision or in a dtype not known here may round differently on the device",
+    "integer-cast": (
+        "a cast of floats to integers is done on the device: infinities, NaN and values out of range "
+        "convert to other integers there than on the CPU"
+    ),
 }
 
 
@@ -165,6 +171,12 @@ def chain_difference(chain: Chain, scope: Scope) -> Difference | None:
     dtype = _factory_dtype(chain, scope)
     for step in chain.steps:
         if isinstance(step.node, cst.Call):
+            if (
+                step.dtype in _INTEGERS - {"bool"}
+                and dtype not in _INTEGERS
+                and chain.name not in EXACT_IN_ANY_DTYPE
+            ):
+                return "integer-cast"  # `torch.full((n,), inf).long()`: platform-defined for inf, NaN
             dtype = step.dtype
             continue
         operator = _OPERATORS[type(step.node.operator)]
