@@ -24,6 +24,9 @@ CASES = [
     ("nn.DataParallel(Head())", "unsafe"),
     ("nn.ModuleDict({'head': Head()})", "unsafe"),
     ("Head()", "unsafe"),
+    ("nn.DataParallel(module=Head())", "unsafe"),
+    ("nn.TransformerEncoder(layer, 2)", "unsafe"),
+    ("nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 2)", "safe"),
 ]
 
 
@@ -38,6 +41,8 @@ def test_reorder_fix_safety(built: str, safety: str) -> None:
             def train(self, mode=True):
                 self.cache = torch.zeros(2)
                 return super().train(mode)
+
+        layer = Head()
 
         def build(device, backbone, layers):
             return {built}.eval().to(device)

@@ -14,7 +14,7 @@ from torchdev_lint.analysis.knowledge.torch_api import (
     MODULE_SAME,
 )
 from torchdev_lint.analysis.syntax.scopes import assigned_values, dotted_name
-from torchdev_lint.analysis.values.kinds import is_module_class
+from torchdev_lint.analysis.values.kinds import constructs_module, is_module_class
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 MODE_METHODS = frozenset({"eval", "train"})
@@ -27,20 +27,20 @@ _ORDER_RISK = (
 )
 
 
-def _argument_parts(call: cst.Call, positional_only: bool) -> list[cst.BaseExpression]:
-    """The call's argument values (the positional ones only: a wrapper's keywords are settings,
-    `device_ids=[0, 1]`), with the items of list, tuple and dict displays among them."""
-    parts: list[cst.BaseExpression] = []
+def _argument_parts(call: cst.Call) -> list[tuple[cst.BaseExpression, bool]]:
+    """The call's argument values, with the items of list, tuple and dict displays among them,
+    each with whether it is given by position (a wrapper's keywords are mostly settings,
+    `device_ids=[0, 1]`)."""
+    parts: list[tuple[cst.BaseExpression, bool]] = []
     for arg in call.args:
-        if positional_only and arg.keyword is not None:
-            continue
+        positional = arg.keyword is None
         value = arg.value
         if isinstance(value, (cst.List, cst.Tuple)):
-            parts += [element.value for element in value.elements]
+            parts += [(element.value, positional) for element in value.elements]
         elif isinstance(value, cst.Dict):
-            parts += [element.value for element in value.elements]
+            parts += [(element.value, positional) for element in value.elements]
         else:
-            parts.append(value)
+            parts.append((value, positional))
     return parts
 
 
@@ -89,7 +89,8 @@ class EvalBeforeTransfer(Rule):
         the module itself, so the result is the same object. It is **safe** when the module is
         built by a `torch.nn` class (directly, or through a name bound only to such a call) and so
         is every module it holds (a container or wrapper, `nn.Sequential(Head())`,
-        `nn.DataParallel(net)`, runs its children's `train()` and `to()`): their mode switch and
+        `nn.DataParallel(module=net)`, runs its children's `train()` and `to()`; a module argument of
+        another class, `nn.TransformerEncoder(layer, 2)`, too): their mode switch and
         their move touch different state. For any other class it is **unsafe**: a
         subclass may override `train()`, `to()` or `_apply()` so that the order matters (for
         example a `train()` that builds tensors on the current device); the unsafe fix's message
@@ -271,8 +272,9 @@ class EvalBeforeTransfer(Rule):
 
     def _built_by_torch_nn(self, value: cst.BaseExpression) -> bool:
         """A `torch.nn` class's call whose modules are all built so too: a container or wrapper
-        (`nn.Sequential(Head())`, `nn.DataParallel(net)`) runs its children's `train()` and `to()`,
-        so each child must be known, and no argument may build a module of another class."""
+        (`nn.Sequential(Head())`, `nn.DataParallel(module=net)`) runs its children's `train()` and
+        `to()`, so each child must be known; no argument may be a module of another class
+        (`nn.TransformerEncoder(layer, 2)` with `layer = CachedLayer(...)`)."""
         if not isinstance(value, cst.Call):
             return False
         name = self.ctx.qualname(value.func) or ""
@@ -281,13 +283,24 @@ class EvalBeforeTransfer(Rule):
         holds_modules = (
             name.rsplit(".", 1)[-1] in CONTAINERS or name in DATA_PARALLEL_CLASSES | DISTRIBUTED_WRAPPERS
         )
-        for part in _argument_parts(value, positional_only=holds_modules):
-            if isinstance(part, cst.Call) and not self._built_by_torch_nn(part):
-                if holds_modules or is_module_class(self.ctx.qualname(part.func), self.ctx.scope):
+        for part, positional in _argument_parts(value):
+            if isinstance(part, cst.Call):
+                if not self._built_by_torch_nn(part) and (
+                    holds_modules or is_module_class(self.ctx.qualname(part.func), self.ctx.scope)
+                ):
                     return False
-            elif holds_modules and not isinstance(part, cst.Call):
+            elif holds_modules and positional:
                 return False  # `nn.Sequential(backbone)`: a module of any class
+            elif self._bound_to_other_module(part):
+                return False
         return True
+
+    def _bound_to_other_module(self, part: cst.BaseExpression) -> bool:
+        """A name bound to a module not built by a `torch.nn` class (`layer = CachedLayer(...)`)."""
+        found = assigned_values(part, self.ctx.scope) if isinstance(part, cst.Name) else None
+        return found is not None and any(
+            constructs_module(v, found[1]) and not self._built_by_torch_nn(v) for v in found[0]
+        )
 
     def _moves(self, statement: cst.BaseStatement, key: str) -> bool:
         """`key.to(device)` or `key = key.to(device)` as the whole statement."""
