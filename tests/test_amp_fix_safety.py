@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from multifile import write_files
 
+from torchdev_lint.cli import main
 from torchdev_lint.config import Settings
 from torchdev_lint.engine import check_source
 from torchdev_lint.rule import dedent
@@ -61,3 +62,28 @@ def test_a_type_test_in_another_file(tmp_path: Path, checks: str, safety: str) -
     options = CheckOptions(rules=(DeprecatedCudaAmp,), cache=None, with_edits=True)
     found = [d for report in process_files(paths, options) for d in report.diagnostics]
     assert [(Path(d.path).name, d.fix.safety if d.fix else None) for d in found] == [("amp_setup.py", safety)]
+
+
+def test_a_fix_keeps_an_import_another_file_takes_from_the_module(tmp_path: Path) -> None:
+    """`main.py` imports `autocast` from `amp_utils`: fixing `amp_utils` removes its last use
+    there, but the import stays (removing it broke `main.py` with an ImportError)."""
+    write_files(
+        tmp_path,
+        {
+            "amp_utils.py": """
+                import torch
+                from torch.cuda.amp import autocast
+
+                def infer(model, x):
+                    with autocast(enabled=False):
+                        return model(x)
+            """,
+            "main.py": """
+                from amp_utils import autocast, infer
+            """,
+        },
+    )
+    main(["check", "--fix", "--select", "TDL312", "--no-cache", "--isolated", str(tmp_path)])
+    fixed = (tmp_path / "amp_utils.py").read_text()
+    assert 'torch.amp.autocast("cuda"' in fixed
+    assert "from torch.cuda.amp import autocast" in fixed

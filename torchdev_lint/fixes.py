@@ -105,10 +105,11 @@ class _Replacer(cst.CSTTransformer):
 class Tidy:
     """What the fixer tidies around the fixes of one file: `imports`, remove the imports whose
     last use they removed (not in a package's `__init__.py` or a stub, whose imports are its
-    interface); `line_length`, wrap the calls they make longer than it (`fix_wrap`), judged
+    interface, nor names other files of the project import from it, `kept_imports`); `line_length`, wrap the calls they make longer than it (`fix_wrap`), judged
     against the text they apply to (`positions` of the replaced nodes and `lines`)."""
 
     imports: bool = True
+    kept_imports: frozenset[str] = frozenset()  # names other files import from this module
     line_length: int | None = None
     positions: Mapping[int, tuple[Point, Point]] = field(default_factory=dict)
     lines: LineIndex | None = None
@@ -120,6 +121,7 @@ def tidy_for(result: FileResult, settings: Settings | None = None) -> Tidy:
     settings = settings or result.settings
     return Tidy(
         imports=name != "__init__.py" and not name.endswith(".pyi"),
+        kept_imports=result.project.imported_names if result.project is not None else frozenset(),
         line_length=settings.line_length if settings is not None else None,
         positions=result.positions,
         lines=result.lines,
@@ -148,7 +150,7 @@ def _apply(module: cst.Module, fixes: Sequence[Fix], tidy: Tidy | None = None) -
     if tidy.imports:
         replaced = [old for fix in fixes for old in fix.replacements]
         gone = names_read(replaced) - names_read(new for fix in fixes for new in fix.replacements.values())
-        candidates = gone & imported_names(module) if gone else set()
+        candidates = (gone & imported_names(module)) - tidy.kept_imports if gone else set()
         removed = remove_unused_imports(module, fixed, became, candidates) if candidates else None
         if removed is not None:
             fixed, later = removed

@@ -66,8 +66,8 @@ def legacy_type(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Legac
     choices between them."""
     direct = legacy_type_name(resolve(node, scope))
     if direct is not None and isinstance(node, cst.Name):
-        found = scope.lookup(node.value)
-        if found is not None and found[0].kind == "module" and _rebound_globally(node, found[0]):
+        bound = scope.lookup(node.value)
+        if bound is not None and bound[0].kind == "module" and _rebound_globally(node, bound[0]):
             return _NOT_FIXED  # `global Tensor` in a function: which class it holds is chosen at run time
     if direct is not None or depth > _MAX_DEPTH:
         return direct

@@ -73,6 +73,7 @@ class ContextFacts:
         # Of checked files that may place a module on CUDA: (name as resolved there, module, class)
         # for each class-like name they import from a project module.
         self.class_imports: dict[str, list[tuple[str, str, str]]] = {}
+        self.imported_names: dict[str, set[str]] = {}  # by module, the names other files import from it
         self.text_facts: set[str] = set()  # the roles of `_TEXT_FACTS` some file read makes true
         self.text_askers: dict[str, set[str]] = {}  # by role, the checked files that could ask it
 
@@ -92,9 +93,12 @@ class ContextFacts:
             if role not in self.text_facts and named in source and pattern.search(source):
                 self.text_facts.add(role)
 
-    def note_import(self, path: str, module: str, top: bool) -> None:
-        """`path` imports the project module `module` (another file), unindented when `top`."""
+    def note_import(self, path: str, module: str, top: bool, names: tuple[str, ...] = ()) -> None:
+        """`path` imports the project module `module` (another file), unindented when `top`, or
+        the first of `names` from it."""
         self.imported.add(module)
+        if names:
+            self.imported_names.setdefault(module, set()).add(names[0])
         if path in self.checked:
             self.project_imports.setdefault(path, set()).add(module)
         if top:
@@ -142,6 +146,9 @@ class ContextFacts:
         for path in paths & self._importing_cuda_only():
             known = found.get(path, FileFacts())
             found[path] = known._replace(roles=known.roles | _CUDA_ONLY_IMPORT)
+        for path in paths & self.imported_names.keys():
+            known = found.get(path, FileFacts())
+            found[path] = known._replace(imported_names=frozenset(self.imported_names[path]))
         for role in self.text_facts:
             for path in paths & self.text_askers.get(role, set()):
                 known = found.get(path, FileFacts())

@@ -63,6 +63,10 @@ class FileFacts(NamedTuple):
     # (class as this file's imports name it, calls of an instance must get inputs on its weights'
     # device): nn.Module subclasses of project modules (`analysis/project/context_facts.py`).
     module_classes: frozenset[tuple[str, bool]] = frozenset()
+    # Names other files of the project import from this module (`from amp_utils import autocast`):
+    # a fix that removes this module's last use of an import of such a name keeps the import
+    # (`fixes.Tidy`; read from the import statements' first lines, `pass_one_text.imports`).
+    imported_names: frozenset[str] = frozenset()
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""

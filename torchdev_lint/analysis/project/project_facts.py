@@ -181,7 +181,7 @@ class _Pass:
             for level, dotted, top in named:
                 located = self.index.locate(current, level, dotted)
                 if located is not None and located.file is not None and located.file != current:
-                    self.context.note_import(current, located.file, top)
+                    self.context.note_import(current, located.file, top, located.attributes)
                     if places and self.context.note_class_import(current, source, level, dotted, located):
                         self.wanted.add(located.file)  # its summary tells which classes are modules
                 if located is not None and located.file is not None and located.file not in self.checked:
