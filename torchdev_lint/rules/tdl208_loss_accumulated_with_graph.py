@@ -511,19 +511,21 @@ class LossAccumulatedWithGraph(Rule):
         return None
 
     def _outside_receiver(self, call: cst.Call) -> bool:
-        """`history.append(acc)` with `history` a parameter, an attribute or a name from outside."""
+        """`history.append(acc)` with `history` an object the function was given: a parameter
+        (`self.history` too) or a variable of an enclosing scope (not a module, a function or a
+        class it names: `torch.stack(history)` hands nothing out)."""
         if not isinstance(call.func, cst.Attribute):
             return False
         receiver = dotted_name(call.func.value)
-        if receiver is None:
+        found = self.ctx.scope.lookup(receiver.split(".", 1)[0]) if receiver is not None else None
+        if found is None:
             return False
-        if "." in receiver:
+        owner, bindings = found
+        if any(isinstance(binding.node, cst.Param) for binding in bindings):
             return True
-        found = self.ctx.scope.lookup(receiver)
-        return (
-            found is None
-            or found[0] is not self.ctx.scope.owner
-            or any(isinstance(binding.node, cst.Param) for binding in found[1])
+        return owner is not self.ctx.scope.owner and all(
+            binding.import_target is None and not isinstance(binding.node, (cst.FunctionDef, cst.ClassDef))
+            for binding in bindings
         )
 
     def _function_body(self) -> cst.CSTNode:
