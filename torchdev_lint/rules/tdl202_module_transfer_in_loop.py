@@ -35,8 +35,10 @@ class ModuleTransferInLoop(Rule):
         Flags `model.to(device)` / `model.cuda()` inside a loop body when the module is the same
         on every iteration (not rebuilt or reassigned in the loop) and the target device does not
         depend on the loop (a per-device loop `for d in devices: model.to(d)` is not flagged).
-        Not flagged either when the loop may change the module: it rebinds or relocates it, assigns
-        one of its attributes (`model.head = nn.Linear(...)`, `model.bias = nn.Parameter(...)`), or
+        Not flagged either when the loop may change the module: it rebinds or relocates it (also
+        through a name bound before the loop to a part of it, `encoder = model.encoder`), assigns
+        one of its attributes or its tensors' (`model.head = nn.Linear(...)`, `p.data = ...` for
+        `p` in `model.parameters()`), or
         calls a method on it or on a submodule got from it (`model.encoder`,
         `for m in model.modules()`, `model.get_submodule(...)`) other than running, reading it
         or setting its mode (`forward`, `eval`, `train`, `zero_grad`, `parameters`,
@@ -218,6 +220,18 @@ class ModuleTransferInLoop(Rule):
                 for episode in episodes:
                     backbone.cuda()
                     backbone.norm.bias = nn.Parameter(torch.zeros(64))
+
+            def sample(model, prompts, device):
+                encoder = model.encoder if hasattr(model, "encoder") else model
+                for prompt in prompts:
+                    model.to(device)
+                    model(prompt.to(device))
+                    encoder.cpu()  # a part of the module sent back between calls
+                for prompt in prompts:
+                    model.to(device)
+                    model(prompt.to(device))
+                    for weight in model.parameters():
+                        weight.data = weight.data.cpu()
             """
         ),
         Valid(

@@ -61,6 +61,9 @@ _READING_BUILTINS = frozenset(
     tuple id type format hasattr getattr""".split()
 )
 
+# Module methods that yield the tensors it holds (assigning `p.data` relocates the module's part).
+_STATE_METHODS = frozenset({"parameters", "buffers", "named_parameters", "named_buffers"})
+
 
 def method_calls_in(loop: Loop, key: str) -> list[tuple[str, cst.Call]]:
     """`key.method(...)` calls anywhere in the loop body (nested scopes excluded)."""
@@ -213,19 +216,27 @@ def may_change(loop: Loop, names: frozenset[str], scope: Scope, besides: cst.Cal
     return False
 
 
-def module_changed(loop: Loop, key: str, besides: cst.Call) -> bool:
+def module_changed(loop: Loop, key: str, besides: cst.Call, function: cst.CSTNode | None = None) -> bool:
     """Does the loop call a method on the module `key`, or on a submodule got from it
-    (`key.encoder`, `for m in key.modules()`, `head = key.get_submodule("head")`), other than
-    running, reading or setting its mode (`adaptation(...)` may add parameters)?"""
+    (`key.encoder`, `for m in key.modules()`, `head = key.get_submodule("head")`, also bound
+    before the loop in `function`: `encoder = model.encoder if ... else model`), other than
+    running, reading or setting its mode (`adaptation(...)` may add parameters), or assign an
+    attribute of one (`p.data = p.data.cpu()` for `p` in `key.parameters()`)?"""
+    body = function.body if isinstance(function, cst.FunctionDef) else function
+    bindings = _bindings_in(loop) + (_bindings_in(body) if body is not None else [])
     derived = {key}
     grown = True
     while grown:
         grown = False
-        for name, value in _bindings_in(loop):
-            if name not in derived and _submodule_of(value, frozenset(derived)):
+        for name, value in bindings:
+            if name not in derived and (
+                _submodule_of(value, frozenset(derived)) or _state_of(value, derived)
+            ):
                 derived.add(name)
                 grown = True
     names = frozenset(derived)
+    if any(bound.split(".", 1)[0] in names and "." in bound for bound in bound_in_body(loop)):
+        return True
     return any(
         call is not besides
         and isinstance(call.func, cst.Attribute)
@@ -235,12 +246,25 @@ def module_changed(loop: Loop, key: str, besides: cst.Call) -> bool:
     )
 
 
+def _state_of(node: cst.BaseExpression, modules: set[str]) -> bool:
+    """`m.parameters()`, `m.buffers()`, `m.named_parameters()`: the tensors a module holds."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _STATE_METHODS
+        and dotted_name(node.func.value) in modules
+    )
+
+
 def _submodule_of(node: cst.BaseExpression, names: frozenset[str]) -> bool:
     """Is `node` one of `names`, an attribute or item of one, or what a submodule method gives
-    (`m.blocks[0]`, `m.modules()`, `enumerate(m.named_children())`)?"""
+    (`m.blocks[0]`, `m.modules()`, `enumerate(m.named_children())`), or either branch of a choice
+    of such (`m.encoder if hasattr(m, "encoder") else m`)?"""
     while True:
         if dotted_name(node) in names:
             return True
+        if isinstance(node, cst.IfExp):
+            return _submodule_of(node.body, names) or _submodule_of(node.orelse, names)
         if isinstance(node, (cst.Subscript, cst.Attribute)):
             node = node.value
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
@@ -255,11 +279,11 @@ def _submodule_of(node: cst.BaseExpression, names: frozenset[str]) -> bool:
             return False
 
 
-def _bindings_in(loop: Loop) -> list[tuple[str, cst.BaseExpression]]:
-    """(name, value) for the loop's own target, the targets of loops in its body (each bound to
-    the iterable, items unknown) and plain assignments in it; nested scopes excluded."""
+def _bindings_in(code: cst.CSTNode) -> list[tuple[str, cst.BaseExpression]]:
+    """(name, value) for the targets of loops in `code` (a loop: its own target too; each bound
+    to the iterable, items unknown) and plain assignments in it; nested scopes excluded."""
     found: list[tuple[str, cst.BaseExpression]] = []
-    for bound in walk_bindings([loop]):
+    for bound in walk_bindings([code]):
         if bound.kind == "for" and isinstance(bound.node, cst.For):
             value: cst.BaseExpression = bound.node.iter
         elif bound.kind == "assign" and bound.value is not None:
@@ -409,7 +433,7 @@ def invariant_move(
             others and may_change(loop, frozenset(others), scope)
         ):
             return None
-    elif module_changed(loop, key, move.call):
+    elif module_changed(loop, key, move.call, function):
         return None
     else:
         handed_on = any(
