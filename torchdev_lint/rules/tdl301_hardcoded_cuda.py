@@ -395,6 +395,7 @@ class HardcodedCuda(Rule):
                     ids = ids.to("cuda")
                 if y.is_cuda and bias.is_cuda:
                     y = y.cuda(bias.get_device())
+                where = torch.device("cuda:%d" % y.get_device()) if y.is_cuda else torch.device("cpu")
                 dev = torch.device("cuda" if opt["num_gpu"] != 0 else "cpu")
                 return ids, torch.device("cuda", torch.cuda.current_device())
             """

@@ -489,7 +489,10 @@ def _instance_test(test: cst.BaseExpression, taken: bool, scope: Scope, classes:
 
 
 def names_gpu(move: cst.CSTNode) -> bool:
-    """`.cuda(i)`, `.cuda(device=i)`: a move that names its GPU (under `if bias.is_cuda:`, `bias`'s)."""
+    """`.cuda(i)`, `.cuda(device=i)`, `"cuda:%d" % x.get_device()`: a move or device that names its
+    GPU (under `if bias.is_cuda:`, `bias`'s)."""
+    if isinstance(move, cst.BaseExpression) and is_formatted_cuda(move):
+        return True
     if not isinstance(move, cst.Call):
         return False
     return any(arg.keyword is None or arg.keyword.value == "device" for arg in move.args)
