@@ -15,7 +15,7 @@ _ZERO_TIMES_RISK = (
     "machine without one) where before it stayed put"
 )
 _LEAVES_EARLY_RISK = (
-    "an iteration may leave before the move (`break`, `continue`, `return`, `raise`, `yield`): the "
+    "an iteration may leave before the move (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`): the "
     "module is then moved to the device where before it may have stayed put"
 )
 _HANDED_ON_RISK = (
@@ -74,7 +74,7 @@ class ModuleTransferInLoop(Rule):
 
         Safe only when the loop provably runs at least once (`while True`, `range` of integer
         literals that is not empty, a non-empty list or tuple display), nothing earlier in the
-        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`), and
+        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`), and
         the module is not handed to any call in the loop (a helper such as `offload(model)` may
         move it back). Otherwise the fix is unsafe: over a loop that runs zero times, the module
         would end up on the device (or the move would raise on a machine without one) where before

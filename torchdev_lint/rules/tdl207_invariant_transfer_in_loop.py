@@ -91,7 +91,7 @@ class InvariantTransferInLoop(Rule):
 
         Safe only when (1) the loop provably runs at least once (`while True`, `range` of integer
         literals that is not empty, a non-empty list or tuple display), nothing earlier in the
-        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`) and the
+        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`) and the
         move is not inside a comprehension or lambda; and (2) `buf` is a local name bound only to
         new tensors of torch factories (not `torch.from_numpy`/`torch.as_tensor`) that the
         function, with every view of it, only reads (method calls, arithmetic, torch functions

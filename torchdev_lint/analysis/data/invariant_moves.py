@@ -338,8 +338,8 @@ def runs_at_least_once(loop: Loop) -> bool:
     return len(range(*bounds)) > 0
 
 
-# Statements that leave an iteration early.
-_EXITS = (cst.Break, cst.Continue, cst.Return, cst.Raise, cst.Yield)
+# Statements that leave an iteration early (a failing `assert` raises).
+_EXITS = (cst.Break, cst.Continue, cst.Return, cst.Raise, cst.Yield, cst.Assert)
 
 
 def _may_leave(statements: Sequence[cst.CSTNode]) -> bool:
