@@ -50,7 +50,9 @@ class InvariantTransferInLoop(Rule):
         Flags `buf.to(device)` / `buf.cuda()` inside a loop body when neither `buf` nor the move's
         arguments (device, dtype) change in the loop. Not flagged: `buf` (re)assigned in the loop,
         changed in place there (`buf.add_()` or any `*_` method, `buf[i] = ...`, `buf.data = ...`,
-        `out=buf`), directly or through a view of it (`view = buf[:1]` ... `view.add_(1)`), or
+        `out=buf`), directly or through a view of it (`view = buf[:1]` ... `view.add_(1)`; also
+        `buf.numpy()`, `a, b = buf.unbind(0)`, `nn.Parameter(buf)`), by an object built with it
+        (`opt = SGD([p])` ... `opt.step()`), or
         handed to a call that may change it (any call but torch functions that only read their
         arguments and builtins such as `len`), or reached by a function of the function that the
         loop calls (`def update(): buf.mul_(0.5)`); a device taken from the loop (`buf.to(x.device)`)
@@ -280,6 +282,21 @@ class InvariantTransferInLoop(Rule):
                     shifted = cache.to(device)
                     shifted += step  # adds into the fresh copy: each iteration needs its own
 
+            def shared(x, device):
+                w = torch.zeros(4)
+                opt = torch.optim.SGD([torch.nn.Parameter(w)], lr=0.1)  # the parameter shares `w`
+                rows = torch.zeros(2, 4)
+                first, second = rows.unbind(0)
+                table = torch.zeros(4)
+                host = table.numpy()
+                for _ in range(3):
+                    (x * w.to(device)).sum()
+                    opt.step()
+                    rows.to(device)
+                    first.add_(1)
+                    table.to(device)
+                    host += 1
+
             def normalize(chunks, device):
                 scale = torch.ones(4)
                 def update(y):
@@ -420,7 +437,7 @@ def _private_tensor(receiver: cst.BaseExpression, ancestors: Sequence[cst.CSTNod
         if resolve(value.func, scope) in _SHARING_FACTORIES:
             return False
     function = _function(ancestors)
-    uses = _Uses(aliases(function, receiver.value), scope)
+    uses = _Uses(aliases(function, receiver.value, scope), scope)
     visit(function, uses)
     return not uses.escapes
 

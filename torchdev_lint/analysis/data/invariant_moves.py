@@ -21,7 +21,9 @@ import libcst as cst
 from torchdev_lint.analysis.knowledge.devices import Move, as_move
 from torchdev_lint.analysis.knowledge.torch_api import (
     ALIASING_METHODS,
+    MEMORY_SHARING_METHODS,
     MODULE_KEEPING_METHODS,
+    PARAMETER_CLASSES,
     RELOCATING_METHODS,
     SUBMODULE_METHODS,
 )
@@ -94,6 +96,18 @@ def _rooted_at(node: cst.BaseExpression, names: frozenset[str]) -> bool:
             return False
 
 
+def _holders(scope: Scope, names: frozenset[str]) -> frozenset[str]:
+    """Names the function binds to objects built with any of `names` among their arguments
+    (`opt = torch.optim.SGD([p], lr=0.1)`): the object may change them whenever it acts."""
+    found: set[str] = set()
+    for node in _walk(scope.owner.node):
+        if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
+            continue
+        if any(depends_on(arg.value, names) for arg in node.value.args):
+            found |= {name for t in node.targets if (name := dotted_name(t.target)) is not None}
+    return frozenset(found - names)
+
+
 def _closures_reading(scope: Scope, names: frozenset[str]) -> set[str]:
     """The functions defined inside the function of `scope` whose bodies read any of `names`: a
     call of one may change them without being handed them (`def update(): scale.mul_(0.5)`)."""
@@ -116,22 +130,28 @@ def reads_only(call: cst.Call, scope: Scope) -> bool:
     return name.startswith("torch.") and not name.endswith("_")
 
 
-def aliases(function: cst.CSTNode, key: str) -> frozenset[str]:
+def aliases(function: cst.CSTNode, key: str, scope: Scope) -> frozenset[str]:
     """`key` and the names the function binds to what may share its memory (`view = buf[:1]`,
-    `w = buf.to(d)`: `.to()` returns the tensor itself when it is already there)."""
+    `w = buf.to(d)`: `.to()` returns the tensor itself when it is already there; `arr =
+    buf.numpy()`, `a, b = buf.unbind(0)`, `p = nn.Parameter(buf)`)."""
     assignments: list[tuple[str, cst.BaseExpression]] = []
     for node in _walk(function):
         if isinstance(node, cst.Assign) and len(node.targets) == 1:
-            target = dotted_name(node.targets[0].target)
-            if target is not None:
-                assignments.append((target, node.value))
+            target = node.targets[0].target
+            parts = (
+                [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+            )
+            for part in parts:
+                dotted = dotted_name(part)
+                if dotted is not None:
+                    assignments.append((dotted, node.value))
     names = {key}
     grown = True
     while grown:
         grown = False
-        for target, value in assignments:
-            if target not in names and _may_alias(value, frozenset(names)):
-                names.add(target)
+        for alias, value in assignments:
+            if alias not in names and _may_alias(value, frozenset(names), scope):
+                names.add(alias)
                 grown = True
     return frozenset(names)
 
@@ -169,11 +189,17 @@ def _shares(node: cst.BaseExpression) -> bool:
     )
 
 
-def _may_alias(value: cst.BaseExpression, names: frozenset[str]) -> bool:
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-        if value.func.attr.value not in ALIASING_METHODS:
+def _may_alias(value: cst.BaseExpression, names: frozenset[str], scope: Scope) -> bool:
+    while isinstance(value, cst.Call):
+        if (
+            isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ALIASING_METHODS | MEMORY_SHARING_METHODS
+        ):
+            value = value.func.value
+        elif resolve(value.func, scope) in PARAMETER_CLASSES and value.args:
+            value = value.args[0].value  # `nn.Parameter(buf)` shares `buf`'s storage
+        else:
             return False
-        value = value.func.value
     return _rooted_at(value, names)
 
 
@@ -196,11 +222,14 @@ def may_change(loop: Loop, names: frozenset[str], scope: Scope, besides: cst.Cal
     if any(name == bound or bound.startswith(f"{name}.") for bound in bound_in_body(loop) for name in names):
         return True
     closures = _closures_reading(scope, names)
+    holders = _holders(scope, names)
     for call in calls_in(loop):
         if call is besides:
             continue
         if isinstance(call.func, cst.Name) and call.func.value in closures:
             return True  # `update(y)`, a function of the function that reaches `names` itself
+        if isinstance(call.func, cst.Attribute) and _rooted_at(call.func.value, holders):
+            return True  # `opt.step()` with `opt = SGD([p])`: an object holding `names` acts on them
         out = keyword(call, "out")
         if out is not None and depends_on(out.value, names):
             return True
@@ -428,7 +457,7 @@ def invariant_move(
     )
     handed_on = False
     if tensor:
-        others = aliases(function, key) - {key, assigned}
+        others = aliases(function, key, scope) - {key, assigned}
         if may_change(loop, frozenset({key}), scope, besides=move.call) or (
             others and may_change(loop, frozenset(others), scope)
         ):
