@@ -170,8 +170,8 @@ FAKE_TENSOR_MODES = frozenset(
 
 # -- sets other analyses ask ------------------------------------------------------------
 # ALIASING_METHODS and MEMORY_SHARING_METHODS answer the same question ("may the result share
-# the receiver's memory?") with different members; merging them would change TDL207/TDL205
-# findings, so they stay apart until a precision pass decides the one list.
+# the receiver's memory?") with different members; TDL207's aliases ask their union (session 18),
+# TDL205's watch MEMORY_SHARING_METHODS alone: one list once a precision pass measures TDL205's.
 
 # Asked by `invariant_moves`.
 # Methods that change where (or as what) a module or tensor lives.
