@@ -9,8 +9,8 @@ import libcst as cst
 
 from torchdev_lint.analysis.syntax.reaching_bindings import parents_along
 from torchdev_lint.analysis.syntax.scopes import Scope
-from torchdev_lint.analysis.values.kinds import saved_module
-from torchdev_lint.rule import Fix, Invalid, Rule, Valid
+from torchdev_lint.analysis.values.kinds import built_by_project_class, saved_module
+from torchdev_lint.rule import Fix, Invalid, ProjectExample, Rule, Valid
 from torchdev_lint.syntax import argument, method_call
 
 if TYPE_CHECKING:
@@ -35,8 +35,9 @@ class SaveWholeModule(Rule):
     docs = """
         ## What it does
         Flags `torch.save(obj, f)` where `obj` is an `nn.Module` instance: built from an `nn.Module`
-        subclass (`torch.nn.*`, a class of the file deriving from `nn.Module`, a
-        `torchvision.models` factory), used as a module in the same function (`.eval()`,
+        subclass (`torch.nn.*`, a class of the file deriving from `nn.Module` or, with the project's
+        facts, one imported from another file of the project, a `torchvision.models` factory; also
+        moved, cast or copied: `model.cpu()`, `deepcopy(model)`), used as a module in the same function (`.eval()`,
         `.parameters()`, a bare `model.to(device)` statement...), or named like one (`model`,
         `net`, `self.model`, `teacher_model`) and bound to nothing that is a dict, a tensor or a
         `state_dict()`. A parameter named like a model that the function
@@ -458,6 +459,36 @@ class SaveWholeModule(Rule):
         ),
     )
 
+    projects = (
+        # A module class another file of the project defines is known as the file's own are; a
+        # class of the project that is no module is not.
+        ProjectExample(
+            {
+                "pyproject.toml": "",
+                "nets.py": """
+                    from torch import nn
+
+                    class Encoder(nn.Module):
+                        def forward(self, x):
+                            return x
+
+                    class Vocabulary:
+                        pass
+                """,
+                "export.py": """
+                    import torch
+                    from nets import Encoder, Vocabulary
+
+                    def export(out):
+                        encoder = Encoder()
+                        torch.save(encoder, out + "/encoder.pt")
+                        torch.save(Vocabulary(), out + "/vocab.pt")
+                """,
+            },
+            findings=("export.py:6",),
+        ),
+    )
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         # Saves waiting for their scope to be traversed: module evidence includes later uses.
@@ -482,7 +513,9 @@ class SaveWholeModule(Rule):
         for call, arg, scope, parent in self.pending:
             if scope.owner is not current:
                 waiting.append((call, arg, scope, parent))
-            elif saved_module(arg.value, scope, parent):
+            elif saved_module(arg.value, scope, parent) or built_by_project_class(
+                arg.value, scope, self.ctx.project
+            ):
                 fixed = arg.with_changes(value=method_call(arg.value, "state_dict"))
                 self.report(call, fix=Fix("unsafe", "Save `state_dict()` instead", {arg: fixed}, _RISK))
         self.pending = waiting

@@ -16,7 +16,7 @@ from torchdev_lint.analysis.provenance.loaded_modules import (
     unmoved,
 )
 from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name
-from torchdev_lint.analysis.values.kinds import probably_module
+from torchdev_lint.analysis.values.kinds import built_by_project_class, probably_module
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, method_call
 
@@ -48,7 +48,8 @@ class ModuleInCheckpointDict(Rule):
     docs = """
         ## What it does
         Flags `torch.save` of a dict (a literal, a `dict(...)` call, or a name bound to one) that
-        holds a module object as a value (`{"model": model, "epoch": 3}`, or `ckpt["model"] = model`
+        holds a module object as a value (`{"model": model, "epoch": 3}`, `{"ema": deepcopy(model).half()}`,
+        an instance of a module class another file of the project defines, or `ckpt["model"] = model`
         in the function that builds `ckpt`), reported at the `torch.save(` call; and a `torch.load(...)` whose item is used as a module
         (`torch.load(p)["model"].eval()`, `ckpt = torch.load(p)` then `ckpt["model"](x)` or
         `net = ckpt["model"]; net.cuda()`, `ckpt["model"].to(device).eval()`; a name rebound from the
@@ -364,7 +365,12 @@ class ModuleInCheckpointDict(Rule):
             if scope.owner is not current:
                 waiting.append((call, slots, scope))
                 continue
-            modules = [slot for slot in slots if probably_module(slot.value, scope)]
+            project = self.ctx.project
+            modules = [
+                slot
+                for slot in slots
+                if probably_module(slot.value, scope) or built_by_project_class(slot.value, scope, project)
+            ]
             if modules:
                 replacements: dict[cst.CSTNode, cst.CSTNode] = {
                     slot: slot.with_changes(value=method_call(slot.value, "state_dict")) for slot in modules

@@ -177,7 +177,9 @@ class _Pass:
                 self._summarize(current, source)
             else:
                 self.unparsed[current] = source
-            places = current in self.checked and may_place(source)
+            # Files that may place a module (the device flow) or save one (TDL103/TDL105) learn
+            # which classes they import from project modules are modules.
+            places = current in self.checked and (may_place(source) or b"torch.save" in source)
             for level, dotted, top in named:
                 located = self.index.locate(current, level, dotted)
                 if located is not None and located.file is not None and located.file != current:

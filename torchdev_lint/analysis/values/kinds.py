@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 import libcst as cst
 
@@ -33,6 +33,7 @@ from torchdev_lint.analysis.syntax.reaching_bindings import reaching_assignment
 from torchdev_lint.analysis.syntax.scopes import (
     Binding,
     Scope,
+    assigned_values,
     dotted_name,
     resolve,
     scope_body,
@@ -40,6 +41,9 @@ from torchdev_lint.analysis.syntax.scopes import (
 )
 from torchdev_lint.analysis.syntax.walk import first
 from torchdev_lint.analysis.values.parameter_moves import file_function, parameter_taking
+
+if TYPE_CHECKING:
+    from torchdev_lint.analysis.project.file_facts import FileFacts
 
 # `torch.<name>(...)` calls that build a new tensor: the factories, and `cat`/`stack` of a list.
 TENSOR_FACTORIES = FACTORIES | {"cat", "stack"}
@@ -252,6 +256,26 @@ def _same_kind_source(node: cst.BaseExpression, scope: Scope) -> cst.BaseExpress
         else:
             break
     return node
+
+
+def built_by_project_class(node: cst.BaseExpression, scope: Scope, project: FileFacts | None) -> bool:
+    """`Encoder()` (moved, cast or copied, or a name bound only to such calls) of a class imported
+    from another file of the project that the project's facts know as an nn.Module subclass."""
+    if project is None:
+        return False
+    node = _same_kind_source(node, scope)
+    values, owner = [node], scope
+    if isinstance(node, cst.Name):
+        found = assigned_values(node, scope)
+        if found is None:
+            return False
+        values, owner = found
+    return bool(values) and all(
+        isinstance(value := _same_kind_source(v, owner), cst.Call)
+        and (name := resolve(value.func, owner)) is not None
+        and project.module_class(name) is not None
+        for v in values
+    )
 
 
 def _bound_to_loaded_item(node: cst.BaseExpression, scope: Scope) -> bool:
