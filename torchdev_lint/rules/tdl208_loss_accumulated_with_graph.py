@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis.knowledge.library_models import host_module
 from torchdev_lint.analysis.syntax.loops import Loop, calls_in, innermost_loop, names_in
 from torchdev_lint.analysis.syntax.scopes import assigned_values, dotted_name
 from torchdev_lint.analysis.syntax.units import remember
@@ -250,6 +251,21 @@ class LossAccumulatedWithGraph(Rule):
     )
     valid = (
         Valid(
+            # The name of a loss rebound to a NumPy number before it is kept.
+            """
+            import numpy as np
+            import torch.nn.functional as F
+
+            def fit(model, batches, opt, history):
+                for x, y in batches:
+                    loss = F.mse_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    loss = np.mean([loss.item()])
+                    history["loss"].append(loss)
+            """
+        ),
+        Valid(
             # The accumulated losses are backpropagated after the loop through a value computed
             # from them (a meta-learning outer loss): the graphs are needed.
             """
@@ -432,8 +448,10 @@ class LossAccumulatedWithGraph(Rule):
         for target, value in _collect(loop.body, self.ctx).assignments:
             if self._is_loss(value):
                 losses.add(target)
-            if _detached(value):
-                numbers.add(target)
+            if _detached(value) or (
+                isinstance(value, cst.Call) and host_module(self.ctx.qualname(value.func) or "")
+            ):
+                numbers.add(target)  # `loss.item()`, `np.mean(...)`: a number, not a graph
         return _LoopFacts(frozenset(n for n in losses if n is not None) - numbers, bool(backward))
 
     def _is_loss(self, value: cst.BaseExpression) -> bool:

@@ -366,18 +366,18 @@ def built_from(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> list[c
     ]
 
 
-def moves_to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:
-    """Does code (a dataset class, a collate function) move anything to a device that is not the CPU?"""
-    return first(node, lambda child: _to_accelerator(child, scope)) is not None
+def moves_to_accelerator(node: cst.CSTNode, scope: Scope, *, or_makes: bool = False) -> bool:
+    """Does code (a dataset class, a collate function) move anything to a device that is not the
+    CPU? With `or_makes`, or make a tensor there (`torch.randn(16, device=self.device)`): where a
+    loader's data may live, not whether a function uses an accelerator."""
+    return first(node, lambda child: _to_accelerator(child, scope, or_makes)) is not None
 
 
-def _to_accelerator(node: cst.CSTNode, scope: Scope) -> bool:
-    """A move to a device that is not known to be the CPU, or a tensor made there
-    (`torch.randn(16, device=self.device)`)."""
+def _to_accelerator(node: cst.CSTNode, scope: Scope, or_makes: bool) -> bool:
     if not isinstance(node, cst.Call):
         return False
     move = as_move(node, scope)
     if move is not None:
         return move.to_accelerator
-    given = keyword(node, "device") if is_tensor_factory_call(node, scope) else None
+    given = keyword(node, "device") if or_makes and is_tensor_factory_call(node, scope) else None
     return given is not None and (device_argument(given.value, scope) or VARIABLE).type != "cpu"

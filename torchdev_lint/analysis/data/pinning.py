@@ -147,11 +147,11 @@ def loader_residency(
         dataset_class = dataset_class_of(leaf, scope)
         if isinstance(leaf, cst.Call) and leaf in tensor_datasets:
             found.append(tensor_datasets[leaf])
-        elif dataset_class is not None and moves_to_accelerator(dataset_class, scope):
+        elif dataset_class is not None and moves_to_accelerator(dataset_class, scope, or_makes=True):
             found.append(Residency.DEVICE)
     collate = keyword(call, "collate_fn")
     code = None if collate is None else collate_code(collate.value, scope)
-    if code is not None and moves_to_accelerator(code, scope):
+    if code is not None and moves_to_accelerator(code, scope, or_makes=True):
         found.append(Residency.DEVICE)
     return max(found, default=Residency.HOST)
 
