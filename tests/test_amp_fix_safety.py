@@ -10,12 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fixsafety import safeties
 from multifile import write_files
 
 from torchdev_lint.cli import main
-from torchdev_lint.config import Settings
-from torchdev_lint.engine import check_source
-from torchdev_lint.rule import dedent
 from torchdev_lint.rules.tdl312_deprecated_cuda_amp import DeprecatedCudaAmp
 from torchdev_lint.runner import CheckOptions, process_files
 
@@ -43,9 +41,7 @@ TRAINER = """
     ],
 )
 def test_a_type_test_of_the_old_class_makes_the_fix_unsafe(test: str, safety: str) -> None:
-    source = dedent(TRAINER.format(test=test))
-    result = check_source("trainer.py", source.encode(), [DeprecatedCudaAmp], Settings())
-    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
+    assert safeties(DeprecatedCudaAmp, TRAINER.format(test=test), "trainer.py") == [safety]
 
 
 @pytest.mark.parametrize(("checks", "safety"), [("torch.cuda.amp.GradScaler", "unsafe"), ("dict", "safe")])

@@ -5,10 +5,8 @@ through as the dataset gave it (a project class with its own `.to()` would rejec
 from __future__ import annotations
 
 import pytest
+from fixsafety import safeties
 
-from torchdev_lint.config import Settings
-from torchdev_lint.engine import check_source
-from torchdev_lint.rule import dedent
 from torchdev_lint.rules.tdl205_blocking_h2d_copy import BlockingH2dCopy
 
 
@@ -17,8 +15,7 @@ from torchdev_lint.rules.tdl205_blocking_h2d_copy import BlockingH2dCopy
     [("batch_size=32", "safe"), ("batch_size=None", "unsafe"), ("collate_fn=pad", "unsafe")],
 )
 def test_non_blocking_fix_safety(arguments: str, safety: str) -> None:
-    source = dedent(
-        f"""
+    code = f"""
         import torch
         from torch.utils.data import DataLoader
 
@@ -27,6 +24,4 @@ def test_non_blocking_fix_safety(arguments: str, safety: str) -> None:
             for x, y in DataLoader(dataset, {arguments}, pin_memory=True):
                 model(x.to(device))
         """
-    )
-    result = check_source("train.py", source.encode(), [BlockingH2dCopy], Settings())
-    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
+    assert safeties(BlockingH2dCopy, code, "train.py") == [safety]

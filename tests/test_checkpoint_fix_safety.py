@@ -9,11 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fixsafety import safeties
 from multifile import write_files
 
-from torchdev_lint.config import Settings
-from torchdev_lint.engine import check_source
-from torchdev_lint.rule import dedent
 from torchdev_lint.rules.tdl101_load_without_map_location import LoadWithoutMapLocation
 from torchdev_lint.runner import CheckOptions, process_files
 
@@ -58,14 +56,12 @@ CASES = [
 @pytest.mark.parametrize(("body", "safety"), CASES)
 def test_fix_safety(body: str, safety: str) -> None:
     lines = "\n".join("    " + line for line in body.splitlines())
-    source = dedent(f"import torch\n\ndef restore(model, optimizer, p, url, options, flags):\n{lines}\n")
-    result = check_source("restore.py", source.encode(), [LoadWithoutMapLocation], Settings())
-    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
+    code = f"import torch\n\ndef restore(model, optimizer, p, url, options, flags):\n{lines}\n"
+    assert safeties(LoadWithoutMapLocation, code, "restore.py") == [safety]
 
 
 def test_a_file_defining_load_state_dict_gets_no_safe_fix() -> None:
-    source = dedent(
-        """
+    code = """
         import torch
 
         class EMA:
@@ -75,9 +71,7 @@ def test_a_file_defining_load_state_dict_gets_no_safe_fix() -> None:
         def restore(ema, p):
             ema.load_state_dict(torch.load(p))
         """
-    )
-    result = check_source("ema.py", source.encode(), [LoadWithoutMapLocation], Settings())
-    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == ["unsafe"]
+    assert safeties(LoadWithoutMapLocation, code, "ema.py") == ["unsafe"]
 
 
 EMA_KEEPING = """

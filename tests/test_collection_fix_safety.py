@@ -9,10 +9,8 @@ raises. Items whose dtype is chosen per item are promoted by the join.
 from __future__ import annotations
 
 import pytest
+from fixsafety import safeties
 
-from torchdev_lint.config import Settings
-from torchdev_lint.engine import check_source
-from torchdev_lint.rule import dedent
 from torchdev_lint.rules.tdl201_per_item_transfer_in_loop import PerItemTransferInLoop
 
 CASES = [
@@ -31,23 +29,19 @@ CASES = [
 
 
 def test_items_of_dtypes_chosen_per_item_are_not_one_dtype() -> None:
-    source = dedent(
-        """
+    code = """
         import torch
 
         def embed(device):
             parts = [torch.zeros(8, dtype=dt) for dt in (torch.float16, torch.float64)]
             return torch.stack([p.to(device) for p in parts])
         """
-    )
-    result = check_source("embed.py", source.encode(), [PerItemTransferInLoop], Settings())
-    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == ["unsafe"]
+    assert safeties(PerItemTransferInLoop, code, "embed.py") == ["unsafe"]
 
 
 @pytest.mark.parametrize(("between", "safety"), CASES)
 def test_join_fix_safety(between: str, safety: str) -> None:
-    source = dedent(
-        f"""
+    code = f"""
         import torch
 
         def embed(n, cls_token, device):
@@ -55,6 +49,4 @@ def test_join_fix_safety(between: str, safety: str) -> None:
             {between}
             return torch.stack([p.to(device) for p in parts])
         """
-    )
-    result = check_source("embed.py", source.encode(), [PerItemTransferInLoop], Settings())
-    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
+    assert safeties(PerItemTransferInLoop, code, "embed.py") == [safety]

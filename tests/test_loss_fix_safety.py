@@ -5,10 +5,8 @@ function was given (`history.append(total)`), stored on `self`."""
 from __future__ import annotations
 
 import pytest
+from fixsafety import safeties
 
-from torchdev_lint.config import Settings
-from torchdev_lint.engine import check_source
-from torchdev_lint.rule import dedent
 from torchdev_lint.rules.tdl208_loss_accumulated_with_graph import LossAccumulatedWithGraph
 
 CASES = [
@@ -26,8 +24,7 @@ CASES = [
 
 @pytest.mark.parametrize(("after", "safety"), CASES)
 def test_detach_fix_safety(after: str, safety: str) -> None:
-    source = dedent(
-        f"""
+    code = f"""
         import torch.nn.functional as F
 
         def fit(model, loader, history):
@@ -38,6 +35,4 @@ def test_detach_fix_safety(after: str, safety: str) -> None:
                 total += loss
             {after}
         """
-    )
-    result = check_source("fit.py", source.encode(), [LossAccumulatedWithGraph], Settings())
-    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
+    assert safeties(LossAccumulatedWithGraph, code, "fit.py") == [safety]

@@ -7,10 +7,8 @@ A container or wrapper (`nn.Sequential`, `nn.ModuleList`, `nn.DataParallel`) run
 from __future__ import annotations
 
 import pytest
+from fixsafety import safeties
 
-from torchdev_lint.config import Settings
-from torchdev_lint.engine import check_source
-from torchdev_lint.rule import dedent
 from torchdev_lint.rules.tdl305_eval_before_transfer import EvalBeforeTransfer
 
 CASES = [
@@ -32,8 +30,7 @@ CASES = [
 
 @pytest.mark.parametrize(("built", "safety"), CASES)
 def test_reorder_fix_safety(built: str, safety: str) -> None:
-    source = dedent(
-        f"""
+    code = f"""
         import torch
         from torch import nn
 
@@ -47,6 +44,4 @@ def test_reorder_fix_safety(built: str, safety: str) -> None:
         def build(device, backbone, layers):
             return {built}.eval().to(device)
         """
-    )
-    result = check_source("build.py", source.encode(), [EvalBeforeTransfer], Settings())
-    assert [d.fix.safety if d.fix else None for d in result.diagnostics] == [safety]
+    assert safeties(EvalBeforeTransfer, code, "build.py") == [safety]
