@@ -42,7 +42,9 @@ def _only_read(name: str, owner: Scope) -> bool:
     """Is every other use of the local collection `name` in its function a read: iterated, indexed,
     `in`, measured, handed to torch or a reading builtin? Anything else (`xs.append(t)`,
     `xs[0] = t`, `xs += [t]`, `bank = xs` then `bank.append(t)`, a helper) may add items."""
-    index = UseIndex(owner.node)
+    index: UseIndex | None = getattr(owner, "_use_index", None)
+    if index is None:
+        index = owner._use_index = UseIndex(owner.node)  # type: ignore[attr-defined]  # once per function
     for use in index.names(name):
         above = index.parent(use)
         if isinstance(above, cst.AssignTarget) and above.target is use:
