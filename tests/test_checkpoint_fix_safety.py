@@ -101,6 +101,18 @@ RESUME = """
 """
 
 
+# A module keeping a loaded tensor as given through a hook `load_state_dict` runs.
+HOOKED = """
+    from torch import nn
+
+    class EMA(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.register_load_state_dict_pre_hook(self._take)
+
+        def _take(self, module, state, prefix, *args):
+            self.mean = state.pop(prefix + "mean")
+"""
 # A module keeping an extra state as loaded: `load_state_dict` hands it to `set_extra_state` as is.
 EXTRA_STATE = """
     from torch import nn
@@ -116,7 +128,8 @@ EXTRA_STATE = """
 
 
 @pytest.mark.parametrize(
-    ("ema", "safety"), [(EMA_KEEPING, "unsafe"), (EXTRA_STATE, "unsafe"), (EMA_PLAIN, "safe")]
+    ("ema", "safety"),
+    [(EMA_KEEPING, "unsafe"), (EXTRA_STATE, "unsafe"), (HOOKED, "unsafe"), (EMA_PLAIN, "safe")],
 )
 @pytest.mark.parametrize("checked", [(), ("train.py",)])
 def test_a_class_of_another_file_defining_load_state_dict_makes_the_fix_unsafe(

@@ -83,8 +83,8 @@ class LoadWithoutMapLocation(Rule):
         comprehension or a loop over its `.items()`/`.values()` (`for name, sd in ckpt.items():`); uses that only test it (`"model" in ckpt`, `isinstance`, `len`, `.keys()`) and a
         dropped value do not count. `load_state_dict` copies the values into tensors that already live where
         the model was placed, so nothing the program sees changes; when the file or a class of its project
-        defines its own `load_state_dict` (or `set_extra_state`, `_load_from_state_dict`: which may
-        keep the tensors as given), or the call may pass
+        defines its own `load_state_dict` (or `set_extra_state`, `_load_from_state_dict`, or registers a
+        `load_state_dict` hook: which may keep the tensors as given), or the call may pass
         `assign=True` (third positional argument, `*args`, `**options`), the fix is unsafe.
 
         Everywhere else the fix is unsafe: a pickled module, optimizer or tensor that is used, returned or

@@ -51,7 +51,10 @@ _TEXT_FACTS = (
         OWN_LOAD_STATE_DICT,
         b"load_state_dict",
         b"_state",
-        re.compile(rb"\bdef\s+(?:load_state_dict|set_extra_state|_load_from_state_dict)\b"),
+        re.compile(
+            rb"\bdef\s+(?:load_state_dict|set_extra_state|_load_from_state_dict)\b"
+            rb"|\b_?register_load_state_dict_(?:pre_|post_)?hook\b"
+        ),
     ),
     (TESTS_AMP_CLASS, b"cuda.amp", b"cuda.amp", AMP_TYPE_TEST),
 )

@@ -50,6 +50,13 @@ _OWN = ("self", "cls")
 _REMOVERS = frozenset({"os.remove", "os.unlink"})
 # Module methods that may keep the tensors of a loaded state dict as given, not copy them in place.
 _STATE_LOADING_METHODS = frozenset({"load_state_dict", "set_extra_state", "_load_from_state_dict"})
+_STATE_LOADING_HOOKS = frozenset(
+    {
+        "register_load_state_dict_pre_hook",
+        "_register_load_state_dict_pre_hook",
+        "register_load_state_dict_post_hook",
+    }
+)
 
 if TYPE_CHECKING:
     from torchdev_lint.analysis.project.file_facts import FileFacts
@@ -165,8 +172,14 @@ class PendingLoads:
 
 def _defines_load_state_dict(node: cst.CSTNode) -> bool:
     """`load_state_dict`, or what it calls to keep a module's own state as given (`set_extra_state`,
-    `_load_from_state_dict`)."""
-    return isinstance(node, cst.FunctionDef) and node.name.value in _STATE_LOADING_METHODS
+    `_load_from_state_dict`, a hook registered on it)."""
+    if isinstance(node, cst.FunctionDef):
+        return node.name.value in _STATE_LOADING_METHODS
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _STATE_LOADING_HOOKS
+    )
 
 
 def _names_host_file(path: cst.BaseExpression, scope: Scope) -> bool:
