@@ -11,10 +11,17 @@ from torchdev_lint.analysis.data.batches import (
     batch_move,
     host_written_after,
 )
-from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.knowledge.devices import as_move, is_dtype
 from torchdev_lint.analysis.placement.accelerators import may_be_mps
+from torchdev_lint.analysis.syntax.scopes import Scope
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import has_star, keyword, positional, with_keyword
+
+
+def _casts(move: cst.Call, scope: Scope) -> bool:
+    """Does the move also change the dtype (`x.to("cuda", torch.long)`, `dtype=`)?"""
+    given = [arg for arg in move.args if arg.keyword is None]
+    return keyword(move, "dtype") is not None or any(is_dtype(arg.value, scope) for arg in given[1:])
 
 
 class BlockingH2dCopy(Rule):
@@ -82,7 +89,10 @@ class BlockingH2dCopy(Rule):
         for a loader parameter, in every project call). A custom `collate_fn` may build a project
         class whose `.to()` takes only a device (`NestedTensor.to(device)`: the first step would
         raise `TypeError`), and a whole batch object (`for batch in loader: batch.to(device)`) may
-        be a mapping class with its own `.to()`. And it is safe only where the target is proven
+        be a mapping class with its own `.to()`; the default collation keeps namedtuple and mapping
+        subclasses too, so where a class of the project defines its own `to()` no part is proven a
+        tensor. A copy that also casts (`x.to("cuda", torch.long)`) converts on the host when blocking
+        and on the device when not (NaN and infinities become other integers): unsafe. And it is safe only where the target is proven
         not to be Apple's MPS, where non-blocking host-to-device copies have open corruption
         reports: `.cuda()`, a literal CUDA or CPU device, or a name every assignment of which in
         reach is one of these or a choice between them (`torch.device("cuda" if
@@ -366,7 +376,10 @@ class BlockingH2dCopy(Rule):
             return  # a non-blocking copy would race with the write
         # The flow takes every unpacked part of a batch for a tensor; a custom `collate_fn` may
         # build anything, so only the loader's default collation proves it.
-        tensor = loaders.collated_part
+        # A project class with its own `.to()` may come out of the default collation too (it keeps
+        # namedtuples and mappings), so a project defining `to` proves no part a tensor.
+        project = self.ctx.project
+        tensor = loaders.collated_part and not (project is not None and project.defines_to())
         risk = None
         if written is not HostWrite.NONE:
             risk = (
@@ -377,6 +390,11 @@ class BlockingH2dCopy(Rule):
             risk = (
                 "the moved value is not proven a tensor (a custom `collate_fn`, a whole batch object): its own"
                 " `.to()` may not take `non_blocking` and raise `TypeError`"
+            )
+        elif _casts(node, scope):
+            risk = (
+                "the copy also casts: a blocking copy converts on the host, a non-blocking one on the device,"
+                " where NaN, infinities and values out of range convert to other integers"
             )
         elif may_be_mps(move.device_node, scope):
             risk = "the target may be Apple's MPS, where non-blocking host-to-device copies have open data-corruption reports"

@@ -21,6 +21,7 @@ from torchdev_lint.analysis.context.project_groups import nccl_program
 from torchdev_lint.analysis.knowledge.cuda_modules import cuda_only_module, own_package
 from torchdev_lint.analysis.project.file_facts import (
     CUDA_ONLY_IMPORT,
+    DEFINES_TO,
     IMPORTED,
     NCCL,
     OWN_LOAD_STATE_DICT,
@@ -57,6 +58,7 @@ _TEXT_FACTS = (
         ),
     ),
     (TESTS_AMP_CLASS, b"cuda.amp", b"cuda.amp", AMP_TYPE_TEST),
+    (DEFINES_TO, b".to(", b"def to", re.compile(rb"\bdef\s+to\s*\(\s*self\b")),
 )
 # Read a module's text and summarize it (pass 1's own reader), if it has not been.
 Summarize = Callable[[str], None]

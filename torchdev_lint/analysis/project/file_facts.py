@@ -18,6 +18,7 @@ IMPORTED = "imported"
 CUDA_ONLY_IMPORT = "imports a CUDA-only project module"
 OWN_LOAD_STATE_DICT = "a project class defines load_state_dict"
 TESTS_AMP_CLASS = "a project file tests the type of an AMP object"
+DEFINES_TO = "a project class defines its own to()"
 
 
 class FileFacts(NamedTuple):
@@ -111,6 +112,11 @@ class FileFacts(NamedTuple):
         """Does a class of the project (this file's, or one it may reach) define its own
         `load_state_dict`, which may keep the tensors it is given as they are?"""
         return OWN_LOAD_STATE_DICT in self.roles
+
+    def defines_to(self) -> bool:
+        """Does a class of the project define its own `to()` (a batch part may be one of its
+        objects, whose `.to()` may not take `non_blocking`)?"""
+        return DEFINES_TO in self.roles
 
     def tests_amp_class(self) -> bool:
         """Does a file of the project test an object against an AMP class (`isinstance(s,
