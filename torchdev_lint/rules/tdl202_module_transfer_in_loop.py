@@ -15,12 +15,13 @@ _ZERO_TIMES_RISK = (
     "machine without one) where before it stayed put"
 )
 _LEAVES_EARLY_RISK = (
-    "an iteration may leave before the move (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`): the "
+    "an iteration may leave before the move (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`, `sys.exit`): the "
     "module is then moved to the device where before it may have stayed put"
 )
 _HANDED_ON_RISK = (
-    "the module is handed to a call in the loop that may move it elsewhere (`offload(model)`): the "
-    "move no longer brings it back on every iteration"
+    "the module is handed to a call in the loop that may move it elsewhere (`offload(model)`, or a "
+    "holder of it is moved: `export.cpu()`), or the loop switches the current GPU: the move no longer "
+    "brings it back on every iteration"
 )
 
 
@@ -74,9 +75,11 @@ class ModuleTransferInLoop(Rule):
 
         Safe only when the loop provably runs at least once (`while True`, `range` of integer
         literals that is not empty, a non-empty list or tuple display), nothing earlier in the
-        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`), and
+        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`, `sys.exit`), and
         the module is not handed to any call in the loop (a helper such as `offload(model)` may
-        move it back). Otherwise the fix is unsafe: over a loop that runs zero times, the module
+        move it back), no holder of it is moved there (`export = nn.Sequential(model)` ...
+        `export.cpu()`), and the loop keeps the current GPU that `.cuda()` means (no
+        `torch.cuda.set_device`). Otherwise the fix is unsafe: over a loop that runs zero times, the module
         would end up on the device (or the move would raise on a machine without one) where before
         it stayed put (so too where an iteration leaves before the move), and a helper that moves
         the module elsewhere each iteration would no longer be undone. An unsafe fix's message

@@ -30,6 +30,10 @@ _LEAVES_EARLY_RISK = (
     "the move may not run on every iteration (the body may leave before it, or it sits in a "
     "comprehension or lambda): it now runs anyway, and raises on a machine without the device"
 )
+_SWITCHED_RISK = (
+    "the loop changes the current GPU (`torch.cuda.set_device`, `torch.cuda.device`): `.cuda()` hoisted "
+    "copies to the first one only"
+)
 _SHARED_RISK = (
     "{tensor} may be changed by code the loop calls (it is not a local tensor only read here): each "
     "iteration copied its current values, the hoisted copy keeps the first ones"
@@ -93,7 +97,7 @@ class InvariantTransferInLoop(Rule):
 
         Safe only when (1) the loop provably runs at least once (`while True`, `range` of integer
         literals that is not empty, a non-empty list or tuple display), nothing earlier in the
-        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`) and the
+        loop body can leave the iteration (`break`, `continue`, `return`, `raise`, `yield`, a failing `assert`, `sys.exit`) and the
         move is not inside a comprehension or lambda; and (2) `buf` is a local name bound only to
         new tensors of torch factories (not `torch.from_numpy`/`torch.as_tensor`) that the
         function, with every view of it, only reads (method calls, arithmetic, torch functions
@@ -401,6 +405,8 @@ class InvariantTransferInLoop(Rule):
         risk = None
         if not found.always_runs:
             risk = _LEAVES_EARLY_RISK if runs_at_least_once(found.loop) else _ZERO_TIMES_RISK
+        elif found.handed_on:
+            risk = _SWITCHED_RISK
         elif not _private_tensor(found.move.receiver, self.ctx.ancestors, scope):
             code = self.ctx.code_for(found.move.receiver)
             risk = _SHARED_RISK.format(

@@ -367,17 +367,22 @@ def runs_at_least_once(loop: Loop) -> bool:
     return len(range(*bounds)) > 0
 
 
-# Statements that leave an iteration early (a failing `assert` raises).
+# Statements that leave an iteration early (a failing `assert` raises), and calls that end the program.
 _EXITS = (cst.Break, cst.Continue, cst.Return, cst.Raise, cst.Yield, cst.Assert)
+_EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
+# Calls that change the current GPU.
+_GPU_SWITCHES = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
 
 
 def _may_leave(statements: Sequence[cst.CSTNode]) -> bool:
     """Can one of the statements leave the iteration early (nested scopes excluded)?"""
     return any(
-        first(statement, lambda node: isinstance(node, _EXITS), prune=(cst.FunctionDef, cst.Lambda))
-        is not None
-        for statement in statements
+        first(statement, _leaves, prune=(cst.FunctionDef, cst.Lambda)) is not None for statement in statements
     )
+
+
+def _leaves(node: cst.CSTNode) -> bool:
+    return isinstance(node, _EXITS) or (isinstance(node, cst.Call) and dotted_name(node.func) in _EXIT_CALLS)
 
 
 @dataclass(frozen=True)
@@ -465,8 +470,16 @@ def invariant_move(
     elif module_changed(loop, key, move.call, function):
         return None
     else:
+        holders = _holders(
+            scope, frozenset({key})
+        )  # `export = nn.Sequential(model)`: `export.cpu()` moves it
         handed_on = any(
             _rooted_at(arg.value, frozenset({key})) for call in calls_in(loop) for arg in call.args
+        ) or any(
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in RELOCATING_METHODS
+            and _rooted_at(call.func.value, holders)
+            for call in calls_in(loop)
         )
     if isinstance(assigned, str) and assigned != key and changed_in_place(loop, assigned):
         return None  # `c = buf.to(d); c.mul_(2)`: each iteration needs its fresh copy
@@ -481,7 +494,25 @@ def invariant_move(
         hoistable = not any(depends_on(s, watched) for s in earlier)
     nested = any(isinstance(n, (cst.BaseComp, cst.Lambda)) for n in path_inside(ancestors, loop))
     always = runs_at_least_once(loop) and statement is not None and not nested and not _may_leave(earlier)
+    # `.cuda()` is the current GPU, which the loop may switch (`torch.cuda.set_device(rank)`): hoisted,
+    # the move would target the first one only. Treated as a call the receiver is handed to.
+    handed_on = handed_on or (_current_gpu(move) and _switches_gpu(loop, scope))
     return InvariantMove(loop, move, statement if hoistable else None, reassigns, always, handed_on)
+
+
+def _current_gpu(move: Move) -> bool:
+    """`.cuda()`, `.to("cuda")`: the current GPU, whichever it is when the move runs."""
+    node = move.device_node
+    return (
+        move.device.type == "cuda"
+        and move.device.index is None
+        and (node is None or isinstance(node, cst.SimpleString))
+    )
+
+
+def _switches_gpu(loop: Loop, scope: Scope) -> bool:
+    """Does the loop change the current GPU (`torch.cuda.set_device(i)`, `with torch.cuda.device(i):`)?"""
+    return any(resolve(call.func, scope) in _GPU_SWITCHES for call in calls_in(loop))
 
 
 def already_there(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:
