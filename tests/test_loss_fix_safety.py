@@ -19,6 +19,13 @@ CASES = [
     ("local = []; local.append(total)", "safe"),
     ("history.append(total.item())", "safe"),
     ("print(F.relu(total))", "safe"),
+    ("history[0] = total", "unsafe"),
+]
+
+# The accumulator itself is another name for an object the caller sees.
+ALIASED = [
+    ("hist = history", "unsafe"),
+    ("hist = []", "safe"),
 ]
 
 
@@ -34,5 +41,20 @@ def test_detach_fix_safety(after: str, safety: str) -> None:
                 loss.backward()
                 total += loss
             {after}
+        """
+    assert safeties(LossAccumulatedWithGraph, code, "fit.py") == [safety]
+
+
+@pytest.mark.parametrize(("binding", "safety"), ALIASED)
+def test_an_accumulator_bound_to_an_outside_object(binding: str, safety: str) -> None:
+    code = f"""
+        import torch.nn.functional as F
+
+        def fit(model, loader, history):
+            {binding}
+            for x, y in loader:
+                loss = F.mse_loss(model(x), y)
+                loss.backward()
+                hist.append(loss)
         """
     assert safeties(LossAccumulatedWithGraph, code, "fit.py") == [safety]

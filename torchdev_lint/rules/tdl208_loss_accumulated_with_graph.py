@@ -11,7 +11,7 @@ from torchdev_lint.analysis.knowledge.library_models import host_module
 from torchdev_lint.analysis.syntax.loops import Loop, calls_in, innermost_loop, names_in
 from torchdev_lint.analysis.syntax.scopes import assigned_values, dotted_name
 from torchdev_lint.analysis.syntax.units import remember
-from torchdev_lint.analysis.syntax.walk import visit
+from torchdev_lint.analysis.syntax.walk import visit, walk
 from torchdev_lint.analysis.values import autograd
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import method_call
@@ -90,8 +90,9 @@ class LossAccumulatedWithGraph(Rule):
         computes from it with its graph (`mean = total / n; return mean`; `return total.item()`
         is fine): nothing outside can then depend on its graph. It is
         **unsafe** when the accumulator is an attribute (`self.total`), a parameter, a name from
-        outside the function (`global`/`nonlocal`), is returned or yielded, or is handed to an
-        object from outside (`history.append(total)`, `history` a parameter): a caller might
+        outside the function (`global`/`nonlocal`), is returned or yielded, is handed to or stored
+        into an object from outside (`history.append(total)`, `log["losses"] = losses`, `history` and
+        `log` parameters), or is another name for one (`hist = self.history`): a caller might
         differentiate through it (`.backward()`, `torch.autograd.grad`), which then raises or gets
         no gradient from the losses. The unsafe fix's message names which of these it is.
         """
@@ -516,9 +517,17 @@ class LossAccumulatedWithGraph(Rule):
             return "a name from outside this function"
         if any(isinstance(binding.node, cst.Param) for binding in found[1]):
             return "a parameter"
+        if any(binding.value is not None and self._outside_object(binding.value) for binding in found[1]):
+            return "another name for an object from outside (`hist = self.history`)"
         derived = self._derived(name)
         collected = _collect(self._function_body(), self.ctx)
         live = frozenset(derived)
+        for target, assigned in collected.assignments:
+            if "." in target and isinstance(assigned, cst.Name) and assigned.value in derived:
+                return "stored on an object"  # `self.losses = losses`
+        for store in _stores_into(self._function_body(), derived):
+            if self._outside_object(store):
+                return 'stored into an object from outside (`log["losses"] = losses`)'
         for node in collected.returns:
             value = node.value.item if isinstance(node.value, cst.From) else node.value  # `yield from`
             if value is not None and self._live_losses(value, live):
@@ -527,6 +536,24 @@ class LossAccumulatedWithGraph(Rule):
             if self._outside_receiver(call) and any(self._live_losses(arg.value, live) for arg in call.args):
                 return "handed to an object from outside the function"
         return None
+
+    def _outside_object(self, node: cst.BaseExpression) -> bool:
+        """`self.history`, `log["losses"]`, `args.meters`: rooted at a parameter (`self` too) or at a
+        variable of an enclosing scope."""
+        while isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        if not isinstance(node, cst.Name):
+            return False
+        found = self.ctx.scope.lookup(node.value)
+        if found is None:
+            return False
+        owner, bindings = found
+        if any(isinstance(binding.node, cst.Param) for binding in bindings):
+            return True
+        return owner is not self.ctx.scope.owner and all(
+            binding.import_target is None and not isinstance(binding.node, (cst.FunctionDef, cst.ClassDef))
+            for binding in bindings
+        )
 
     def _outside_receiver(self, call: cst.Call) -> bool:
         """`history.append(acc)` with `history` an object the function was given: a parameter
@@ -551,6 +578,20 @@ class LossAccumulatedWithGraph(Rule):
             if isinstance(node, (cst.FunctionDef, cst.Module)):
                 return node
         return self.ctx.module
+
+
+def _stores_into(root: cst.CSTNode, names: set[str]) -> list[cst.BaseExpression]:
+    """The subscripted or attribute targets the names are assigned into (`log["losses"] = losses`)."""
+    found: list[cst.BaseExpression] = []
+
+    def enter(node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value in names:
+            found.extend(
+                t.target for t in node.targets if isinstance(t.target, (cst.Subscript, cst.Attribute))
+            )
+
+    walk(root, enter, lambda node: None)
+    return found
 
 
 def _method(call: cst.Call) -> str | None:
