@@ -142,3 +142,19 @@ def test_a_class_of_another_file_defining_load_state_dict_makes_the_fix_unsafe(
     options = CheckOptions(rules=(LoadWithoutMapLocation,), cache=None, with_edits=True)
     found = [d for report in process_files(paths, options) for d in report.diagnostics]
     assert [(Path(d.path).name, d.fix.safety if d.fix else None) for d in found] == [("train.py", safety)]
+
+
+def test_a_load_another_file_imports_gets_no_safe_fix(tmp_path: Path) -> None:
+    """`CKPT = torch.load(p)` at module level, imported by `train.py` and used there as a tensor:
+    the uses in this file alone do not say what the others do."""
+    write_files(
+        tmp_path,
+        {
+            "state.py": 'import torch\n\nCKPT = torch.load("last.pt")\n',
+            "train.py": "from state import CKPT\n\nshadow = CKPT['ema'] * 2\n",
+        },
+    )
+    options = CheckOptions(rules=(LoadWithoutMapLocation,), cache=None, with_edits=True)
+    paths = sorted(str(p) for p in tmp_path.glob("*.py"))
+    found = [d for report in process_files(paths, options) for d in report.diagnostics]
+    assert [(Path(d.path).name, d.fix.safety if d.fix else None) for d in found] == [("state.py", "unsafe")]

@@ -154,6 +154,8 @@ class PendingLoads:
             if index is None:
                 index = indexes[id(owner.node)] = UseIndex(owner.node)
             receivers = index.state_dict_receivers(call, owner)
+            if receivers is not None and _imported_elsewhere(call, index, owner, ctx.project):
+                receivers = None  # `CKPT = torch.load(p)` that another file imports: used there too
             if receivers and all(restores_host_data(r, owner) for r in receivers):
                 continue  # scheduler/scaler states are numbers, generator states CPU bytes, arrays host data
             if own_load_state_dict is None and ctx.fixes:  # only the fix's safety asks (a module walk)
@@ -168,6 +170,20 @@ class PendingLoads:
             elif own_load_state_dict:
                 why = MappingRisk.OWN_LOAD_STATE_DICT
             yield call, loader, why
+
+
+def _imported_elsewhere(call: cst.Call, index: UseIndex, scope: Scope, project: FileFacts | None) -> bool:
+    """Is the load bound at module level to a name another file of the project imports?"""
+    assign = index.parent(call)
+    return (
+        scope.kind == "module"
+        and project is not None
+        and isinstance(assign, cst.Assign)
+        and any(
+            isinstance(t.target, cst.Name) and t.target.value in project.imported_names
+            for t in assign.targets
+        )
+    )
 
 
 def _defines_load_state_dict(node: cst.CSTNode) -> bool:
