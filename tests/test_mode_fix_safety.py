@@ -25,7 +25,31 @@ CASES = [
     ("nn.DataParallel(module=Head())", "unsafe"),
     ("nn.TransformerEncoder(layer, 2)", "unsafe"),
     ("nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2), 2)", "safe"),
+    ("nn.TransformerEncoder(make_head(), 1)", "unsafe"),
+    ("nn.DataParallel(module=backbone)", "unsafe"),
+    ("nn.utils.parametrizations.weight_norm(make_head())", "unsafe"),
 ]
+
+
+def test_a_container_grown_after_it_is_built_or_a_swap_in_a_try_is_unsafe() -> None:
+    code = """
+        from torch import nn
+
+        def grown(device, head):
+            model = nn.Sequential(nn.Linear(4, 4))
+            model.append(head)
+            model.eval()
+            model.to(device)
+
+        def guarded(device):
+            net = nn.Linear(4, 4)
+            try:
+                net.eval()
+                net.to(device)
+            except RuntimeError:
+                pass
+        """
+    assert safeties(EvalBeforeTransfer, code, "build.py") == ["unsafe", "unsafe"]
 
 
 @pytest.mark.parametrize(("built", "safety"), CASES)

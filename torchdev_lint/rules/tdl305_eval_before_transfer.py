@@ -13,11 +13,14 @@ from torchdev_lint.analysis.knowledge.torch_api import (
     DISTRIBUTED_WRAPPERS,
     MODULE_SAME,
 )
-from torchdev_lint.analysis.syntax.scopes import assigned_values, dotted_name
-from torchdev_lint.analysis.values.kinds import constructs_module, is_module_class
+from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name
+from torchdev_lint.analysis.syntax.walk import first
+from torchdev_lint.analysis.values.kinds import constructs_module
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 
 MODE_METHODS = frozenset({"eval", "train"})
+# Container methods that add children.
+_GROWING = frozenset({"append", "extend", "insert", "add_module", "register_module", "update"})
 # Module methods that return the module itself, which may sit between the mode switch and the move.
 _MODULE_RETURNING = MODULE_SAME | {"requires_grad_", "apply", "zero_grad"}
 # What may change where the fix is unsafe (the docs' "Fix safety").
@@ -33,7 +36,7 @@ def _argument_parts(call: cst.Call) -> list[tuple[cst.BaseExpression, bool]]:
     `device_ids=[0, 1]`)."""
     parts: list[tuple[cst.BaseExpression, bool]] = []
     for arg in call.args:
-        positional = arg.keyword is None
+        positional = arg.keyword is None or arg.keyword.value == "module"  # `DataParallel(module=net)`
         value = arg.value
         if isinstance(value, (cst.List, cst.Tuple)):
             parts += [(element.value, positional) for element in value.elements]
@@ -42,6 +45,27 @@ def _argument_parts(call: cst.Call) -> list[tuple[cst.BaseExpression, bool]]:
         else:
             parts.append((value, positional))
     return parts
+
+
+def _grown(module: cst.BaseExpression, scope: Scope) -> bool:
+    """Does the function give the module more children after it is built (`model.append(Head())`,
+    `model.add_module("head", h)`, `model.head = Head()`)?"""
+    name = module.value if isinstance(module, cst.Name) else None
+    if name is None:
+        return False
+
+    def grows(node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            receiver = node.func.value
+            return (
+                isinstance(receiver, cst.Name) and receiver.value == name and node.func.attr.value in _GROWING
+            )
+        if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Attribute):
+            owner = node.target.value
+            return isinstance(owner, cst.Name) and owner.value == name
+        return False
+
+    return first(scope.node, grows) is not None
 
 
 class EvalBeforeTransfer(Rule):
@@ -90,7 +114,9 @@ class EvalBeforeTransfer(Rule):
         built by a `torch.nn` class (directly, or through a name bound only to such a call) and so
         is every module it holds (a container or wrapper, `nn.Sequential(Head())`,
         `nn.DataParallel(module=net)`, runs its children's `train()` and `to()`; a module argument of
-        another class, `nn.TransformerEncoder(layer, 2)`, too): their mode switch and
+        another class, `nn.TransformerEncoder(layer, 2)` or `make_head()`, too), is given no other
+        child afterwards (`model.append(head)`), and the two are not inside a `try` (a move that
+        raises there would skip the mode switch): their mode switch and
         their move touch different state. For any other class it is **unsafe**: a
         subclass may override `train()`, `to()` or `_apply()` so that the order matters (for
         example a `train()` that builds tensors on the current device); the unsafe fix's message
@@ -263,8 +289,12 @@ class EvalBeforeTransfer(Rule):
         matter. Otherwise what may change when they are swapped."""
         found = assigned_values(module, self.ctx.scope) if isinstance(module, cst.Name) else None
         values = found[0] if found is not None else [module]
-        if all(self._built_by_torch_nn(value) for value in values):
-            return None
+        if (
+            all(self._built_by_torch_nn(value) for value in values)
+            and not (found is not None and _grown(module, found[1]))
+            and not any(isinstance(node, cst.Try) for node in self.ctx.ancestors)
+        ):
+            return None  # not in a `try`: a move that raises there would skip the mode switch
         code = self.ctx.code_for(module).strip()
         return _ORDER_RISK.format(
             module=f"`{code}`" if len(code) <= 40 and "\n" not in code else "the module"
@@ -278,17 +308,16 @@ class EvalBeforeTransfer(Rule):
         if not isinstance(value, cst.Call):
             return False
         name = self.ctx.qualname(value.func) or ""
-        if not name.startswith("torch.nn."):
-            return False
+        if not name.startswith("torch.nn.") or not name.rsplit(".", 1)[-1][:1].isupper():
+            return False  # a class of torch.nn (`weight_norm(m)` returns `m`, whatever it is)
         holds_modules = (
             name.rsplit(".", 1)[-1] in CONTAINERS or name in DATA_PARALLEL_CLASSES | DISTRIBUTED_WRAPPERS
         )
         for part, positional in _argument_parts(value):
             if isinstance(part, cst.Call):
-                if not self._built_by_torch_nn(part) and (
-                    holds_modules or is_module_class(self.ctx.qualname(part.func), self.ctx.scope)
-                ):
-                    return False
+                callee = self.ctx.qualname(part.func) or ""
+                if not self._built_by_torch_nn(part) and not callee.startswith("builtins."):
+                    return False  # `Head()`, or `make_head()`, which may build any module
             elif holds_modules and positional:
                 return False  # `nn.Sequential(backbone)`: a module of any class
             elif self._bound_to_other_module(part):
