@@ -25,6 +25,7 @@ CASES = [
     ("holder = {'parts': parts}", "unsafe"),
     ("parts.__setitem__(0, cls_token)", "unsafe"),
     ("first = parts[0]", "safe"),
+    ("for part in parts: part.data = part.data.to(device)", "unsafe"),
 ]
 
 

@@ -14,6 +14,7 @@ from torchdev_lint.analysis.knowledge.torch_api import SHAPED_FACTORIES
 from torchdev_lint.analysis.provenance.checkpoint_loads import UseIndex
 from torchdev_lint.analysis.syntax.loops import depends_on, names_in
 from torchdev_lint.analysis.syntax.scopes import Scope, resolve
+from torchdev_lint.analysis.syntax.walk import first
 from torchdev_lint.analysis.values.kinds import is_tensor_factory_call
 from torchdev_lint.syntax import keyword
 
@@ -50,6 +51,8 @@ def _only_read(name: str, owner: Scope) -> bool:
         if isinstance(above, cst.AssignTarget) and above.target is use:
             continue  # one of its bindings
         if isinstance(above, (cst.For, cst.CompFor)) and above.iter is use:
+            if isinstance(above, cst.For) and _items_rebound(above):
+                return False  # `for f in frames: f.data = f.data.to(d)`: the items are moved in place
             continue
         if isinstance(above, cst.ComparisonTarget) and above.comparator is use:
             continue
@@ -122,6 +125,23 @@ def one_shape(iterable: cst.BaseExpression, scope: Scope) -> tuple[str, ...] | N
     if shape is None or depends_on(comp.elt, names_in(comp.for_in.target)):
         return None
     return shape
+
+
+def _items_rebound(loop: cst.For) -> bool:
+    """Does the loop over the collection assign an attribute of its item (`f.data = ...`)?"""
+    target = loop.target.value if isinstance(loop.target, cst.Name) else None
+    return target is not None and (
+        first(
+            loop.body,
+            lambda node: (
+                isinstance(node, cst.AssignTarget)
+                and isinstance(node.target, cst.Attribute)
+                and isinstance(node.target.value, cst.Name)
+                and node.target.value.value == target
+            ),
+        )
+        is not None
+    )
 
 
 def host_items_of_one_dtype(iterable: cst.BaseExpression, scope: Scope) -> bool:
