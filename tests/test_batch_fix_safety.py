@@ -10,6 +10,7 @@ import pytest
 from fixsafety import safeties
 from multifile import write_files
 
+from torchdev_lint.rules.tdl204_loader_without_pin_memory import LoaderWithoutPinMemory
 from torchdev_lint.rules.tdl205_blocking_h2d_copy import BlockingH2dCopy
 from torchdev_lint.runner import CheckOptions, process_files
 
@@ -72,3 +73,30 @@ def test_a_project_class_with_its_own_to_makes_the_fix_unsafe(tmp_path: Path) ->
     paths = sorted(str(p) for p in tmp_path.glob("*.py"))
     found = [d for report in process_files(paths, options) for d in report.diagnostics]
     assert [d.fix.safety if d.fix else None for d in found] == ["unsafe"]
+
+
+@pytest.mark.parametrize(
+    ("table", "fixed"), [("torch.randn(100, 8)", True), ("torch.randn(100, 8).to(DEVICE)", False)]
+)
+def test_a_dataset_reading_device_data_of_the_module_gets_no_pin_fix(table: str, fixed: bool) -> None:
+    """Pinning a batch of CUDA rows raises: a dataset whose items come from a module-level tensor
+    moved to the device gets the finding without the `pin_memory=` fix."""
+    code = f"""
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        TABLE = {table}
+
+        class Rows(Dataset):
+            def __len__(self):
+                return 100
+
+            def __getitem__(self, i):
+                return TABLE[i]
+
+        def run(model):
+            for x in DataLoader(Rows(), batch_size=10):
+                model(x.to(DEVICE))
+        """
+    assert safeties(LoaderWithoutPinMemory, code, "rows.py") == (["safe"] if fixed else [None])

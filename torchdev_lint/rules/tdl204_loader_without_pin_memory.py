@@ -87,7 +87,8 @@ class LoaderWithoutPinMemory(Rule):
         where the file binds no `torch` the finding carries **no fix**. Pinning changes where a batch's host
         memory lives, not its values or dtypes, on every device. Pinning a tensor already on a device
         raises, so the fix is **safe** only where the dataset is not known to hand out tensors of unknown
-        placement: a `TensorDataset` (or a tensor used as the dataset, or a dataset class of the project
+        placement (nor reads a module-level tensor moved to a device, `TABLE = torch.randn(n,
+        8).to(DEVICE)`, which gets no fix): a `TensorDataset` (or a tensor used as the dataset, or a dataset class of the project
         whose `__getitem__` returns items of a constructor argument unchanged, `self.x[i]` after `self.x =
         x`) over data the device flow shows on the CPU (factories without `device=`, `torch.from_numpy`,
         `.cpu()`, NumPy), or any other dataset (one that builds its items itself; a parameter passed as the

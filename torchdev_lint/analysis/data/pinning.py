@@ -28,6 +28,7 @@ from torchdev_lint.analysis.data.loaders import (
 )
 from torchdev_lint.analysis.knowledge.devices import CPU, Move, as_move
 from torchdev_lint.analysis.project.parameters import passed_arguments
+from torchdev_lint.analysis.syntax.loops import names_in
 from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, module_reference, resolve
 from torchdev_lint.analysis.values import flow
 from torchdev_lint.analysis.values.flow_values import Kind
@@ -149,11 +150,26 @@ def loader_residency(
             found.append(tensor_datasets[leaf])
         elif dataset_class is not None and moves_to_accelerator(dataset_class, scope, or_makes=True):
             found.append(Residency.DEVICE)
+        elif dataset_class is not None and _reads_device_globals(dataset_class, scope):
+            found.append(Residency.UNKNOWN)  # `return TABLE[i]` with `TABLE = ....to(DEVICE)`: no fix
     collate = keyword(call, "collate_fn")
     code = None if collate is None else collate_code(collate.value, scope)
     if code is not None and moves_to_accelerator(code, scope, or_makes=True):
         found.append(Residency.DEVICE)
     return max(found, default=Residency.HOST)
+
+
+def _reads_device_globals(dataset_class: cst.CSTNode, scope: Scope) -> bool:
+    """Does the class read a module-level name bound to data moved to (or made on) a device that is
+    not known to be the CPU (`TABLE = torch.randn(100, 8).to(DEVICE)`)?"""
+    module = scope.module
+    for name in names_in(dataset_class):
+        bindings = module.bindings.get(name, ()) if "." not in name else ()
+        if any(
+            b.value is not None and moves_to_accelerator(b.value, module, or_makes=True) for b in bindings
+        ):
+            return True
+    return False
 
 
 def handed_to_mover(fate: LoaderFate, facts: FileFacts | None) -> bool:
