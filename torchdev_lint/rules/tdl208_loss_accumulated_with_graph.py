@@ -556,22 +556,9 @@ class LossAccumulatedWithGraph(Rule):
         )
 
     def _outside_receiver(self, call: cst.Call) -> bool:
-        """`history.append(acc)` with `history` an object the function was given: a parameter
-        (`self.history` too) or a variable of an enclosing scope (not a module, a function or a
-        class it names: `torch.stack(history)` hands nothing out)."""
-        if not isinstance(call.func, cst.Attribute):
-            return False
-        receiver = dotted_name(call.func.value)
-        found = self.ctx.scope.lookup(receiver.split(".", 1)[0]) if receiver is not None else None
-        if found is None:
-            return False
-        owner, bindings = found
-        if any(isinstance(binding.node, cst.Param) for binding in bindings):
-            return True
-        return owner is not self.ctx.scope.owner and all(
-            binding.import_target is None and not isinstance(binding.node, (cst.FunctionDef, cst.ClassDef))
-            for binding in bindings
-        )
+        """`history.append(acc)` with `history` an object the function was given (not a module, a
+        function or a class it names: `torch.stack(history)` hands nothing out)."""
+        return isinstance(call.func, cst.Attribute) and self._outside_object(call.func.value)
 
     def _function_body(self) -> cst.CSTNode:
         for node in reversed(self.ctx.ancestors):
