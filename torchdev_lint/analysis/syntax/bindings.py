@@ -180,6 +180,21 @@ def _part_fields(node_type: type) -> tuple[str, ...]:
     return tuple(name for name in reversed(_BLOCKS) if name in node_type.__dataclass_fields__)
 
 
+def paired_elements(
+    target: cst.BaseExpression, value: cst.BaseExpression | None
+) -> list[tuple[cst.BaseExpression, cst.BaseExpression]] | None:
+    """`x, y = a, b`: each target element with the element of the display it receives; None where
+    the value is no display of as many plain elements (`a, b = pair`, starred elements)."""
+    if not (
+        isinstance(target, (cst.Tuple, cst.List))
+        and isinstance(value, (cst.Tuple, cst.List))
+        and len(target.elements) == len(value.elements)
+        and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements))
+    ):
+        return None
+    return [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
+
+
 def unpacked(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
     """The single targets of a target: `a`, `b.c` and `d[0]` for `a, (b.c, *d[0])`."""
     if isinstance(target, (cst.Tuple, cst.List)):

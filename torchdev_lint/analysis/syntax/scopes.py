@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from torchdev_lint.analysis.syntax.bindings import Bound, unpacked, walk_bindings
+from torchdev_lint.analysis.syntax.bindings import Bound, paired_elements, unpacked, walk_bindings
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -312,14 +312,10 @@ def _bind_target(scope: Scope, target: cst.BaseExpression, value: cst.BaseExpres
     if isinstance(target, cst.Name):
         scope.bind(target.value, Binding(value=value, node=target))
         return
-    if (
-        isinstance(target, (cst.Tuple, cst.List))
-        and isinstance(value, (cst.Tuple, cst.List))
-        and len(target.elements) == len(value.elements)
-        and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements))
-    ):
-        for element, given in zip(target.elements, value.elements, strict=True):
-            _bind_target(scope, element.value, given.value)
+    pairs = paired_elements(target, value)
+    if pairs is not None:
+        for element, given in pairs:
+            _bind_target(scope, element, given)
         return
     for single in unpacked(target):
         if isinstance(single, cst.Name):

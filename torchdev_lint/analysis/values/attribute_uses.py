@@ -24,6 +24,7 @@ from torchdev_lint.analysis.knowledge.torch_api import (
     MATCHING_METHODS,
     REGISTERING_METHODS,
 )
+from torchdev_lint.analysis.syntax.bindings import paired_elements
 from torchdev_lint.analysis.syntax.scopes import BUILTIN_NAMES, Scope, dotted_name, resolve
 from torchdev_lint.analysis.syntax.walk import visit
 from torchdev_lint.analysis.values.kinds import constructs_module
@@ -110,17 +111,9 @@ def _paired_targets(
 ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """Each target with its value; a tuple target with the element of a tuple display it gets
     (`self.mean, self.std = torch.tensor(m), torch.tensor(s)`)."""
-    pairs = []
+    pairs: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
     for target in targets:
-        if (
-            isinstance(target, (cst.Tuple, cst.List))
-            and isinstance(value, (cst.Tuple, cst.List))
-            and len(target.elements) == len(value.elements)
-            and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements))
-        ):
-            pairs += [(t.value, v.value) for t, v in zip(target.elements, value.elements, strict=True)]
-        else:
-            pairs.append((target, value))
+        pairs += paired_elements(target, value) or [(target, value)]
     return pairs
 
 

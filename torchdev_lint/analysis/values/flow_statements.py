@@ -18,7 +18,7 @@ import libcst as cst
 from torchdev_lint.analysis.data import loaders
 from torchdev_lint.analysis.knowledge.devices import own_device
 from torchdev_lint.analysis.knowledge.torch_api import DEFAULT_DEVICE_SETTERS
-from torchdev_lint.analysis.syntax.bindings import own_bindings, unpacked
+from torchdev_lint.analysis.syntax.bindings import own_bindings, paired_elements, unpacked
 from torchdev_lint.analysis.syntax.scopes import (
     Scope,
     block_statements,
@@ -198,17 +198,12 @@ class Statements:
     def _assign(self, node: cst.Assign, state: State) -> None:
         value = node.value
         targets = [t.target for t in node.targets]
-        if (
-            isinstance(value, (cst.Tuple, cst.List))
-            and len(targets) == 1
-            and isinstance(targets[0], (cst.Tuple, cst.List))
-            and len(targets[0].elements) == len(value.elements)
-            and not any(isinstance(e, cst.StarredElement) for e in (*value.elements, *targets[0].elements))
-        ):
-            results = [self.expressions.eval(e.value, state) for e in value.elements]
+        pairs = paired_elements(targets[0], value) if len(targets) == 1 else None
+        if pairs is not None:
+            results = [self.expressions.eval(source, state) for _, source in pairs]
             self.record.values[value] = OTHER
-            for element, result, source in zip(targets[0].elements, results, value.elements, strict=True):
-                self.expressions.bind(element.value, result, source.value, state)
+            for (part, source), result in zip(pairs, results, strict=True):
+                self.expressions.bind(part, result, source, state)
             return
         result = self.expressions.eval(value, state)
         pieces = self._pieces(value)
