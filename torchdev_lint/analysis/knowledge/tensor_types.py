@@ -63,44 +63,38 @@ def legacy_type_name(name: str | None) -> LegacyType | None:
 def legacy_type(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> LegacyType | None:
     """The legacy class an expression names: directly, through a plain alias, or through a
     name bound (in any scope it is visible from) only to legacy classes or conditional
-    choices between them."""
-    direct = legacy_type_name(resolve(node, scope))
-    if direct is not None and isinstance(node, cst.Name):
+    choices between them; not fixed where a function of the module may rebind the name
+    (`global Tensor`: which class it holds is chosen at run time)."""
+    kind = _named_type(node, scope, depth)
+    if kind is not None and isinstance(node, cst.Name):
         bound = scope.lookup(node.value)
-        if bound is not None and bound[0].kind == "module" and _rebound_globally(node, bound[0]):
-            return _NOT_FIXED  # `global Tensor` in a function: which class it holds is chosen at run time
+        if bound is not None and bound[0].kind == "module" and _rebound_globally(node.value, bound[0]):
+            return _NOT_FIXED
+    return kind
+
+
+def _named_type(node: cst.BaseExpression, scope: Scope, depth: int) -> LegacyType | None:
+    direct = legacy_type_name(resolve(node, scope))
     if direct is not None or depth > _MAX_DEPTH:
         return direct
     if isinstance(node, cst.IfExp):
         return _either(node, scope, depth)
     found = assigned_values(node, scope)
-    if found is None:
-        return None
-    values, owner = found
-    kinds = []
-    for value in values:
-        kind = legacy_type(value, owner, depth + 1)
-        if kind is None:
-            return None
-        kinds.append(kind)
-    if kinds and owner.kind == "module" and _rebound_globally(node, owner):
-        return _NOT_FIXED  # `global Tensor` in a function: which class it holds is chosen at run time
-    return _merge(kinds, None) if kinds else None
+    return None if found is None else legacy_choice(*found, depth=depth + 1)
 
 
-def _rebound_globally(node: cst.BaseExpression, module: Scope) -> bool:
+def _rebound_globally(name: str, module: Scope) -> bool:
     """Does a function of the module declare the name `global` (and so may rebind it)?"""
-    name = node.value if isinstance(node, cst.Name) else None
-    return name is not None and (
+    return (
         first(module.node, lambda n: isinstance(n, cst.Global) and any(i.name.value == name for i in n.names))
         is not None
     )
 
 
-def legacy_choice(values: list[cst.BaseExpression], scope: Scope) -> LegacyType | None:
+def legacy_choice(values: list[cst.BaseExpression], scope: Scope, depth: int = 0) -> LegacyType | None:
     """What a name assigned `values` (all in `scope`) stands for, when each is a legacy class or a
     choice between them (`self.FT = torch.cuda.FloatTensor if cuda else torch.FloatTensor`)."""
-    kinds = [legacy_type(value, scope) for value in values]
+    kinds = [legacy_type(value, scope, depth) for value in values]
     return _merge([k for k in kinds if k is not None], None) if kinds and None not in kinds else None
 
 
