@@ -100,7 +100,7 @@ def _holders(scope: Scope, names: frozenset[str]) -> frozenset[str]:
     """Names the function binds to objects built with any of `names` among their arguments
     (`opt = torch.optim.SGD([p], lr=0.1)`): the object may change them whenever it acts."""
     found: set[str] = set()
-    for node in _walk(scope.owner.node):
+    for node in _owner_nodes(scope):
         if not (isinstance(node, cst.Assign) and isinstance(node.value, cst.Call)):
             continue
         if any(depends_on(arg.value, names) for arg in node.value.args):
@@ -114,7 +114,7 @@ def _closures_reading(scope: Scope, names: frozenset[str]) -> set[str]:
     function = scope.owner.node
     return {
         node.name.value
-        for node in _walk(function)
+        for node in _owner_nodes(scope)
         if isinstance(node, cst.FunctionDef) and node is not function and depends_on(node.body, names)
     }
 
@@ -207,6 +207,16 @@ def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     walk(node, found.append, _nothing)
     return found
+
+
+def _owner_nodes(scope: Scope) -> list[cst.CSTNode]:
+    """Every node of the function (or module) of `scope`, walked once per function: `may_change`
+    asks for its holders and closures for every name of every move it judges."""
+    owner = scope.owner
+    nodes: list[cst.CSTNode] | None = getattr(owner, "_walked_nodes", None)
+    if nodes is None:
+        nodes = owner._walked_nodes = _walk(owner.node)  # type: ignore[attr-defined]
+    return nodes
 
 
 def _nothing(node: cst.CSTNode) -> None:
@@ -470,17 +480,9 @@ def invariant_move(
     elif module_changed(loop, key, move.call, function):
         return None
     else:
-        holders = _holders(
-            scope, frozenset({key})
-        )  # `export = nn.Sequential(model)`: `export.cpu()` moves it
-        handed_on = any(
-            _rooted_at(arg.value, frozenset({key})) for call in calls_in(loop) for arg in call.args
-        ) or any(
-            isinstance(call.func, cst.Attribute)
-            and call.func.attr.value in RELOCATING_METHODS
-            and _rooted_at(call.func.value, holders)
-            for call in calls_in(loop)
-        )
+        # `export = nn.Sequential(model)`: `export.cpu()` moves `model` too.
+        holders = _holders(scope, frozenset({key}))
+        handed_on = any(_hands_on(call, key, holders) for call in calls_in(loop))
     if isinstance(assigned, str) and assigned != key and changed_in_place(loop, assigned):
         return None  # `c = buf.to(d); c.mul_(2)`: each iteration needs its fresh copy
     if tensor and shared_across_processes(ancestors[0], key):
@@ -498,6 +500,17 @@ def invariant_move(
     # the move would target the first one only. Treated as a call the receiver is handed to.
     handed_on = handed_on or (_current_gpu(move) and _switches_gpu(loop, scope))
     return InvariantMove(loop, move, statement if hoistable else None, reassigns, always, handed_on)
+
+
+def _hands_on(call: cst.Call, key: str, holders: frozenset[str]) -> bool:
+    """Is the module `key` handed to the call (`offload(model)`), or a holder of it moved by it?"""
+    if any(_rooted_at(arg.value, frozenset({key})) for arg in call.args):
+        return True
+    return (
+        isinstance(call.func, cst.Attribute)
+        and call.func.attr.value in RELOCATING_METHODS
+        and _rooted_at(call.func.value, holders)
+    )
 
 
 def _current_gpu(move: Move) -> bool:
