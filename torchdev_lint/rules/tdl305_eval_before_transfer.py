@@ -38,9 +38,7 @@ def _argument_parts(call: cst.Call) -> list[tuple[cst.BaseExpression, bool]]:
     for arg in call.args:
         positional = arg.keyword is None or arg.keyword.value == "module"  # `DataParallel(module=net)`
         value = arg.value
-        if isinstance(value, (cst.List, cst.Tuple)):
-            parts += [(element.value, positional) for element in value.elements]
-        elif isinstance(value, cst.Dict):
+        if isinstance(value, (cst.List, cst.Tuple, cst.Dict)):
             parts += [(element.value, positional) for element in value.elements]
         else:
             parts.append((value, positional))

@@ -13,7 +13,7 @@ import re
 import libcst as cst
 
 from torchdev_lint.analysis.knowledge.devices import VARIABLE, device_argument
-from torchdev_lint.analysis.syntax.scopes import Scope, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, last_name, resolve
 from torchdev_lint.analysis.syntax.walk import first, walk
 
 AVAILABILITY_CALLS = frozenset(
@@ -40,7 +40,7 @@ def is_availability_call(node: cst.CSTNode, scope: Scope) -> bool:
     if not isinstance(node, cst.Call):
         return False
     func = node.func
-    last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+    last = last_name(func)
     return last in _AVAILABILITY_METHODS and resolve(func, scope) in AVAILABILITY_CALLS
 
 
@@ -107,7 +107,7 @@ def _places_with(function: cst.FunctionDef | cst.Lambda, name: str) -> bool:
         if not isinstance(node, cst.Call):
             return False
         func = node.func
-        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        last = last_name(func)
         arguments = [
             arg.value
             for arg in node.args

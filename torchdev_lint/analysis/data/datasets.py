@@ -14,7 +14,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.context.device_contexts import is_config
 from torchdev_lint.analysis.data.item_moves import chain_root
-from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, last_name, resolve
 from torchdev_lint.analysis.values.kinds import module_by_syntax_or_name
 from torchdev_lint.analysis.values.module_classes import instance_name
 
@@ -58,9 +58,7 @@ def named_like_collate(name: str) -> bool:
 def collate_reference(node: cst.BaseExpression) -> str | None:
     """The function name a `collate_fn=` value refers to: `f`, `self.f`, `partial(f, ...)`."""
     if isinstance(node, cst.Call) and node.args:
-        func = node.func
-        last = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
-        if last == "partial":
+        if last_name(node.func) == "partial":
             node = node.args[0].value
     if isinstance(node, cst.Attribute):
         return node.attr.value

@@ -27,7 +27,7 @@ from torchdev_lint.analysis.provenance.host_facts import FileHostFacts
 from torchdev_lint.analysis.provenance.load_facts import local_tokens, may_be_same_file
 from torchdev_lint.analysis.provenance.saved_files import distinctive, path_shape
 from torchdev_lint.analysis.syntax.reaching_bindings import reaching_assignment
-from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, last_name, resolve
 from torchdev_lint.analysis.syntax.walk import calls, children, first
 from torchdev_lint.analysis.values.flow import device_of
 from torchdev_lint.analysis.values.host_values import SAVED_OBJECT, saved_on_cpu
@@ -227,9 +227,7 @@ def _written_only_when_missing(ancestors: Sequence[cst.CSTNode]) -> bool:
 
 
 def _tests_existence(node: cst.CSTNode) -> bool:
-    func = node.func if isinstance(node, cst.Call) else None
-    name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
-    return name in _EXISTENCE_TESTS
+    return isinstance(node, cst.Call) and last_name(node.func) in _EXISTENCE_TESTS
 
 
 def in_memory_buffer(path: cst.BaseExpression, scope: Scope) -> bool:
