@@ -629,11 +629,7 @@ def _moves_item(move: Move, loop: cst.For, scope: Scope) -> bool:
     """A move of the loop's item itself to a device the loop does not change (`per_item_move`), not
     one making an input match a layer: what a join after the loop gathers item by item."""
     item = loop.target.value  # type: ignore[attr-defined]
-    return (
-        move is not None
-        and per_item_move(move, item, loop_bound_names(loop))
-        and not matches_layer(move, scope)
-    )
+    return per_item_move(move, item, loop_bound_names(loop)) and not matches_layer(move, scope)
 
 
 def _join_fix(join: cst.Call, comp: cst.ListComp | cst.GeneratorExp, move: Move, scope: Scope) -> Fix | None:

@@ -20,8 +20,9 @@ from torchdev_lint.syntax import has_star, keyword, positional, with_keyword
 
 def _casts(move: cst.Call, scope: Scope) -> bool:
     """Does the move also change the dtype (`x.to("cuda", torch.long)`, `dtype=`)?"""
-    given = [arg for arg in move.args if arg.keyword is None]
-    return keyword(move, "dtype") is not None or any(is_dtype(arg.value, scope) for arg in given[1:])
+    return keyword(move, "dtype") is not None or any(
+        is_dtype(arg.value, scope) for arg in positional(move)[1:]
+    )
 
 
 class BlockingH2dCopy(Rule):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import libcst as cst
@@ -417,12 +418,14 @@ class DeprecatedCudaAmp(Rule):
             if keyword(fixed, "cache_enabled") is None:
                 fixed = with_keyword(fixed, "cache_enabled", cst.Name("True"))
         message = f'Use `torch.amp.{new_name}("cuda", ...)`'
-        if self._type_tested():
+        if self._type_tested:
             return Fix("unsafe", message, {node: fixed}, _TYPE_TEST_RISK)
         return Fix("safe", message, {node: fixed})
 
+    @functools.cached_property
     def _type_tested(self) -> bool:
-        """Does the project (or, without its facts, this file) test an object against an AMP class?"""
+        """Does the project (or, without its facts, this file) test an object against an AMP class?
+        Asked once per file: without facts it reads the file's whole text."""
         if self.ctx.project is not None:
             return self.ctx.project.tests_amp_class()
         return AMP_TYPE_TEST.search(self.ctx.module.code.encode()) is not None
