@@ -242,6 +242,18 @@ TDL201 = [
             return torch.cat([x.cuda(non_blocking=True) for x in xs], dim=1)  # safe-fix
 
 
+        def case_other_joins():
+            xs = [torch.randn(2, 3) for _ in range(4)]
+            rows = torch.vstack([x.to(device) for x in xs])  # safe-fix
+            cols = torch.hstack([x.to(device) for x in xs])  # safe-fix
+            return rows, cols, torch.column_stack([x.cuda() for x in xs])  # safe-fix
+
+
+        def case_tuple_wrapped():
+            xs = [torch.randn(2, 3, dtype=torch.float64) for _ in range(3)]
+            return torch.stack(tuple(x.to(device) for x in xs), dim=1)  # safe-fix
+
+
         def case_stack_helper_list():
             xs = _items()
             return torch.stack([x.to(device) for x in xs])
@@ -1025,6 +1037,10 @@ TDL307 = [
 
         def case_tensor_other_dtype():
             return torch.FloatTensor(torch.zeros(2, dtype=torch.float64))
+
+
+        def case_hex_index():  # `.cuda(0x1)` is the device "cuda:1"
+            return torch.FloatTensor(2, 3).zero_().cuda(0x1)  # safe-fix
 
 
         def case_filled():  # `zero_`/`fill_` folded: `torch.zeros`, `torch.full` (cast to the dtype as before)
