@@ -304,3 +304,46 @@ def test_dict_of_moved_tensors_and_a_counter(change: tuple[str, str], expected: 
     source = dedent(STREAMING_LDA).replace(*change)
     diagnostics = check_source("slda.py", source, [LoadWithoutMapLocation]).diagnostics
     assert [d.line for d in diagnostics] == expected
+
+
+# Counters a class saves on their own, each to its own file (one file) -----------------------
+
+EPISODE_RUNNER = """
+    import os
+
+    import torch
+
+    class EpisodeRunner:
+        def __init__(self, envs_per_step=8):
+            self.envs_per_step = envs_per_step
+            self.episodes = 0
+
+        def step(self):
+            self.episodes += 1
+            frames = self.episodes * self.envs_per_step
+            self.frames = -frames
+
+        def dump(self, out):
+            torch.save(self.episodes, os.path.join(out, "episodes.pt"))
+            torch.save(self.frames, os.path.join(out, "frames.pt"))
+
+        def restore(self, out):
+            self.episodes = torch.load(os.path.join(out, "episodes.pt"))
+            self.frames = torch.load(os.path.join(out, "frames.pt"))
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (("", ""), []),
+        (("self.episodes += 1", "self.episodes += torch.ones(1)"), [21, 22]),  # not a number
+        (("envs_per_step=8", "envs_per_step"), [22]),  # a parameter of any type
+        (("frames = self.episodes", "frames = self.log(self.episodes)"), [22]),  # a call of unknown result
+    ],
+    ids=["host", "tensor", "parameter-without-default", "unknown-call"],
+)
+def test_counters_saved_on_their_own(change: tuple[str, str], expected: list[int]) -> None:
+    source = dedent(EPISODE_RUNNER).replace(*change)
+    diagnostics = check_source("runner.py", source, [LoadWithoutMapLocation]).diagnostics
+    assert [d.line for d in diagnostics] == expected

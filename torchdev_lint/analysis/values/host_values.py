@@ -133,7 +133,9 @@ class _Judge:
         if isinstance(obj, cst.DictComp):
             return self.value(obj.value, scope, attributes)
         if isinstance(obj, cst.Attribute):
-            return HOST if attributes and self._filled_attribute(obj, scope) else None
+            return (
+                HOST if attributes and (self._filled_attribute(obj, scope) or _counter(obj, scope)) else None
+            )
         if isinstance(obj, cst.Call):
             return self._call(obj, scope, attributes)
         return None
@@ -325,10 +327,11 @@ class _Judge:
         return self._indexes[id(unit)]
 
 
-def _counter(attribute: cst.Attribute, scope: Scope) -> bool:
+def _counter(attribute: cst.Attribute, scope: Scope, seen: frozenset[str] = frozenset()) -> bool:
     """`self.num_updates`, when its class only ever assigns it numbers (`= 0`, `+= 1`,
-    `= x.shape[0]`, `= len(x)`) or the item of the same key it loads back (`= d["num_updates"]`
-    with `d = torch.load(...)`)."""
+    `= x.shape[0]`, `= len(x)`, arithmetic of those, of other such attributes and of parameters
+    whose default is a number) or what it loads back (`= torch.load(p)`, `= d["num_updates"]` with
+    `d = torch.load(...)`): whatever the class saves of it is a Python number."""
     klass = scope.enclosing_class
     if klass is None or not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
         return False
@@ -347,7 +350,8 @@ def _counter(attribute: cst.Attribute, scope: Scope) -> bool:
             assigned.append((above.value, use))
         elif _unpacked_into(use, index):
             return False
-    return bool(assigned) and all(_number(value, key, index, klass) for value, key in assigned)
+    numbers = _Numbers(index, klass, seen | {attribute.attr.value})
+    return bool(assigned) and all(numbers.number(value, key) for value, key in assigned)
 
 
 def _unpacked_into(node: cst.CSTNode, index: UseIndex) -> bool:
@@ -360,25 +364,70 @@ def _unpacked_into(node: cst.CSTNode, index: UseIndex) -> bool:
     return isinstance(above, (cst.AssignTarget, cst.For, cst.CompFor, cst.Del)) and above.target is child
 
 
-def _number(value: cst.BaseExpression | None, key: cst.Attribute, index: UseIndex, klass: Scope) -> bool:
-    if isinstance(value, (cst.Integer, cst.Float)):
-        return True
-    if isinstance(value, cst.Call):
-        return resolve(value.func, klass) in _HOST_BUILTINS
-    if not isinstance(value, cst.Subscript):
+class _Numbers:
+    """Which values assigned to a `self` attribute of `klass` are Python numbers."""
+
+    def __init__(self, index: UseIndex, klass: Scope, seen: frozenset[str]) -> None:
+        self.index = index
+        self.klass = klass
+        self.seen = seen  # the attributes being judged (one met again adds nothing)
+
+    def number(self, value: cst.BaseExpression | None, key: cst.Attribute) -> bool:
+        if isinstance(value, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(value, cst.UnaryOperation):
+            return self.number(value.expression, key)
+        if isinstance(value, cst.BinaryOperation):
+            return self.number(value.left, key) and self.number(value.right, key)
+        if isinstance(value, cst.Call):
+            callee = resolve(value.func, self.klass)
+            return callee in _HOST_BUILTINS or callee in LOADERS
+        if isinstance(value, cst.Attribute):
+            return (
+                isinstance(value.value, cst.Name) and value.value.value == "self" and self._attribute(value)
+            )
+        if isinstance(value, cst.Name):
+            return self._name(value, key)
+        if isinstance(value, cst.Subscript):
+            return self._item(value, key)
         return False
-    if isinstance(value.value, cst.Attribute) and value.value.attr.value == "shape":
-        return True  # `x.shape[0]`: a Python int
-    element = value.slice[0].slice if len(value.slice) == 1 else None
-    loaded = reaching_assignment(value.value, index.parent) if isinstance(value.value, cst.Name) else None
-    return (
-        isinstance(element, cst.Index)
-        and isinstance(element.value, cst.SimpleString)
-        and element.value.evaluated_value == key.attr.value
-        and loaded is not None
-        and isinstance(loaded.value, cst.Call)
-        and resolve(loaded.value.func, klass) in LOADERS
-    )
+
+    def _attribute(self, attribute: cst.Attribute) -> bool:
+        return attribute.attr.value in self.seen or _counter(attribute, self.klass, self.seen)
+
+    def _name(self, name: cst.Name, key: cst.Attribute) -> bool:
+        """A local bound to a number before the use, or a parameter whose default is one."""
+        reaching = reaching_assignment(name, self.index.parent)
+        if reaching is not None:
+            return self.number(reaching.value, key)
+        function = _enclosing_function(name, self.index)
+        parameters = function.params.params + function.params.kwonly_params if function else ()
+        return any(
+            p.name.value == name.value and isinstance(p.default, (cst.Integer, cst.Float)) for p in parameters
+        )
+
+    def _item(self, value: cst.Subscript, key: cst.Attribute) -> bool:
+        if isinstance(value.value, cst.Attribute) and value.value.attr.value == "shape":
+            return True  # `x.shape[0]`: a Python int
+        element = value.slice[0].slice if len(value.slice) == 1 else None
+        loaded = (
+            reaching_assignment(value.value, self.index.parent) if isinstance(value.value, cst.Name) else None
+        )
+        return (
+            isinstance(element, cst.Index)
+            and isinstance(element.value, cst.SimpleString)
+            and element.value.evaluated_value == key.attr.value
+            and loaded is not None
+            and isinstance(loaded.value, cst.Call)
+            and resolve(loaded.value.func, self.klass) in LOADERS
+        )
+
+
+def _enclosing_function(node: cst.CSTNode, index: UseIndex) -> cst.FunctionDef | None:
+    above = index.parent(node)
+    while above is not None and not isinstance(above, cst.FunctionDef):
+        above = index.parent(above)
+    return above
 
 
 def _empty(value: cst.BaseExpression, scope: Scope) -> bool:
