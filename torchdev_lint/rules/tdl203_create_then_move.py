@@ -65,7 +65,8 @@ class CreateThenMove(Rule):
         guard over a local dict, or whose body does not store under that key, is not exempt), a dummy input
         for an export or trace (inside an exporter class or function, or a name handed to `export_onnx(model,
         im)`, `torch.jit.trace(model, im)`, `convert_to_onnx(...)`, a lambda traced once), and a tensor
-        registered as model state on the spot (`register_buffer(name, ...)`, `nn.Parameter(...)`). Masks,
+        registered as model state on the spot (`register_buffer(name, ...)`, `nn.Parameter(...)`). Nor is a
+        tensor that is never used (a statement of its own, or bound to `_`): it only probes the device. Masks,
         padding and buffers built in `forward`, in a training step or per call of a helper are what the rule
         is for.
 
@@ -494,6 +495,15 @@ class CreateThenMove(Rule):
                 @staticmethod
                 def _fuse_bn_tensor(kernel, channels):
                     return kernel, torch.zeros(channels).to(kernel.device)
+
+            # A tensor made only to see whether a backend works, and never used.
+            def backend_works(device, index):
+                try:
+                    _ = torch.ones(4).to(device)
+                    torch.empty(2, 2).cuda(index)
+                except RuntimeError:
+                    return False
+                return True
             """
         ),
         Valid(
@@ -593,6 +603,8 @@ class CreateThenMove(Rule):
             return  # a test's or a package module's demo's speed does not matter
         if runs_once(self.ctx):
             return  # setup run once: nothing measurable to save
+        if _discarded(self.ctx.parent()):
+            return  # made only to see whether the device works (or to wake it): nothing is kept
         if not factory_creates_on_cpu(chain.factory, chain.name, move.device_node, self.ctx):
             return
         message = _FROM_DATA_MESSAGE if chain.name == "tensor" else _CHAIN_MESSAGE if chain.steps else None
@@ -601,3 +613,16 @@ class CreateThenMove(Rule):
         risk = fix_risk(chain, self.ctx.scope)
         fix = None if fixed is None else Fix.judged("Pass `device=` to the factory", {node: fixed}, risk)
         self.report(node, message=message, fix=fix)
+
+
+def _discarded(holder: cst.CSTNode | None) -> bool:
+    """`torch.zeros(1).to(device)` as a statement of its own, or bound to `_`: the tensor is never
+    used, so the statement only probes the device."""
+    if isinstance(holder, cst.Expr):
+        return True
+    return (
+        isinstance(holder, cst.Assign)
+        and len(holder.targets) == 1
+        and isinstance(holder.targets[0].target, cst.Name)
+        and holder.targets[0].target.value == "_"
+    )
