@@ -88,7 +88,8 @@ class HardcodedCuda(Rule):
           self.workers > 0:` nor `if t.device != torch.device("cuda"):`, which say nothing about CUDA;
         - a tensor's `.cuda()`/`.to("cuda")` as a statement, its result dropped (TDL306's bug); functions or
           classes about CUDA or host offloading by name (`class CUDATestBase`, `def enable_cpu_offload`) and
-          methods that implement a move (`def to`); devices of fake tensors (`with FakeTensorMode():`);
+          methods that implement a move (`def to`); devices of fake tensors (`with FakeTensorMode():`); a device
+          bound to a name its function never reads (dead code);
         - devices as data (dict keys, set members, subscripts, comparisons, decorator arguments such as
           `@pytest.mark.parametrize("device", ["cpu", "cuda"])`, other parameter defaults, names only handed
           to the code under test in a test that takes `monkeypatch`), settings (`cfg.MODEL.DEVICE = "cuda"`,
@@ -279,13 +280,14 @@ class HardcodedCuda(Rule):
 
             def init_residual(weight, reduced_rank):
                 compute_device = "xpu" if is_xpu_available() else "cuda"
+                return weight.to(compute_device)
 
             def pad_mask(mask, width):
                 filler = torch.zeros(mask.size(0), width)
                 if mask.is_cuda:
                     filler = filler.cuda()
             """,
-            lines=(5, 10),
+            lines=(5, 11),
         ),
         Invalid(
             # A process group joined only sometimes is no gate; nor is a world size taken as a parameter.
@@ -599,6 +601,17 @@ class HardcodedCuda(Rule):
                 first = torch.device("cuda:0")
                 second = torch.device("cuda:1")
                 assert tables.get(4, first) is not tables.get(4, second)
+            """
+        ),
+        Valid(
+            # A device bound in a function that never reads it: dead code needs no GPU.
+            """
+            import torch
+
+            def reproduce(cfg):
+                eval_device = torch.device("cuda:1")
+                runner = Runner(cfg, accelerate=True)
+                return runner.run()
             """
         ),
         Valid(

@@ -21,6 +21,7 @@ from torchdev_lint.analysis.context.guards import availability_guarded, flag_con
 from torchdev_lint.analysis.context.profiling import in_cuda_profiler
 from torchdev_lint.analysis.context.requirements import cuda_requirements
 from torchdev_lint.analysis.knowledge.torch_api import FAKE_TENSOR_MODES
+from torchdev_lint.analysis.syntax.bindings import read_anywhere
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.syntax.walk import visit
 from torchdev_lint.analysis.values import flow
@@ -84,7 +85,31 @@ def harmless_here(
         or in_cuda_profiler(scope)
         or cuda_requirements(scope, ctx.path, ctx.project).requires_cuda(site)
         or under_fake_tensors(ctx.ancestors, scope)
+        or bound_and_never_read(ctx)
     )
+
+
+def bound_and_never_read(ctx: FileContext) -> bool:
+    """`device = torch.device("cuda")` in a function that never reads the name: a device bound to a
+    name that says so (not `model = net.cuda()`, which runs) and never used is dead code, and needs
+    no GPU. (At module level other files may import the name, which a file checked alone cannot tell.)"""
+    ancestors = ctx.ancestors
+    for depth in range(len(ancestors) - 1, -1, -1):
+        statement = ancestors[depth]
+        if isinstance(statement, cst.Assign):
+            break
+        if isinstance(statement, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    else:
+        return False
+    if depth + 1 < len(ancestors) and ancestors[depth + 1] is not statement.value:
+        return False
+    if len(statement.targets) != 1 or not isinstance(target := statement.targets[0].target, cst.Name):
+        return False
+    if not names_device(target.value):
+        return False
+    owner = ctx.scope.owner
+    return owner.kind == "function" and not read_anywhere(owner.node, target.value, target)
 
 
 def under_fake_tensors(ancestors: Sequence[cst.CSTNode], scope: Scope) -> bool:

@@ -204,3 +204,22 @@ def unpacked(target: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
         yield from unpacked(target.value)
     else:
         yield target
+
+
+def read_anywhere(unit: cst.CSTNode, name: str, binding: cst.Name) -> bool:
+    """Might code in `unit` (nested scopes included) read `name` other than through `binding`:
+    any `Name` spelled so, except `binding` itself, attribute names and keyword names (a
+    rebinding counts too: cautious where a flow would be needed)."""
+    stack = [unit]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)
+            continue
+        if isinstance(node, cst.Arg):
+            stack.append(node.value)
+            continue
+        if isinstance(node, cst.Name) and node.value == name and node is not binding:
+            return True
+        stack.extend(children(node))
+    return False
