@@ -109,16 +109,14 @@ class Meter:
     def synchronize(self):
         if not dist_utils.in_group():
             return
-        t = torch.tensor([self.count, self.total], device="cuda")
-        dist.all_reduce(t)
+        self.shared = torch.tensor([self.count, self.total], device="cuda")
 
 def total(x):
     if dist_utils.replicas() > 1:
         x = x.cuda()
-        dist.all_reduce(x)
     return x
 """
-_METER_FOUND = ["proj/model/meter.py:10 TDL301", "proj/model/meter.py:15 TDL301"]
+_METER_FOUND = ["proj/model/meter.py:10 TDL301", "proj/model/meter.py:14 TDL301"]
 _PACKAGE = {"proj/__init__.py": "", "proj/utils/__init__.py": "", "proj/model/__init__.py": ""}
 
 
@@ -147,3 +145,45 @@ def test_an_imported_helper_that_does_not_test_the_group_keeps_the_findings(tmp_
     }
     write_files(tmp_path, files)
     assert findings(tmp_path, ["TDL301"]) == _METER_FOUND
+
+
+_SETUP = """
+import torch
+import torch.distributed as dist
+
+def setup():
+    if torch.cuda.is_available():
+        backend = "nccl"
+    else:
+        raise NotImplementedError("no CPU training")
+        backend = "gloo"
+    dist.init_process_group(backend=backend)
+"""
+_NORMS = """
+import torch
+import torch.distributed as dist
+
+def total(norms):
+    if norms:
+        found = torch.stack(norms).sum()
+    else:
+        found = torch.zeros((), device="cuda")
+    dist.all_reduce(found)
+    return found
+"""
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        (_SETUP, []),  # the "gloo" after the raise is dead code
+        (
+            _SETUP.replace('        backend = "gloo"\n', "").replace("raise", 'backend = "gloo"  #'),
+            ["norms.py:9 TDL301"],
+        ),
+    ],
+    ids=["dead-gloo", "live-gloo"],
+)
+def test_a_backend_assigned_after_a_raise_is_dead(tmp_path: Path, setup: str, expected: list[str]) -> None:
+    write_files(tmp_path, {"setup.py": setup, "norms.py": _NORMS})
+    assert findings(tmp_path, ["TDL301"]) == expected

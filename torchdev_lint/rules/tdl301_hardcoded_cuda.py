@@ -65,12 +65,15 @@ class HardcodedCuda(Rule):
           `init_process_group("nccl")`, `torch.cuda.set_device(rank)`, a call of a function that does one (or
           of a class whose `__init__` does: `Context(...)`); the methods of such a class (an instance exists
           only where CUDA is; not static or class methods, nor one `__init__` calls before its gate); in
-          a file whose every `init_process_group` uses NCCL (or a setting defaulting to it,
-          `kwargs.get("backend", "nccl")`), or that starts none in a project whose every start does, past `if
-          not dist.is_initialized(): return` (also through a helper of the file or of an imported project
-          module) or `if get_world_size() == 1: return`, or under `if world_size > 1:`, for a size that is 1
-          without a group (a library's, a helper's, a local name bound once to one, a module-level `size = 1`
-          only functions rebind to one; not a parameter); a claim in the statement (`torch.device("cuda",
+          a file whose every `init_process_group` uses NCCL (or a setting or parameter defaulting to it,
+          `kwargs.get("backend", "nccl")`, `def __init__(self, backend="nccl")`), or that starts none in a
+          project whose every start does, past `if not dist.is_initialized(): return` (also through a helper
+          of the file or of an imported project module) or `if get_world_size() == 1: return`, or under `if
+          world_size > 1:`, for a size that is 1 without a group (a library's, a helper's, a local name bound
+          once to one, a module-level `size = 1` only functions rebind to one; not a parameter), and a tensor
+          handed to a collective (`dist.all_reduce(torch.tensor([n], device="cuda"))`, or `total = ...` then
+          `dist.all_reduce(total)` later in the function, nothing returning or rebinding it in between),
+          which NCCL needs on CUDA; a claim in the statement (`torch.device("cuda",
           torch.cuda.current_device())`) or a device named just before a gate; tests skipped without CUDA
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
           `@skip_if_lt_x_gpu(2)`); `with torch.cuda.stream(s):` bodies; functions (methods through
@@ -298,9 +301,9 @@ class HardcodedCuda(Rule):
                 if args.distributed:
                     torch.distributed.init_process_group("nccl")
                 model = build().cuda()
-            def sum_loss(loss, replicas):
+            def mean_loss(loss, replicas):
                 if replicas > 1:
-                    torch.distributed.all_reduce(loss.cuda())
+                    return loss.cuda() / replicas
             """,
             lines=(6, 9),
             fixed="""
@@ -312,9 +315,9 @@ class HardcodedCuda(Rule):
                 if args.distributed:
                     torch.distributed.init_process_group("nccl")
                 model = build().to(device)
-            def sum_loss(loss, replicas):
+            def mean_loss(loss, replicas):
                 if replicas > 1:
-                    torch.distributed.all_reduce(loss.to(device))
+                    return loss.to(device) / replicas
             """,
         ),
         Invalid(
@@ -682,6 +685,62 @@ class HardcodedCuda(Rule):
                 """,
             },
             findings=("engine.py:8",),
+        ),
+        # A tensor handed to a collective later in its function, in a program whose every process group
+        # is NCCL's (the backend a parameter whose default is NCCL): NCCL needs it on CUDA. Not one
+        # returned first, nor one rebound before the collective; and not in a program of another backend.
+        ProjectExample(
+            {
+                "mesh.py": """
+                    import torch.distributed as dist
+
+                    class Mesh:
+                        def __init__(self, size, backend="nccl"):
+                            dist.init_process_group(backend=backend, world_size=size)
+                """,
+                "norms.py": """
+                    import torch
+                    import torch.distributed as dist
+
+                    def global_norm(grads, group):
+                        if grads:
+                            norm = torch.stack([g.norm() for g in grads]).norm()
+                        else:
+                            norm = torch.zeros((), device="cuda")
+                        dist.all_reduce(norm, group=group)
+                        return norm
+                    def seed_everyone(seed):
+                        dist.broadcast(torch.tensor([seed], device="cuda"), src=0)
+                    def early(grads, group):
+                        norm = torch.zeros((), device="cuda")
+                        if not grads:
+                            return norm
+                        dist.all_reduce(norm, group=group)
+                    def rebound(group):
+                        norm = torch.zeros((), device="cuda")
+                        norm = norm.cpu()
+                        dist.all_reduce(norm, group=group)
+                """,
+            },
+            findings=("norms.py:14", "norms.py:19"),
+        ),
+        ProjectExample(
+            {
+                "mesh.py": """
+                    import torch.distributed as dist
+
+                    def join(size):
+                        dist.init_process_group("gloo", world_size=size)
+                """,
+                "norms.py": """
+                    import torch
+                    import torch.distributed as dist
+
+                    def seed_everyone(seed):
+                        dist.broadcast(torch.tensor([seed], device="cuda"), src=0)
+                """,
+            },
+            findings=("norms.py:5",),
         ),
         # A function's CUDA default that no call passes: the program always runs on CUDA. `denoise`
         # is also handed to `partial` with its device, so its calls are not all seen.

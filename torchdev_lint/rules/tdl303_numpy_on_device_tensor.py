@@ -34,7 +34,8 @@ class NumpyOnDeviceTensor(Rule):
         NumPy arrays live in host memory: `.numpy()` on a CUDA tensor raises `TypeError: can't
         convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host
         memory first.` Code written and tested on a CPU-only machine passes and then fails on the
-        first GPU run. A module's output also requires grad, and `.numpy()` refuses that too.
+        first GPU run. A module's output also requires grad, and so does a tensor made with
+        `requires_grad=True`: `.numpy()` refuses those too, so the fix inserts `.detach()` as well.
 
         ## Example
         ```python
@@ -68,6 +69,24 @@ class NumpyOnDeviceTensor(Rule):
 
             x = torch.randn(4, 4).cuda()
             print(x.cpu().numpy())
+            """,
+        ),
+        Invalid(
+            # A leaf made to require grad needs `.detach()` as well: `.cpu()` alone still raises.
+            """
+            import torch
+
+            def probe(n):
+                offsets = torch.zeros(n, device="cuda", requires_grad=True)
+                return offsets.numpy(), torch.ones(n, requires_grad=True).cuda().numpy()
+            """,
+            lines=(5, 5),
+            fixed="""
+            import torch
+
+            def probe(n):
+                offsets = torch.zeros(n, device="cuda", requires_grad=True)
+                return offsets.detach().cpu().numpy(), torch.ones(n, requires_grad=True).cuda().detach().cpu().numpy()
             """,
         ),
         Invalid(

@@ -14,13 +14,15 @@ backend argument that names NCCL, or a setting whose default is NCCL.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import libcst as cst
 
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
+from torchdev_lint.analysis.knowledge.torch_api import COLLECTIVES
 from torchdev_lint.analysis.syntax.bindings import unpacked, walk_bindings
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, last_name, parameters, resolve
+from torchdev_lint.analysis.syntax.walk import children
 from torchdev_lint.syntax import positional
 
 _IS_INITIALIZED = "torch.distributed.is_initialized"
@@ -273,6 +275,94 @@ def _binds_locally(function: cst.FunctionDef, name: str) -> bool:
             return False
         found = found or any(isinstance(t, cst.Name) and t.value == name for t in unpacked(bound.target))
     return found
+
+
+def feeds_collective(node: cst.CSTNode, parents: Mapping[int, cst.CSTNode], scope: Scope) -> bool:
+    """Is the tensor made at `node` handed to a collective: in its own statement
+    (`dist.all_reduce(torch.tensor([n], device="cuda"))`), or bound to a name (`total = ...`) that a
+    later statement of its function hands to one (`dist.all_reduce(total)`) before anything returns
+    or rebinds it? In a program whose process groups are all NCCL's, NCCL needs it on CUDA."""
+    line, bound = _statement_name(node, parents)
+    if _hands_to_collective(line, None, scope):
+        return True
+    child, parent = line, parents.get(id(line))
+    while bound is not None and isinstance(parent, (cst.IndentedBlock, cst.If, cst.Else, cst.For, cst.While)):
+        if isinstance(parent, cst.IndentedBlock):
+            handed = _collective_after(parent.body, child, bound, scope)
+            if handed is not None:
+                return handed
+        child, parent = parent, parents.get(id(parent))
+    return False
+
+
+def _statement_name(node: cst.CSTNode, parents: Mapping[int, cst.CSTNode]) -> tuple[cst.CSTNode, str | None]:
+    """The simple statement line holding `node` (or `node` itself when it holds none), and the name it
+    binds when it is `name = ...` alone (`total = torch.zeros([], device="cuda")`)."""
+    line: cst.CSTNode | None = node
+    while line is not None and not isinstance(line, cst.SimpleStatementLine):
+        line = parents.get(id(line))
+    if line is None:
+        return node, None
+    assert isinstance(line, cst.SimpleStatementLine)
+    small = line.body[0] if len(line.body) == 1 else None
+    if (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+    ):
+        return line, small.targets[0].target.value
+    return line, None
+
+
+def _hands_to_collective(line: cst.CSTNode, name: str | None, scope: Scope) -> bool:
+    """`dist.all_reduce(torch.tensor([n], device="cuda"))`, or `dist.all_reduce(name)`: the line is a
+    collective over the tensor it makes, or over `name`."""
+    if not isinstance(line, cst.SimpleStatementLine):
+        return False
+    for small in line.body:
+        call = small.value if isinstance(small, cst.Expr) else None
+        if not isinstance(call, cst.Call) or resolve(call.func, scope) not in COLLECTIVES:
+            continue
+        if name is None:
+            return True  # the site is inside the collective's own statement
+        for arg in positional(call):
+            items = arg.value.elements if isinstance(arg.value, (cst.List, cst.Tuple)) else [arg]
+            if any(isinstance(item.value, cst.Name) and item.value.value == name for item in items):
+                return True
+    return False
+
+
+def _collective_after(
+    body: Sequence[cst.CSTNode], child: cst.CSTNode, name: str, scope: Scope
+) -> bool | None:
+    """After `child` in `body`: True when a statement hands `name` to a collective before anything
+    rebinds it or leaves the block; False when something may (a rebinding, `return`, `raise`,
+    `break`, `continue`, in a compound statement too); None when the block ends first (the caller
+    goes on in the enclosing block)."""
+    after = False
+    for statement in body:
+        if statement is child:
+            after = True
+            continue
+        if not after:
+            continue
+        if _hands_to_collective(statement, name, scope):
+            return True
+        if _leaves_or_binds(statement, name):
+            return False
+    return None
+
+
+def _leaves_or_binds(statement: cst.CSTNode, name: str) -> bool:
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
+            return True
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(children(node))
+    return any(isinstance(b.target, cst.Name) and b.target.value == name for b in walk_bindings([statement]))
 
 
 def is_nccl(node: cst.BaseExpression) -> bool:

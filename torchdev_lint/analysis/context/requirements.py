@@ -35,10 +35,16 @@ from torchdev_lint.analysis.context.gate_shapes import (
     unconditional_calls,
 )
 from torchdev_lint.analysis.context.guards import says_missing, says_present
-from torchdev_lint.analysis.context.process_groups import Initialization, is_nccl, nccl_by_default
+from torchdev_lint.analysis.context.process_groups import (
+    Initialization,
+    feeds_collective,
+    is_nccl,
+    nccl_by_default,
+)
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.knowledge.torch_api import IMPLICITLY_CALLED_METHODS
 from torchdev_lint.analysis.syntax.loops import bound_in
+from torchdev_lint.analysis.syntax.reaching_bindings import after_exit
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, last_name, resolve
 from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.syntax import keyword, positional
@@ -98,7 +104,7 @@ class CudaRequirements:
         # Uses of each name: `helper` for functions, `.helper` for `self.helper` (methods).
         self._references: dict[str, list[cst.Name | cst.Attribute]] = {}
         self._foreign_attributes: set[str] = set()  # `x.name` of objects other than `self`: maybe a method
-        self._nccl_names: set[str] = set()
+        self._nccl_names: set[str] = set()  # assigned `"nccl"`, or a parameter defaulting to it
         self._other_backend_names: set[str] = set()  # also assigned another string: `backend = "gloo"`
         self._process_groups: list[cst.Call] = []
         self._group_starts: list[bool] | None = None
@@ -169,11 +175,13 @@ class CudaRequirements:
                 self._functions.setdefault(name, []).append(node)  # type: ignore[arg-type]
         elif kind is cst.Assign:
             value = node.value  # type: ignore[attr-defined]
-            if type(value) is cst.SimpleString:
+            if type(value) is cst.SimpleString and not after_exit(stack):
                 names = self._nccl_names if is_nccl(value) else self._other_backend_names
                 names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)  # type: ignore[attr-defined]
             elif _is_pytestmark(node) and skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
                 self._module_only = True
+        elif kind is cst.Param and type(default := node.default) is cst.SimpleString:  # type: ignore[attr-defined]
+            (self._nccl_names if is_nccl(default) else self._other_backend_names).add(node.name.value)  # type: ignore[attr-defined]
         elif (kind is cst.Import or kind is cst.ImportFrom) and imports_cuda_only(node, self._path):  # type: ignore[arg-type]
             self._module_only = self._module_only or _at_module_level(node, self._parents)
             self._cuda_importing.update(id(n) for n in stack if type(n) is cst.FunctionDef)
@@ -190,13 +198,15 @@ class CudaRequirements:
 
     def requires_cuda(self, node: cst.CSTNode) -> bool:
         """Does `node` run only where CUDA is? A gate before it (an exit, raise, assert or skip
-        when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a
-        function of this file that does one; in a file whose process groups all use NCCL, an exit
-        unless one is initialised, or a block run only when one is), a claim of the GPU in its own statement
-        (`torch.device("cuda", torch.cuda.current_device())`), a device named right before a gate,
-        a CUDA-only decorator,
-        `with torch.cuda.stream(...)`, a function called only from such code, or a CUDA-only module."""
+        when CUDA is missing, an NCCL process group, `torch.cuda.set_device`, a call of a function
+        of this file that does one; in a file whose process groups all use NCCL, an exit unless one
+        is initialised, a block run only when one is, or a tensor for a collective), a claim of the
+        GPU in its own statement (`torch.device("cuda", torch.cuda.current_device())`), a device named
+        right before a gate, a CUDA-only decorator, `with torch.cuda.stream(...)`, a function called
+        only from such code, or a CUDA-only module."""
         if self._module_only:
+            return True
+        if feeds_collective(node, self._parents, self._scope) and self._nccl_file():
             return True
         child = node
         parent = self._parents.get(id(node))

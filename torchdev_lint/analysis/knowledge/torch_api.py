@@ -286,3 +286,11 @@ PRIVATE_DEVICE_HELPERS = {
     "torch._C._cuda_get_sync_debug_mode": "`torch.cuda.get_sync_debug_mode()`",
     "torch._C._cuda_set_sync_debug_mode": "`torch.cuda.set_sync_debug_mode()`",
 }
+# Collectives of `torch.distributed` that take tensors, which an NCCL process group needs on CUDA.
+COLLECTIVES = frozenset(
+    f"torch.distributed.{name}"
+    for name in (
+        "all_reduce all_gather all_gather_into_tensor reduce reduce_scatter reduce_scatter_tensor "
+        "broadcast all_to_all all_to_all_single gather scatter send recv isend irecv"
+    ).split()
+)

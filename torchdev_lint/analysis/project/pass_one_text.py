@@ -38,6 +38,8 @@ _CLAIM_TEXT = re.compile(
 )
 _IF_TEXT = re.compile(rb"^[ \t]*(?:el)?if\b[^\n]*(?:cuda|gpu|nccl|accelerator|cpu)", re.MULTILINE)
 _ELSE_TEXT = re.compile(rb"^[ \t]*else[ \t]*:", re.MULTILINE)
+# Calls of collectives that take tensors (`torch_api.COLLECTIVES`), as a file's text spells them.
+_COLLECTIVE_TEXT = (b"all_reduce(", b"all_gather(", b"reduce_scatter(", b"broadcast(", b"all_to_all(")
 # Import statements, read from the text to find project modules outside the checked files.
 _IMPORT = re.compile(
     rb"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
@@ -56,9 +58,14 @@ def wants_summary(source: bytes) -> bool:
 
 def may_test_group(source: bytes) -> bool:
     """Can the text test whether a process group is initialised (`dist.is_initialized()`, a world
-    size, a helper named for either)? Such files receive the project's NCCL fact, and so do those
-    importing a project module that defines a group test (`ContextFacts.with_facts`)."""
-    return b"initialized" in source or b"world_size" in source
+    size, a helper named for either), or hand a tensor to a collective (`dist.all_reduce(t)`)? Such
+    files receive the project's NCCL fact, and so do those importing a project module that defines
+    a group test (`ContextFacts.with_facts`)."""
+    return (
+        b"initialized" in source
+        or b"world_size" in source
+        or any(collective in source for collective in _COLLECTIVE_TEXT)
+    )
 
 
 def may_place(source: bytes) -> bool:

@@ -153,3 +153,19 @@ def _binds_target(
         if not walrus_only or bound.kind == "walrus"
         for single in unpacked(bound.target)
     )
+
+
+def after_exit(stack: Sequence[cst.CSTNode]) -> bool:
+    """Is the statement on top of `stack` (the nodes from the module down) dead code, after a
+    `raise` or `return` of its block (`raise NotImplementedError(...)`, then `backend = "gloo"`)?"""
+    line, block = (stack[-2], stack[-3]) if len(stack) >= 3 else (None, None)
+    if not isinstance(block, cst.IndentedBlock):
+        return False
+    for statement in block.body:
+        if statement is line:
+            return False
+        if isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(small, (cst.Raise, cst.Return)) for small in statement.body
+        ):
+            return True
+    return False

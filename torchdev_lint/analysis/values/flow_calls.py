@@ -188,7 +188,11 @@ class Calls:
                 device = first.device  # type: ignore[union-attr]
             elif not from_tensor and not name.endswith("_like"):  # `zeros_like(x)` is where `x` is
                 device = CPU if state.default_cpu else None
-        return Value(Kind.TENSOR, device, _factory_nonscalar(name, positional, first))
+        requires = keyword(node, "requires_grad")  # a leaf that requires grad: `.numpy()` needs `.detach()`
+        grad = (
+            requires is not None and isinstance(requires.value, cst.Name) and requires.value.value == "True"
+        )
+        return Value(Kind.TENSOR, device, _factory_nonscalar(name, positional, first), grad)
 
     def _join_call(self, node: cst.Call, name: str, args: list[Value | None]) -> Value | None:
         """`torch.cat([a, b])`: every element must be on one device."""

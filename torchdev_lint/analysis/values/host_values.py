@@ -30,7 +30,7 @@ from torchdev_lint.analysis.knowledge.library_models import Fact, apis, host_mod
 from torchdev_lint.analysis.knowledge.torch_api import MOVE_METHODS
 from torchdev_lint.analysis.provenance.checkpoint_loads import LOADERS, UseIndex
 from torchdev_lint.analysis.syntax.reaching_bindings import reaching_assignment
-from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, parameters, resolve
 from torchdev_lint.analysis.values.kinds import is_module_class, local_module_classes
 from torchdev_lint.syntax import argument, keyword, positional
 
@@ -401,9 +401,9 @@ class _Numbers:
         if reaching is not None:
             return self.number(reaching.value, key)
         function = _enclosing_function(name, self.index)
-        parameters = function.params.params + function.params.kwonly_params if function else ()
-        return any(
-            p.name.value == name.value and isinstance(p.default, (cst.Integer, cst.Float)) for p in parameters
+        return function is not None and any(
+            p.name.value == name.value and isinstance(p.default, (cst.Integer, cst.Float))
+            for p in parameters(function)
         )
 
     def _item(self, value: cst.Subscript, key: cst.Attribute) -> bool:
