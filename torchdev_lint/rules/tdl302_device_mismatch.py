@@ -324,6 +324,19 @@ class DeviceMismatch(Rule):
         # data made where the input is (`zeros_like`, `.type_as(x)`, a 0-dim host tensor plus the input),
         # a 0-dim factor, a class placing itself its own way.
         Valid(
+            # `x.data = x.data.to(d)` moves the tensor itself.
+            """
+            import torch
+            from torch import nn
+
+            def score(batch):
+                head = nn.Linear(4, 2).cuda()
+                features = torch.randn(len(batch), 4)
+                features.data = features.data.cuda()
+                return head(features)
+            """
+        ),
+        Valid(
             """
             import torch
             from torch import nn

@@ -22,7 +22,7 @@ from torchdev_lint.analysis.values.flow_calls import Calls
 from torchdev_lint.analysis.values.flow_classes import ClassFacts
 from torchdev_lint.analysis.values.flow_devices import device_expression
 from torchdev_lint.analysis.values.flow_record import Record
-from torchdev_lint.analysis.values.flow_values import OTHER, Kind, State, Value, hosted_scalar, join
+from torchdev_lint.analysis.values.flow_values import OTHER, TENSOR, Kind, State, Value, hosted_scalar, join
 
 
 class Expressions:
@@ -228,6 +228,10 @@ class Expressions:
             ):
                 value = value.on(replace(value.device, name=key))
             state.set(key, value)
+            owner = key.rpartition(".")[0] if key.endswith(".data") else ""
+            if owner and (state.vars.get(owner) or TENSOR).kind is Kind.TENSOR:
+                # `x.data = x.data.to(d)` moves `x` itself, whatever `x` was known to hold
+                state.set(owner, value if value is not None and value.kind is Kind.TENSOR else None)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self.bind(element.value, None, None, state)
