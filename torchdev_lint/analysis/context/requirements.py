@@ -206,7 +206,7 @@ class CudaRequirements:
         only from such code, or a CUDA-only module."""
         if self._module_only:
             return True
-        if feeds_collective(node, self._parents, self._scope) and self._nccl_file():
+        if self._nccl_file() and feeds_collective(node, self._parents, self._scope):
             return True
         child = node
         parent = self._parents.get(id(node))

@@ -20,7 +20,7 @@ itself), or None: not known to be host data. Unknown never silences anything.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Protocol
 
@@ -134,7 +134,9 @@ class _Judge:
             return self.value(obj.value, scope, attributes)
         if isinstance(obj, cst.Attribute):
             return (
-                HOST if attributes and (self._filled_attribute(obj, scope) or _counter(obj, scope)) else None
+                HOST
+                if attributes and (self._filled_attribute(obj, scope) or _counter(obj, scope, self._index))
+                else None
             )
         if isinstance(obj, cst.Call):
             return self._call(obj, scope, attributes)
@@ -264,7 +266,7 @@ class _Judge:
         klass = scope.enclosing_class
         if klass is None:
             return False
-        index = UseIndex(klass.node)
+        index = self._index(klass.node)
         uses = [
             use
             for name in index.names(attribute.attr.value)
@@ -295,7 +297,7 @@ class _Judge:
                 if isinstance(value, cst.Name):
                     reaching = reaching_assignment(value, index.parent)
                     value = reaching.value if reaching is not None else value
-                if isinstance(value, cst.Attribute) and _counter(value, scope):
+                if isinstance(value, cst.Attribute) and _counter(value, scope, self._index):
                     return HOST
                 return self.value(value, scope, attributes=False) if value is not None else None
             changed_in_place = (
@@ -327,7 +329,12 @@ class _Judge:
         return self._indexes[id(unit)]
 
 
-def _counter(attribute: cst.Attribute, scope: Scope, seen: frozenset[str] = frozenset()) -> bool:
+def _counter(
+    attribute: cst.Attribute,
+    scope: Scope,
+    index_of: Callable[[cst.CSTNode], UseIndex],
+    seen: frozenset[str] = frozenset(),
+) -> bool:
     """`self.num_updates`, when its class only ever assigns it numbers (`= 0`, `+= 1`,
     `= x.shape[0]`, `= len(x)`, arithmetic of those, of other such attributes and of parameters
     whose default is a number) or what it loads back (`= torch.load(p)`, `= d["num_updates"]` with
@@ -335,7 +342,7 @@ def _counter(attribute: cst.Attribute, scope: Scope, seen: frozenset[str] = froz
     klass = scope.enclosing_class
     if klass is None or not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
         return False
-    index = UseIndex(klass.node)
+    index = index_of(klass.node)
     assigned = []
     for name in index.names(attribute.attr.value):
         use = index.parent(name)
@@ -350,7 +357,7 @@ def _counter(attribute: cst.Attribute, scope: Scope, seen: frozenset[str] = froz
             assigned.append((above.value, use))
         elif _unpacked_into(use, index):
             return False
-    numbers = _Numbers(index, klass, seen | {attribute.attr.value})
+    numbers = _Numbers(index, klass, index_of, seen | {attribute.attr.value})
     return bool(assigned) and all(numbers.number(value, key) for value, key in assigned)
 
 
@@ -367,9 +374,12 @@ def _unpacked_into(node: cst.CSTNode, index: UseIndex) -> bool:
 class _Numbers:
     """Which values assigned to a `self` attribute of `klass` are Python numbers."""
 
-    def __init__(self, index: UseIndex, klass: Scope, seen: frozenset[str]) -> None:
+    def __init__(
+        self, index: UseIndex, klass: Scope, index_of: Callable[[cst.CSTNode], UseIndex], seen: frozenset[str]
+    ) -> None:
         self.index = index
         self.klass = klass
+        self.index_of = index_of
         self.seen = seen  # the attributes being judged (one met again adds nothing)
 
     def number(self, value: cst.BaseExpression | None, key: cst.Attribute) -> bool:
@@ -393,7 +403,7 @@ class _Numbers:
         return False
 
     def _attribute(self, attribute: cst.Attribute) -> bool:
-        return attribute.attr.value in self.seen or _counter(attribute, self.klass, self.seen)
+        return attribute.attr.value in self.seen or _counter(attribute, self.klass, self.index_of, self.seen)
 
     def _name(self, name: cst.Name, key: cst.Attribute) -> bool:
         """A local bound to a number before the use, or a parameter whose default is one."""
