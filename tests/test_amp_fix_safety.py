@@ -60,9 +60,18 @@ def test_a_type_test_in_another_file(tmp_path: Path, checks: str, safety: str) -
     assert [(Path(d.path).name, d.fix.safety if d.fix else None) for d in found] == [("amp_setup.py", safety)]
 
 
-def test_a_fix_keeps_an_import_another_file_takes_from_the_module(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "importing",
+    [
+        "from amp_utils import autocast, infer",
+        "from amp_utils import (\n    infer,  # the model's entry point\n    autocast,\n)",
+    ],
+    ids=["one-line", "parenthesised"],
+)
+def test_a_fix_keeps_an_import_another_file_takes_from_the_module(tmp_path: Path, importing: str) -> None:
     """`main.py` imports `autocast` from `amp_utils`: fixing `amp_utils` removes its last use
-    there, but the import stays (removing it broke `main.py` with an ImportError)."""
+    there, but the import stays (removing it broke `main.py` with an ImportError), also when the
+    name stands on a later line of a parenthesised import."""
     write_files(
         tmp_path,
         {
@@ -74,9 +83,7 @@ def test_a_fix_keeps_an_import_another_file_takes_from_the_module(tmp_path: Path
                     with autocast(enabled=False):
                         return model(x)
             """,
-            "main.py": """
-                from amp_utils import autocast, infer
-            """,
+            "main.py": importing + "\n",
         },
     )
     main(["check", "--fix", "--select", "TDL312", "--no-cache", "--isolated", str(tmp_path)])

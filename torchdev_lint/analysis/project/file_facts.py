@@ -66,7 +66,7 @@ class FileFacts(NamedTuple):
     module_classes: frozenset[tuple[str, bool]] = frozenset()
     # Names other files of the project import from this module (`from amp_utils import autocast`):
     # a fix that removes this module's last use of an import of such a name keeps the import
-    # (`fixes.Tidy`; read from the import statements' first lines, `pass_one_text.imports`).
+    # (`fixes.Tidy`; read from the import statements' text, `pass_one_text.imports`).
     imported_names: frozenset[str] = frozenset()
 
     def gates(self, callee: str) -> bool:

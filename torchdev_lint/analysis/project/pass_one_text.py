@@ -42,8 +42,10 @@ _ELSE_TEXT = re.compile(rb"^[ \t]*else[ \t]*:", re.MULTILINE)
 _COLLECTIVE_TEXT = (b"all_reduce(", b"all_gather(", b"reduce_scatter(", b"broadcast(", b"all_to_all(")
 # Import statements, read from the text to find project modules outside the checked files.
 _IMPORT = re.compile(
-    rb"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([^\n#]*)|import[ \t]+([^\n#]*))", re.MULTILINE
+    rb"^([ \t]*)(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*|[^\n#]*)|import[ \t]+([^\n#]*))",
+    re.MULTILINE,
 )
+_COMMENT = re.compile(r"#[^\n]*")
 
 
 def wants_summary(source: bytes) -> bool:
@@ -108,9 +110,9 @@ Imports = list[tuple[int, str, bool]]
 
 
 def imports(source: bytes) -> Imports:
-    """`(level, "dotted.module", unindented)` of each import statement's first line, and of each
-    name a `from` imports (it may be a module: `from . import utils`). An unindented import runs
-    whenever the module is imported (not in a function, a `try:` or an `if`)."""
+    """`(level, "dotted.module", unindented)` of each import statement, and of each name a `from`
+    imports (it may be a module: `from . import utils`), on every line of a parenthesised one. An
+    unindented import runs whenever the module is imported (not in a function, a `try:` or an `if`)."""
     found: Imports = []
     for match in _IMPORT.finditer(source):
         indent, dots, module, names, plain = (
@@ -123,7 +125,7 @@ def imports(source: bytes) -> Imports:
         level = len(dots)
         if module:
             found.append((level, module, top))
-        for part in names.replace(")", " ").split(","):
+        for part in _COMMENT.sub("", names).replace("(", " ").replace(")", " ").split(","):
             words = part.split()
             if words and words[0] != "*" and words[0].isidentifier():
                 found.append((level, f"{module}.{words[0]}" if module else words[0], top))
