@@ -69,3 +69,24 @@ def test_reorder_fix_safety(built: str, safety: str) -> None:
             return {built}.eval().to(device)
         """
     assert safeties(EvalBeforeTransfer, code, "build.py") == [safety]
+
+
+@pytest.mark.parametrize(("rebuilt", "safety"), [("", "safe"), ("global model\n    ", "unsafe")])
+def test_a_module_level_name_a_function_rebinds_with_global(rebuilt: str, safety: str) -> None:
+    """`model = nn.Linear(...)` at module level says nothing of `model` once a function rebinds it
+    through `global model` (to a project class whose `train()` may care about the device)."""
+    code = f"""
+import torch
+from torch import nn
+
+model = nn.Linear(4, 4)
+
+
+def swap_in(head):
+    {rebuilt}model = head
+
+
+model.eval()
+model.to("cuda")
+"""
+    assert safeties(EvalBeforeTransfer, code, "script.py") == [safety]

@@ -13,6 +13,7 @@ from torchdev_lint.analysis.knowledge.torch_api import (
     DISTRIBUTED_WRAPPERS,
     MODULE_SAME,
 )
+from torchdev_lint.analysis.syntax.bindings import rebound_globally
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name
 from torchdev_lint.analysis.syntax.walk import first
 from torchdev_lint.analysis.values.kinds import constructs_module
@@ -113,7 +114,8 @@ class EvalBeforeTransfer(Rule):
         is every module it holds (a container or wrapper, `nn.Sequential(Head())`,
         `nn.DataParallel(module=net)`, runs its children's `train()` and `to()`; a module argument of
         another class, `nn.TransformerEncoder(layer, 2)` or `make_head()`, too), is given no other
-        child afterwards (`model.append(head)`), and the two are not inside a `try` (a move that
+        child afterwards (`model.append(head)`), is not a module-level name that a function rebinds
+        through `global`, and the two are not inside a `try` (a move that
         raises there would skip the mode switch): their mode switch and
         their move touch different state. For any other class it is **unsafe**: a
         subclass may override `train()`, `to()` or `_apply()` so that the order matters (for
@@ -285,7 +287,15 @@ class EvalBeforeTransfer(Rule):
         """None for a module built by a `torch.nn` class (directly or through a name bound only
         to such): its `train()`/`eval()` and `to()` touch different state, so their order cannot
         matter. Otherwise what may change when they are swapped."""
-        found = assigned_values(module, self.ctx.scope) if isinstance(module, cst.Name) else None
+        found = None
+        if isinstance(module, cst.Name):
+            found = assigned_values(module, self.ctx.scope)
+            if (
+                found is not None
+                and found[1].kind == "module"
+                and rebound_globally(self.ctx.module, module.value)
+            ):
+                found = None  # `global model` in a function: the name may hold anything
         values = found[0] if found is not None else [module]
         if (
             all(self._built_by_torch_nn(value) for value in values)

@@ -223,3 +223,12 @@ def read_anywhere(unit: cst.CSTNode, name: str, binding: cst.Name) -> bool:
             return True
         stack.extend(children(node))
     return False
+
+
+def rebound_globally(module: cst.Module, name: str) -> bool:
+    """Does a function of the module declare `global name` (and so may rebind the module's name to
+    anything, whatever the module-level bindings say)?"""
+    return any(
+        bound.kind == "global" and isinstance(bound.target, cst.Name) and bound.target.value == name
+        for bound in walk_bindings(module.body, expressions=False, nested_scopes=True)
+    )
