@@ -87,3 +87,22 @@ def test_no_library_api_outside_the_table() -> None:
             and node.value.startswith(prefixes)
         ]
         assert not named, f"{path.name} names {named}"
+
+
+_NEEDS_CUDA = [m for m in MODELS if m.fact is Fact.NEEDS_CUDA]
+
+
+@pytest.mark.parametrize("model", _NEEDS_CUDA, ids=[m.api for m in _NEEDS_CUDA])
+def test_needs_cuda_entries_raise_without_cuda(model: Model) -> None:
+    """The call each `NEEDS_CUDA` example makes does raise on this machine when it has no CUDA
+    (the CPU build of torch, or a CUDA build with no GPU): the table says what torch does."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    body = ast.parse(model.example).body
+    function = next(node for node in body if isinstance(node, ast.FunctionDef))
+    call = function.body[0]
+    assert isinstance(call, ast.Expr) and isinstance(call.value, ast.Call)
+    assert ast.unparse(call.value.func) == model.api
+    with pytest.raises(Exception):  # noqa: B017 (which exception depends on the build)
+        eval(compile(ast.Expression(call.value), "example.py", "eval"), {"torch": torch})

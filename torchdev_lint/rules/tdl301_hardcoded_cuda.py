@@ -62,7 +62,8 @@ class HardcodedCuda(Rule):
         - code that runs only where CUDA is: after a gate in the function or in a caller in the file, however
           far up (also in every caller in the project's other files; for a method, every `x.name(...)`): `if not
           torch.cuda.is_available(): sys.exit(...)`, `assert torch.cuda.is_available()`,
-          `init_process_group("nccl")`, `torch.cuda.set_device(rank)`, a call of a function that does one (or
+          `init_process_group("nccl")`, a call that raises without a CUDA device (`torch.cuda.set_device(rank)`,
+          `torch.cuda.synchronize()`, `torch.cuda.Stream()`: the library models), a call of a function that does one (or
           of a class whose `__init__` does: `Context(...)`); the methods of such a class (an instance exists
           only where CUDA is; not static or class methods, nor one `__init__` calls before its gate); in
           a file whose every `init_process_group` uses NCCL (or a setting or parameter defaulting to it,
@@ -74,7 +75,9 @@ class HardcodedCuda(Rule):
           handed to a collective (`dist.all_reduce(torch.tensor([n], device="cuda"))`, or `total = ...` then
           `dist.all_reduce(total)` later in the function, nothing returning or rebinding it in between),
           which NCCL needs on CUDA; a claim in the statement (`torch.device("cuda",
-          torch.cuda.current_device())`) or a device named just before a gate; tests skipped without CUDA
+          torch.cuda.current_device())`); a device named (`target = torch.device("cuda:0")`) before such a gate of
+          its block, nothing reading the name or leaving the block in between (naming a device touches no GPU;
+          every use comes after the gate); tests skipped without CUDA
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
           `@skip_if_lt_x_gpu(2)`); `with torch.cuda.stream(s):` bodies; functions (methods through
           `self.helper()`) called only from such code; moves a test expects to fail (`self.assertRaises`,
@@ -137,6 +140,32 @@ class HardcodedCuda(Rule):
         of a conditional, a move that follows a tensor (its device is the answer), nor where the module
         does not import `torch` itself."""
     invalid = (
+        Invalid(
+            # A gate after the use: the move runs before it (and the quick path returns without it).
+            """
+            import torch
+
+            def describe(net, quick):
+                net = net.cuda()
+                if quick:
+                    return net
+                print(torch.cuda.get_device_name())
+                return net
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            def describe(net, quick):
+                net = net.to(device)
+                if quick:
+                    return net
+                print(torch.cuda.get_device_name())
+                return net
+            """,
+        ),
         Invalid(
             # An availability check only printed or logged chooses nothing.
             """
@@ -350,6 +379,24 @@ class HardcodedCuda(Rule):
         ),
     )
     valid = (
+        # A device named, then a call that raises without CUDA before anything reads the name.
+        Valid(
+            """
+            import time
+            import torch
+
+            def throughput(net, batches):
+                target = torch.device("cuda:0")
+                torch.backends.cudnn.benchmark = True
+                torch.cuda.synchronize()
+                net = net.to(target)
+                begin = time.perf_counter()
+                for batch in batches:
+                    net(batch.to(target, non_blocking=True))
+                torch.cuda.synchronize()
+                return len(batches) / (time.perf_counter() - begin)
+            """
+        ),
         # A test of a CUDA extension the module builds as it is imported (needs nvcc and a GPU).
         Valid(
             """

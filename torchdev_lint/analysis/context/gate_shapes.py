@@ -7,8 +7,8 @@ import libcst as cst
 
 from torchdev_lint.analysis.context.guards import name_words, says_missing, says_present
 from torchdev_lint.analysis.knowledge.cuda_modules import CUDA_WORDS
-from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name
-from torchdev_lint.analysis.syntax.walk import children
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.syntax.walk import children, first
 from torchdev_lint.syntax import positional
 
 _EXITS = frozenset({"sys.exit", "os._exit", "exit", "quit", "pytest.skip", "pytest.exit"})
@@ -17,6 +17,7 @@ _SKIP_METHODS = frozenset({"skipTest", "skip"})
 _SKIP_WITHOUT = frozenset({"no", "lt", "less", "without", "unless"})
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp})
 _NESTED_SCOPES = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
+_LEAVING = frozenset({cst.Return, cst.Raise, cst.Break, cst.Continue})
 
 
 def flag_leaves(test: cst.BaseExpression) -> frozenset[str]:
@@ -51,6 +52,35 @@ def runs_later(function: cst.FunctionDef) -> bool:
 def may_return(statement: cst.BaseStatement) -> bool:
     """The statement can leave the function with a `return` (not one of a nested function)."""
     return contains(statement, (cst.Return,))
+
+
+def may_leave(statement: cst.CSTNode) -> bool:
+    """The statement can leave its block other than by running to its end: `return`, `raise`,
+    `break`, `continue` or a call that ends the program (nested functions and classes aside)."""
+    return first(statement, _leaves, prune=(cst.FunctionDef, cst.ClassDef, cst.Lambda)) is not None
+
+
+def _leaves(node: cst.CSTNode) -> bool:
+    kind = type(node)
+    return kind in _LEAVING or (kind is cst.Call and (dotted_name(node.func) or "") in _EXITS)  # type: ignore[attr-defined]
+
+
+def device_names(statement: cst.CSTNode, scope: Scope) -> frozenset[str]:
+    """The names a statement binds to a device it only names (`device = torch.device("cuda:0")`,
+    `dev = "cuda"`), touching no GPU; empty for any other statement."""
+    if not (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(assignment := statement.body[0], cst.Assign)
+    ):
+        return frozenset()
+    value = assignment.value
+    if not isinstance(value, cst.SimpleString) and not (
+        isinstance(value, cst.Call) and resolve(value.func, scope) == "torch.device"
+    ):
+        return frozenset()
+    names = frozenset(t.target.value for t in assignment.targets if isinstance(t.target, cst.Name))
+    return names if len(names) == len(assignment.targets) else frozenset()
 
 
 def unconditional_calls(statement: cst.CSTNode) -> list[cst.Call]:

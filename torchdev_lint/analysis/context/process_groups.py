@@ -18,11 +18,11 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 import libcst as cst
 
+from torchdev_lint.analysis.context.gate_shapes import may_leave
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.knowledge.torch_api import COLLECTIVES
 from torchdev_lint.analysis.syntax.bindings import unpacked, walk_bindings
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, last_name, parameters, resolve
-from torchdev_lint.analysis.syntax.walk import children
 from torchdev_lint.syntax import positional
 
 _IS_INITIALIZED = "torch.distributed.is_initialized"
@@ -354,15 +354,9 @@ def _collective_after(
 
 
 def _leaves_or_binds(statement: cst.CSTNode, name: str) -> bool:
-    stack = [statement]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.Return, cst.Raise, cst.Break, cst.Continue)):
-            return True
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        stack.extend(children(node))
-    return any(isinstance(b.target, cst.Name) and b.target.value == name for b in walk_bindings([statement]))
+    return may_leave(statement) or any(
+        isinstance(b.target, cst.Name) and b.target.value == name for b in walk_bindings([statement])
+    )
 
 
 def is_nccl(node: cst.BaseExpression) -> bool:

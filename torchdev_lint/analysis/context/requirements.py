@@ -26,9 +26,11 @@ from torchdev_lint.analysis.context.cuda_only_code import (
 )
 from torchdev_lint.analysis.context.gate_shapes import (
     cuda_only_decorated,
+    device_names,
     exits,
     flag_leaves,
     implies,
+    may_leave,
     may_return,
     runs_later,
     skips_without_cuda,
@@ -46,11 +48,9 @@ from torchdev_lint.analysis.knowledge.torch_api import IMPLICITLY_CALLED_METHODS
 from torchdev_lint.analysis.syntax.loops import bound_in
 from torchdev_lint.analysis.syntax.reaching_bindings import after_exit
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, last_name, resolve
-from torchdev_lint.analysis.syntax.walk import walk
+from torchdev_lint.analysis.syntax.walk import first, walk
 from torchdev_lint.syntax import keyword, positional
 
-# Calls that raise without CUDA, made to claim a GPU on purpose.
-_CUDA_CLAIMS = frozenset({"torch.cuda.set_device", "torch.cuda.current_device"})
 # `with torch.cuda.stream(s):` / `with torch.cuda.device(i):` bodies run on a GPU.
 _CUDA_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.device"})
 _PROCESS_GROUP = "torch.distributed.init_process_group"
@@ -386,21 +386,18 @@ class CudaRequirements:
         return state.gate is not None and state.gate < index
 
     def _named_before_gate(self, body: Sequence[cst.CSTNode], child: cst.CSTNode) -> bool:
-        """`device = torch.device("cuda:0")` right before a gate (`torch.cuda.set_device(device)`):
-        naming a device allocates nothing, and the program passes the gate before any use."""
-        if not (
-            isinstance(child, cst.SimpleStatementLine)
-            and len(child.body) == 1
-            and isinstance(child.body[0], cst.Assign)
-        ):
+        """`device = torch.device("cuda:0")` before a gate of its block (`torch.cuda.set_device(device)`),
+        no statement in between reading the name or leaving the block: naming a device allocates
+        nothing, and the program passes the gate before any use."""
+        names = device_names(child, self._scope)
+        if not names:
             return False
-        value = child.body[0].value
-        if not isinstance(value, cst.SimpleString) and not (
-            isinstance(value, cst.Call) and self._resolve(value.func) == "torch.device"
-        ):
-            return False
-        position = self._block(body).positions[id(child)]
-        return position + 1 < len(body) and self._is_gate(body[position + 1])
+        for statement in body[self._block(body).positions[id(child)] + 1 :]:
+            if self._is_gate(statement):
+                return True
+            if may_leave(statement) or first(statement, lambda n: type(n) is cst.Name and n.value in names):
+                return False
+        return False
 
     def _block(self, body: Sequence[cst.CSTNode]) -> _Block:
         """What is known of a block's statements, made on first asking."""
@@ -437,7 +434,9 @@ class CudaRequirements:
         key = id(statement)
         if key not in self._statement_claims:
             calls = unconditional_calls(statement)
-            self._statement_claims[key] = any(self._resolve(call.func) in _CUDA_CLAIMS for call in calls)
+            self._statement_claims[key] = any(
+                self._resolve(call.func) in apis(Fact.NEEDS_CUDA) for call in calls
+            )
         return self._statement_claims[key]
 
     def _is_gate(self, statement: cst.CSTNode, *, for_caller: bool = False) -> bool:
@@ -537,7 +536,7 @@ class CudaRequirements:
 
     def _gating_call(self, call: cst.Call) -> bool:
         name = self._resolve(call.func)
-        if name in _CUDA_CLAIMS:
+        if name in apis(Fact.NEEDS_CUDA):
             return True
         if name == _PROCESS_GROUP:
             return self._nccl_group(call)

@@ -26,6 +26,9 @@ class Fact(Enum):
     SAME_DEVICE = "same device as the first argument"
     # Importing it makes a module CUDA-only code: it needs an NVIDIA GPU (`requirements`).
     CUDA_ONLY = "CUDA-only module"
+    # Calling it raises where no CUDA device is (it initialises CUDA, or claims a GPU): a
+    # statement calling it unconditionally lets the program past only where CUDA is (`requirements`).
+    NEEDS_CUDA = "raises without a CUDA device"
     # A method that takes a `DataLoader` over and puts its batches on the device itself (`loaders`).
     PLACES_BATCHES = "places batches on the device"
     # Functions of this module find checkpoint files that pickle arbitrary objects, so that
@@ -103,6 +106,13 @@ import {api}
 import torch
 
 def run(model, x):
+    return model(x.cuda())
+"""
+_NEEDS_CUDA = """\
+import torch
+
+def timed(model, x):
+    {call}
     return model(x.cuda())
 """
 _PLACED = """\
@@ -188,6 +198,11 @@ def _cuda_only(api: str, why: str) -> Model:
     return Model(api, Fact.CUDA_ONLY, why, _CUDA_ONLY.format(api=api), ("TDL301", 5))
 
 
+def _needs_cuda(call: str, why: str) -> Model:
+    api = call.split("(", 1)[0]
+    return Model(api, Fact.NEEDS_CUDA, why, _NEEDS_CUDA.format(call=call), ("TDL301", 5))
+
+
 def _placing(api: str, why: str) -> Model:
     return Model(api, Fact.PLACES_BATCHES, why, _PLACED.format(api=api), ("TDL204", 5))
 
@@ -264,6 +279,20 @@ MODELS: tuple[Model, ...] = (
     _cuda_only("flash_attn", "FlashAttention kernels are CUDA kernels"),
     _cuda_only("cutlass", "NVIDIA CUTLASS kernels"),
     _cuda_only("setGPU", "picks an NVIDIA GPU as it is imported and fails without one"),
+    _needs_cuda("torch.cuda.set_device(0)", "selects a GPU; raises without one"),
+    _needs_cuda("torch.cuda.current_device()", "initialises CUDA to name the current GPU"),
+    _needs_cuda("torch.cuda.synchronize()", "initialises CUDA to wait for the current GPU"),
+    _needs_cuda("torch.cuda.init()", "initialises CUDA"),
+    _needs_cuda("torch.cuda.get_device_name()", "reads the GPU's properties, initialising CUDA"),
+    _needs_cuda("torch.cuda.get_device_properties(0)", "initialises CUDA to read a GPU's properties"),
+    _needs_cuda("torch.cuda.get_device_capability()", "reads the GPU's properties, initialising CUDA"),
+    _needs_cuda("torch.cuda.current_stream()", "initialises CUDA for the current GPU's stream"),
+    _needs_cuda("torch.cuda.default_stream()", "initialises CUDA for the current GPU's stream"),
+    _needs_cuda("torch.cuda.Stream()", "creates a stream on the current GPU"),
+    _needs_cuda("torch.cuda.mem_get_info()", "asks the current GPU's driver for free memory"),
+    _needs_cuda("torch.cuda.reset_peak_memory_stats()", "names the current GPU, initialising CUDA"),
+    _needs_cuda("torch.cuda.set_per_process_memory_fraction(0.5)", "initialises CUDA to cap a GPU's memory"),
+    _needs_cuda("torch.cuda.get_rng_state()", "initialises CUDA to read a GPU's generator"),
     _placing("prepare", "accelerate's `Accelerator.prepare` wraps the loader to put batches on its device"),
     _placing("prepare_data_loader", "accelerate's `prepare_data_loader` does the same for one loader"),
     _placing("setup_dataloaders", "Lightning Fabric's `setup_dataloaders` moves batches to the device"),
