@@ -8,6 +8,9 @@
         --findings docs/precision/before-findings.tsv [--findings ...] PROJECT...
     # per-code precision and recall from filled-in label files
     python scripts/precision_sample.py table docs/precision/before.md [--recall docs/precision/recall.md]
+    # every finding of a run matched against every label file: counts per code, labelled noise left
+    python scripts/precision_sample.py labelled before-findings.tsv [after-findings.tsv ...] \
+        [--labels 'docs/precision/**/*.md'] [--noise]
 
 A PROJECT is a folder named `<name>-<version>` (its label becomes `name@version`) or
 `label=folder`. The checker is whichever `torchdev_lint` the running Python imports: set
@@ -137,7 +140,7 @@ def reusable_labels(paths: list[Path]) -> dict[str, tuple[str, str]]:
     labels: dict[str, tuple[str, str]] = {}
     for path in paths:
         for row in read_table(path):
-            if row.get("label") in ("useful", "noise"):
+            if row.get("label") in ("useful", "noise") and {"project", "site", "code"} <= row.keys():
                 key = f"{row['project']} {row['site']} {row['code']}"
                 labels[key] = (row["label"], row.get("reason", ""))
     return labels
@@ -400,6 +403,31 @@ def command_table(args: argparse.Namespace) -> None:
             print(f"  {column}: {hits}/{len(covered)} reported = {hits / max(len(covered), 1):.2f}")
 
 
+def command_labelled(args: argparse.Namespace) -> None:
+    """Each findings TSV (a whole run, `sample --findings`) against the labels of every label file
+    (read in sorted path order; a site labelled twice keeps the label read last): useful, noise and
+    unlabelled per code and in all, and with `--noise` the findings labelled noise."""
+    files = sorted(Path().glob(args.labels))
+    labels = reusable_labels(files)
+    print(f"{len(labels)} labelled sites in {len(files)} files matching {args.labels}")
+    for path in args.findings:
+        tally: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+        noise = []
+        for finding in read_findings(Path(path)):
+            label, reason = labels.get(finding.key, ("unlabelled", ""))
+            tally[finding.code][label] += 1
+            if label == "noise":
+                noise.append(f"  {finding.key}: {reason}")
+        total = sum(tally.values(), collections.Counter())
+        print(
+            f"\n{path}: {total.total()} findings\n\n| code | useful | noise | unlabelled |\n|---|---|---|---|"
+        )
+        for code, t in [*sorted(tally.items()), ("all", total)]:
+            print(f"| {code} | {t['useful']} | {t['noise']} | {t['unlabelled']} |")
+        if args.noise:
+            print("\nlabelled noise:", *noise, sep="\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -422,8 +450,14 @@ def main() -> None:
     table = sub.add_parser("table")
     table.add_argument("labels", nargs="*")
     table.add_argument("--recall", action="append", default=[])
+    labelled = sub.add_parser("labelled")
+    labelled.add_argument("findings", nargs="+")
+    labelled.add_argument("--labels", default="docs/precision/**/*.md", help="glob of label files")
+    labelled.add_argument("--noise", action="store_true", help="list the findings labelled noise")
     args = parser.parse_args()
-    {"sample": command_sample, "candidates": command_candidates, "table": command_table}[args.command](args)
+    commands = {"sample": command_sample, "candidates": command_candidates, "table": command_table}
+    commands["labelled"] = command_labelled
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

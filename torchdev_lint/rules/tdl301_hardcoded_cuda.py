@@ -79,7 +79,7 @@ class HardcodedCuda(Rule):
           its block, nothing reading the name or leaving the block in between (naming a device touches no GPU;
           every use comes after the gate); tests skipped without CUDA
           (`@unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif`, `pytestmark`,
-          `@skip_if_lt_x_gpu(2)`); `with torch.cuda.stream(s):` bodies; functions (methods through
+          `@skip_if_lt_x_gpu(2)`, a decorator given a GPU count or flag: `@RunIf(min_cuda_gpus=1)`); `with torch.cuda.stream(s):` bodies; functions (methods through
           `self.helper()`) called only from such code; moves a test expects to fail (`self.assertRaises`,
           `pytest.raises`); `torch.device("cuda")` inside a `try:` that catches the error; modules that import
           a library known to need CUDA or a `*_cuda` extension (also unindented through project modules),
@@ -140,6 +140,48 @@ class HardcodedCuda(Rule):
         of a conditional, a move that follows a tensor (its device is the answer), nor where the module
         does not import `torch` itself."""
     invalid = (
+        Invalid(
+            # A tensor made on CUDA and computed on inside a comparison: a use, not a device compared.
+            """
+            import torch
+
+            def test_sum():
+                assert torch.arange(4, device="cuda").sum().item() == 6
+            """,
+            lines=(4,),
+            fixed="""
+            import torch
+
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            def test_sum():
+                assert torch.arange(4, device=device).sum().item() == 6
+            """,
+        ),
+        Invalid(
+            # A decorator asking for no GPU at all (`min_gpus=0`) is no requirement.
+            """
+            import torch
+            from testing_helpers import needs
+
+            @needs(min_gpus=0)
+            def test_ones():
+                ones = torch.ones(2, device="cuda")
+                assert ones.sum() == 2
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+            from testing_helpers import needs
+
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            @needs(min_gpus=0)
+            def test_ones():
+                ones = torch.ones(2, device=device)
+                assert ones.sum() == 2
+            """,
+        ),
         Invalid(
             # A gate after the use: the move runs before it (and the quick path returns without it).
             """
@@ -379,6 +421,19 @@ class HardcodedCuda(Rule):
         ),
     )
     valid = (
+        # A test whose decorator asks for GPUs by a keyword (a project's own `RunIf`-style helper).
+        Valid(
+            """
+            import torch
+            from testing_helpers import needs
+
+            @needs(min_gpus=2, slow=True)
+            def test_split_across_devices():
+                left = torch.ones(4, device="cuda:0")
+                right = torch.ones(4, device="cuda:1")
+                assert torch.equal(left.cpu(), right.cpu())
+            """
+        ),
         # A device named, then a call that raises without CUDA before anything reads the name.
         Valid(
             """

@@ -288,10 +288,15 @@ def _catches_missing_gpu(handler: cst.ExceptHandler) -> bool:
 
 
 def in_comparison(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> bool:
-    """`d == torch.device("cuda")`: a test of a device, not a choice of one."""
+    """`d == torch.device("cuda")`: a test of a device, not a choice of one; not a tensor made on
+    the device and then computed on (`torch.ones(2, device="cuda").sum() == 2`)."""
+    child: cst.CSTNode = node
     for ancestor in reversed(ancestors):
         if isinstance(ancestor, cst.Comparison):
             return True
         if isinstance(ancestor, (cst.BaseSmallStatement, cst.Arg, cst.FunctionDef)) and ancestor is not node:
             return False
+        if isinstance(ancestor, cst.Call) and child is ancestor.func and child is not node:
+            return False  # `<made on the device>.sum()`: a method computes on it
+        child = ancestor
     return False

@@ -83,6 +83,17 @@ def device_names(statement: cst.CSTNode, scope: Scope) -> frozenset[str]:
     return names if len(names) == len(assignment.targets) else frozenset()
 
 
+def _asks_for_gpus(arg: cst.Arg) -> bool:
+    """`min_cuda_gpus=1`, `gpu=True`: a keyword named for GPUs given a positive count or `True`
+    (`min_cuda_gpus=0` asks for none)."""
+    if arg.keyword is None or not name_words(arg.keyword.value) & CUDA_WORDS:
+        return False
+    value = arg.value
+    if isinstance(value, cst.Integer):
+        return value.evaluated_value > 0
+    return isinstance(value, cst.Name) and value.value == "True"
+
+
 def unconditional_calls(statement: cst.CSTNode) -> list[cst.Call]:
     """The calls a statement always makes: not those after `and`/`or`, in a branch of `x if c
     else y`, in a comprehension's element or a lambda (`device or torch.cuda.current_device()`
@@ -142,8 +153,9 @@ def cuda_only_decorated(node: cst.FunctionDef | cst.ClassDef, scope: Scope) -> b
 
 def skips_without_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
     """`unittest.skipIf(not torch.cuda.is_available(), ...)`, `pytest.mark.skipif(...)`,
-    `skipUnless(TEST_CUDA)`, `requires_cuda`, `onlyCUDA`, `skip_if_lt_x_gpu(2)`; a list of marks
-    holding one. Not `pytest.mark.parametrize("device", ["cpu", "cuda"])`: data, not a condition."""
+    `skipUnless(TEST_CUDA)`, `requires_cuda`, `onlyCUDA`, `skip_if_lt_x_gpu(2)`, a condition given
+    a GPU count or flag (`RunIf(min_cuda_gpus=1)`); a list of marks holding one. Not
+    `pytest.mark.parametrize("device", ["cpu", "cuda"])`: data, not a condition."""
     if isinstance(node, (cst.List, cst.Tuple)):
         return any(skips_without_cuda(element.value, scope) for element in node.elements)
     func = node.func if isinstance(node, cst.Call) else node
@@ -159,6 +171,8 @@ def skips_without_cuda(node: cst.BaseExpression, scope: Scope) -> bool:
         return says_missing(condition, scope) if last == "skipif" else says_present(condition, scope)
     if "param" in last or "expand" in last:
         return False
+    if isinstance(node, cst.Call) and any(_asks_for_gpus(arg) for arg in node.args):
+        return True
     words = name_words(name)
     if not words & CUDA_WORDS:
         return False
