@@ -421,6 +421,16 @@ class HardcodedCuda(Rule):
         ),
     )
     valid = (
+        # torch imported inside the function that gates (a CLI that imports torch lazily).
+        Valid(
+            """
+            def serve(port):
+                import torch
+
+                print("serving on", torch.cuda.get_device_name())
+                return torch.zeros(port, device="cuda")
+            """
+        ),
         # A test whose decorator asks for GPUs by a keyword (a project's own `RunIf`-style helper).
         Valid(
             """

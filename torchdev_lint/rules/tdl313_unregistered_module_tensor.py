@@ -92,7 +92,7 @@ class UnregisteredModuleTensor(Rule):
         passed to, which moves that parameter before reading it (`w = w.to(x)`), or assigned again outside
         `__init__`; tensors created with an explicit `device=` or moved in `__init__` (their
         placement is managed by hand); 0-dim tensors (`torch.tensor(0.5)`: CUDA accepts CPU
-        scalars); tensors only used on the host (`.item()`, `.tolist()`, `.shape`, `len()`,
+        scalars); tensors only used on the host (`.item()`, `.tolist()`, `.shape`, `len()`, an f-string,
         counters, a histogram written with host data: `self.usage[i:j] = codes.cpu()`) or as an index of
         another tensor (`x[:, self.order]`: a tensor on any device takes indices on the CPU); classes that
         are not modules; modules that override `_apply`, `to`, `cuda` or
@@ -393,6 +393,24 @@ class UnregisteredModuleTensor(Rule):
         ),
     )
     valid = (
+        # Only formatted into an error message next to the input: text on the host.
+        Valid(
+            """
+            import torch
+            from torch import nn
+
+            class Vocabulary(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.known = torch.tensor([3, 5, 7])
+                    self.embed = nn.Embedding(8, 4)
+
+                def forward(self, ids):
+                    if ids.max() > 7:
+                        raise KeyError(f"ids {ids.tolist()} outside {self.known}")
+                    return self.embed(ids)
+            """
+        ),
         Valid(
             # A base class of the file overrides `_apply`: it moves plain tensor attributes too.
             """

@@ -14,6 +14,7 @@ backend argument that names NCCL, or a setting whose default is NCCL.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 import libcst as cst
@@ -22,8 +23,17 @@ from torchdev_lint.analysis.context.gate_shapes import may_leave
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.knowledge.torch_api import COLLECTIVES
 from torchdev_lint.analysis.syntax.bindings import unpacked, walk_bindings
-from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, last_name, parameters, resolve
-from torchdev_lint.syntax import positional
+from torchdev_lint.analysis.syntax.scopes import (
+    Scope,
+    block_statements,
+    dotted_name,
+    last_name,
+    parameters,
+    resolve,
+)
+from torchdev_lint.syntax import keyword, positional
+
+PROCESS_GROUP = "torch.distributed.init_process_group"
 
 _IS_INITIALIZED = "torch.distributed.is_initialized"
 _GET_WORLD_SIZE = "torch.distributed.get_world_size"
@@ -357,6 +367,56 @@ def _leaves_or_binds(statement: cst.CSTNode, name: str) -> bool:
     return may_leave(statement) or any(
         isinstance(b.target, cst.Name) and b.target.value == name for b in walk_bindings([statement])
     )
+
+
+class GroupStarts:
+    """The process groups one file starts (`calls`, noted by the file's walk) and the names it
+    gives strings, which may name a backend (`backend = "nccl"`, `def __init__(self, backend="nccl")`)."""
+
+    def __init__(self, resolve: Callable[[cst.BaseExpression], str | None]) -> None:
+        self._resolve = resolve
+        self.calls: list[cst.Call] = []
+        self._nccl_names: set[str] = set()  # assigned `"nccl"`, or a parameter defaulting to it
+        self._other_names: set[str] = set()  # also assigned another string: `backend = "gloo"`
+        self._starts: list[bool] | None = None
+
+    def note_string(self, name: str | None, value: cst.SimpleString) -> None:
+        if name is not None:
+            (self._nccl_names if is_nccl(value) else self._other_names).add(name)
+
+    def nccl_group(self, call: cst.Call, *, default: bool = False) -> bool:
+        """`init_process_group("nccl")`, a setting whose default is NCCL (`kwargs.get("backend",
+        "nccl")`), or `backend=args.dist_backend` where the file assigns that name `"nccl"` and no
+        other string; with `default`, also a call naming no backend."""
+        backend = keyword(call, "backend")
+        args = positional(call)
+        value = backend.value if backend is not None else args[0].value if args else None
+        if value is None:
+            return default
+        dotted = dotted_name(value)
+        return (
+            is_nccl(value)
+            or nccl_by_default(value)
+            or (dotted is not None and dotted in self._nccl_names and dotted not in self._other_names)
+        )
+
+    def starts(self) -> list[bool]:
+        """For each process group the file starts: does it use NCCL?"""
+        if self._starts is None:
+            starters = apis(Fact.NCCL_GROUP)
+            groups = [(call, self._resolve(call.func)) for call in self.calls]
+            self._starts = [
+                self.nccl_group(call, default=name in starters)
+                for call, name in groups
+                if name == PROCESS_GROUP or name in starters
+            ]
+        return self._starts
+
+
+@functools.cache
+def group_starter_names() -> frozenset[str]:
+    """The last names of the calls that may start a process group (resolved later)."""
+    return frozenset({"init_process_group"} | {api.rsplit(".", 1)[-1] for api in apis(Fact.NCCL_GROUP)})
 
 
 def is_nccl(node: cst.BaseExpression) -> bool:

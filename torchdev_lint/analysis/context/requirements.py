@@ -11,7 +11,6 @@ file writes them, stop the program where CUDA is missing.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection, Sequence
 from typing import Protocol
 
@@ -38,22 +37,28 @@ from torchdev_lint.analysis.context.gate_shapes import (
 )
 from torchdev_lint.analysis.context.guards import says_missing, says_present
 from torchdev_lint.analysis.context.process_groups import (
+    PROCESS_GROUP,
+    GroupStarts,
     Initialization,
     feeds_collective,
-    is_nccl,
-    nccl_by_default,
+    group_starter_names,
 )
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.knowledge.torch_api import IMPLICITLY_CALLED_METHODS
 from torchdev_lint.analysis.syntax.loops import bound_in
 from torchdev_lint.analysis.syntax.reaching_bindings import after_exit
-from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, dotted_name, last_name, resolve
+from torchdev_lint.analysis.syntax.scopes import (
+    Scope,
+    block_statements,
+    dotted_name,
+    last_name,
+    open_scope,
+    resolve,
+)
 from torchdev_lint.analysis.syntax.walk import first, walk
-from torchdev_lint.syntax import keyword, positional
 
 # `with torch.cuda.stream(s):` / `with torch.cuda.device(i):` bodies run on a GPU.
 _CUDA_CONTEXTS = frozenset({"torch.cuda.stream", "torch.cuda.device"})
-_PROCESS_GROUP = "torch.distributed.init_process_group"
 _CACHE = "_cuda_requirements"
 
 
@@ -104,14 +109,14 @@ class CudaRequirements:
         # Uses of each name: `helper` for functions, `.helper` for `self.helper` (methods).
         self._references: dict[str, list[cst.Name | cst.Attribute]] = {}
         self._foreign_attributes: set[str] = set()  # `x.name` of objects other than `self`: maybe a method
-        self._nccl_names: set[str] = set()  # assigned `"nccl"`, or a parameter defaulting to it
-        self._other_backend_names: set[str] = set()  # also assigned another string: `backend = "gloo"`
-        self._process_groups: list[cst.Call] = []
-        self._group_starts: list[bool] | None = None
+        self._groups = GroupStarts(self._resolve)
         # Module-level names functions rebind through `global name`: the functions, by name.
         self._global_writers: dict[str, list[cst.FunctionDef]] = {}
         # Functions (ids) that import a CUDA-only library, in their own body or a nested one.
         self._cuda_importing: set[int] = set()
+        # Functions (ids) that import anything (`import torch` in a CLI's `main`), and their scopes.
+        self._importing: set[int] = set()
+        self._function_scopes: dict[int, Scope] = {}
         self._initialization = Initialization(
             module,
             self._functions,
@@ -151,8 +156,8 @@ class CudaRequirements:
                 self._module_only = True
             elif (last_name(node.func) or "") in BUILDERS and compiles_cuda(node, self._scope):  # type: ignore[attr-defined, arg-type]
                 self._module_only = self._module_only or _at_module_level(node, self._parents)
-            elif (last_name(node.func) or "") in _group_starter_names():  # type: ignore[attr-defined]
-                self._process_groups.append(node)  # type: ignore[arg-type]
+            elif (last_name(node.func) or "") in group_starter_names():  # type: ignore[attr-defined]
+                self._groups.calls.append(node)  # type: ignore[arg-type]
         elif kind is cst.Global:
             function = next((n for n in reversed(stack) if type(n) is cst.FunctionDef), None)
             if function is not None:
@@ -176,15 +181,18 @@ class CudaRequirements:
         elif kind is cst.Assign:
             value = node.value  # type: ignore[attr-defined]
             if type(value) is cst.SimpleString and not after_exit(stack):
-                names = self._nccl_names if is_nccl(value) else self._other_backend_names
-                names.update(n for t in node.targets if (n := dotted_name(t.target)) is not None)  # type: ignore[attr-defined]
+                for target in node.targets:  # type: ignore[attr-defined]
+                    self._groups.note_string(dotted_name(target.target), value)
             elif _is_pytestmark(node) and skips_without_cuda(node.value, self._scope):  # type: ignore[arg-type, attr-defined]
                 self._module_only = True
         elif kind is cst.Param and type(default := node.default) is cst.SimpleString:  # type: ignore[attr-defined]
-            (self._nccl_names if is_nccl(default) else self._other_backend_names).add(node.name.value)  # type: ignore[attr-defined]
-        elif (kind is cst.Import or kind is cst.ImportFrom) and imports_cuda_only(node, self._path):  # type: ignore[arg-type]
-            self._module_only = self._module_only or _at_module_level(node, self._parents)
-            self._cuda_importing.update(id(n) for n in stack if type(n) is cst.FunctionDef)
+            self._groups.note_string(node.name.value, default)  # type: ignore[attr-defined]
+        elif kind is cst.Import or kind is cst.ImportFrom:
+            functions = [id(n) for n in stack if type(n) is cst.FunctionDef]
+            self._importing.update(functions)
+            if imports_cuda_only(node, self._path):  # type: ignore[arg-type]
+                self._module_only = self._module_only or _at_module_level(node, self._parents)
+                self._cuda_importing.update(functions)
 
     def index_leave(self, node: cst.CSTNode) -> None:
         self._stack.pop()
@@ -206,7 +214,7 @@ class CudaRequirements:
         only from such code, or a CUDA-only module."""
         if self._module_only:
             return True
-        if self._nccl_file() and feeds_collective(node, self._parents, self._scope):
+        if self._nccl_file() and feeds_collective(node, self._parents, self._scope_at(node)):
             return True
         child = node
         parent = self._parents.get(id(node))
@@ -244,7 +252,7 @@ class CudaRequirements:
             if (
                 isinstance(parent, cst.ClassDef)
                 and child is parent.body
-                and cuda_only_decorated(parent, self._scope)
+                and cuda_only_decorated(parent, self._scope_at(parent))
             ):
                 return True
             child, parent = parent, self._parents.get(id(parent))
@@ -259,7 +267,7 @@ class CudaRequirements:
             return self._required[key]
         self._required[key] = False  # a recursive function: its own calls prove nothing
         found = (
-            cuda_only_decorated(function, self._scope)
+            cuda_only_decorated(function, self._scope_at(function))
             or key in self._cuda_importing
             or self._method_of_gated_instance(function)
         )
@@ -362,7 +370,21 @@ class CudaRequirements:
     # Helpers ---------------------------------------------------------------
 
     def _resolve(self, node: cst.BaseExpression) -> str | None:
-        return resolve(node, self._scope)
+        return resolve(node, self._scope_at(node))
+
+    def _scope_at(self, node: cst.CSTNode) -> Scope:
+        """The scope names at `node` are looked up in: the module's, or that of the functions around
+        it when one of them imports (`def main(): import torch`), made once per function."""
+        functions = self._functions_around(node)
+        if not any(id(function) in self._importing for function in functions):
+            return self._scope
+        scope = self._scope
+        for function in reversed(functions):
+            inner = self._function_scopes.get(id(function))
+            if inner is None:
+                inner = self._function_scopes[id(function)] = open_scope(function, scope) or scope
+            scope = inner
+        return scope
 
     def _uses(self, function: cst.FunctionDef) -> list[cst.Name | cst.Attribute]:
         """Where this file names a function it defines once (calls, callbacks), a method by
@@ -389,7 +411,7 @@ class CudaRequirements:
         """`device = torch.device("cuda:0")` before a gate of its block (`torch.cuda.set_device(device)`),
         no statement in between reading the name or leaving the block: naming a device allocates
         nothing, and the program passes the gate before any use."""
-        names = device_names(child, self._scope)
+        names = device_names(child, self._scope_at(child))
         if not names:
             return False
         for statement in body[self._block(body).positions[id(child)] + 1 :]:
@@ -449,23 +471,24 @@ class CudaRequirements:
 
     def _gate(self, statement: cst.CSTNode, for_caller: bool) -> bool:
         returns = not for_caller
+        scope = self._scope_at(statement)
         if isinstance(statement, cst.If):
             orelse = statement.orelse
             test = statement.test
             if exits(statement.body, returns=returns) and (
-                self._true_without_cuda(test)
+                self._true_without_cuda(test, scope)
                 or (self._initialization.true_uninitialized(test) and self._nccl_file())
             ):
                 return True
             return (
                 isinstance(orelse, cst.Else)
-                and says_present(statement.test, self._scope)
+                and says_present(statement.test, scope)
                 and exits(orelse.body, returns=returns)
             )
         if not isinstance(statement, cst.SimpleStatementLine):
             return False
         for small in statement.body:
-            if isinstance(small, cst.Assert) and says_present(small.test, self._scope):
+            if isinstance(small, cst.Assert) and says_present(small.test, scope):
                 return True
         return any(self._gating_call(call) for call in unconditional_calls(statement))
 
@@ -479,22 +502,6 @@ class CudaRequirements:
             parent = self._parents.get(id(parent))
         return found
 
-    def _nccl_group(self, call: cst.Call, *, default: bool = False) -> bool:
-        """`init_process_group("nccl")`, a setting whose default is NCCL (`kwargs.get("backend",
-        "nccl")`), or `backend=args.dist_backend` where the file assigns that name `"nccl"` and no
-        other string; with `default`, also a call naming no backend."""
-        backend = keyword(call, "backend")
-        args = positional(call)
-        value = backend.value if backend is not None else args[0].value if args else None
-        if value is None:
-            return default
-        dotted = dotted_name(value)
-        return (
-            is_nccl(value)
-            or nccl_by_default(value)
-            or (dotted is not None and dotted in self._nccl_names and dotted not in self._other_backend_names)
-        )
-
     def group_helpers(self) -> list[tuple[str, bool]]:
         """The file's functions that say a process group is initialised (pass 1's summary)."""
         return self._initialization.group_helpers()
@@ -504,15 +511,7 @@ class CudaRequirements:
 
     def group_starts(self) -> list[bool]:
         """For each process group the file starts: does it use NCCL?"""
-        if self._group_starts is None:
-            starters = apis(Fact.NCCL_GROUP)
-            groups = [(call, self._resolve(call.func)) for call in self._process_groups]
-            self._group_starts = [
-                self._nccl_group(call, default=name in starters)
-                for call, name in groups
-                if name == _PROCESS_GROUP or name in starters
-            ]
-        return self._group_starts
+        return self._groups.starts()
 
     def _nccl_file(self) -> bool:
         """The program's process groups use NCCL: the file starts some, all with NCCL; or it starts
@@ -523,23 +522,26 @@ class CudaRequirements:
             return all(starts)
         return self._facts is not None and self._facts.nccl_program()
 
-    def _true_without_cuda(self, test: cst.BaseExpression) -> bool:
+    def _true_without_cuda(self, test: cst.BaseExpression, scope: Scope) -> bool:
         """`test` holds on every machine without CUDA, so `if test: exit` lets only CUDA runs
         past: `not torch.cuda.is_available()`, `args.cpu or not cuda`; not `distributed and not
         cuda` (a CPU run that is not distributed goes on)."""
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            return says_present(test.expression, self._scope)
+            return says_present(test.expression, scope)
         if isinstance(test, cst.BooleanOperation):
-            left, right = self._true_without_cuda(test.left), self._true_without_cuda(test.right)
+            left, right = (
+                self._true_without_cuda(test.left, scope),
+                self._true_without_cuda(test.right, scope),
+            )
             return left or right if isinstance(test.operator, cst.Or) else left and right
-        return says_missing(test, self._scope)
+        return says_missing(test, scope)
 
     def _gating_call(self, call: cst.Call) -> bool:
         name = self._resolve(call.func)
         if name in apis(Fact.NEEDS_CUDA):
             return True
-        if name == _PROCESS_GROUP:
-            return self._nccl_group(call)
+        if name == PROCESS_GROUP:
+            return self._groups.nccl_group(call)
         callee = call.func
         if (
             isinstance(callee, cst.Attribute)
@@ -577,12 +579,6 @@ def _is_definition(node: cst.Name, parent: cst.CSTNode | None) -> bool:
 
 
 _DEFINING = frozenset({cst.FunctionDef, cst.ClassDef, cst.Param, cst.ImportAlias, cst.AsName})
-
-
-@functools.cache
-def _group_starter_names() -> frozenset[str]:
-    """The last names of the calls that may start a process group (resolved later)."""
-    return frozenset({"init_process_group"} | {api.rsplit(".", 1)[-1] for api in apis(Fact.NCCL_GROUP)})
 
 
 def _is_pytestmark(node: cst.Assign) -> bool:

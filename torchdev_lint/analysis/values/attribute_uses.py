@@ -250,7 +250,16 @@ class AttributeUses(cst.CSTVisitor):
                 current = parent  # `self.mask == 0` is a tensor
                 continue
             if isinstance(
-                parent, (cst.For, cst.Comparison, cst.ComparisonTarget, cst.If, cst.IfExp, cst.While)
+                parent,
+                (
+                    cst.For,
+                    cst.Comparison,
+                    cst.ComparisonTarget,
+                    cst.If,
+                    cst.IfExp,
+                    cst.While,
+                    cst.FormattedStringExpression,  # `f"{self.name}"`: formatted as text, as `str()`
+                ),
             ):
                 return
             break
