@@ -48,11 +48,11 @@ from torchdev_lint.analysis.knowledge.torch_api import IMPLICITLY_CALLED_METHODS
 from torchdev_lint.analysis.syntax.loops import bound_in
 from torchdev_lint.analysis.syntax.reaching_bindings import after_exit
 from torchdev_lint.analysis.syntax.scopes import (
+    EnclosingScopes,
     Scope,
     block_statements,
     dotted_name,
     last_name,
-    open_scope,
     resolve,
 )
 from torchdev_lint.analysis.syntax.walk import first, walk
@@ -114,9 +114,7 @@ class CudaRequirements:
         self._global_writers: dict[str, list[cst.FunctionDef]] = {}
         # Functions (ids) that import a CUDA-only library, in their own body or a nested one.
         self._cuda_importing: set[int] = set()
-        # Functions (ids) that import anything (`import torch` in a CLI's `main`), and their scopes.
-        self._importing: set[int] = set()
-        self._function_scopes: dict[int, Scope] = {}
+        self._enclosing = EnclosingScopes(module, self._parents)
         self._initialization = Initialization(
             module,
             self._functions,
@@ -189,7 +187,7 @@ class CudaRequirements:
             self._groups.note_string(node.name.value, default)  # type: ignore[attr-defined]
         elif kind is cst.Import or kind is cst.ImportFrom:
             functions = [id(n) for n in stack if type(n) is cst.FunctionDef]
-            self._importing.update(functions)
+            self._enclosing.note_import(node, functions)  # type: ignore[arg-type]
             if imports_cuda_only(node, self._path):  # type: ignore[arg-type]
                 self._module_only = self._module_only or _at_module_level(node, self._parents)
                 self._cuda_importing.update(functions)
@@ -370,21 +368,13 @@ class CudaRequirements:
     # Helpers ---------------------------------------------------------------
 
     def _resolve(self, node: cst.BaseExpression) -> str | None:
-        return resolve(node, self._scope_at(node))
+        head = node
+        while type(head) is cst.Attribute:
+            head = head.value
+        return resolve(node, self._enclosing.at(node, head.value if type(head) is cst.Name else None))
 
     def _scope_at(self, node: cst.CSTNode) -> Scope:
-        """The scope names at `node` are looked up in: the module's, or that of the functions around
-        it when one of them imports (`def main(): import torch`), made once per function."""
-        functions = self._functions_around(node)
-        if not any(id(function) in self._importing for function in functions):
-            return self._scope
-        scope = self._scope
-        for function in reversed(functions):
-            inner = self._function_scopes.get(id(function))
-            if inner is None:
-                inner = self._function_scopes[id(function)] = open_scope(function, scope) or scope
-            scope = inner
-        return scope
+        return self._enclosing.at(node)
 
     def _uses(self, function: cst.FunctionDef) -> list[cst.Name | cst.Attribute]:
         """Where this file names a function it defines once (calls, callbacks), a method by
@@ -411,6 +401,8 @@ class CudaRequirements:
         """`device = torch.device("cuda:0")` before a gate of its block (`torch.cuda.set_device(device)`),
         no statement in between reading the name or leaving the block: naming a device allocates
         nothing, and the program passes the gate before any use."""
+        if not (isinstance(child, cst.SimpleStatementLine) and isinstance(child.body[0], cst.Assign)):
+            return False
         names = device_names(child, self._scope_at(child))
         if not names:
             return False
@@ -471,8 +463,8 @@ class CudaRequirements:
 
     def _gate(self, statement: cst.CSTNode, for_caller: bool) -> bool:
         returns = not for_caller
-        scope = self._scope_at(statement)
         if isinstance(statement, cst.If):
+            scope = self._scope_at(statement)
             orelse = statement.orelse
             test = statement.test
             if exits(statement.body, returns=returns) and (
@@ -488,7 +480,7 @@ class CudaRequirements:
         if not isinstance(statement, cst.SimpleStatementLine):
             return False
         for small in statement.body:
-            if isinstance(small, cst.Assert) and says_present(small.test, scope):
+            if isinstance(small, cst.Assert) and says_present(small.test, self._scope_at(statement)):
                 return True
         return any(self._gating_call(call) for call in unconditional_calls(statement))
 

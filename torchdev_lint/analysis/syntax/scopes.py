@@ -250,6 +250,66 @@ def open_scope(node: cst.CSTNode, parent: Scope) -> Scope | None:
     return scope
 
 
+class EnclosingScopes:
+    """The scope names at a node resolve in, for an analysis that walks a module with a parent map
+    of its own rather than the engine's scopes: the module's, or the scopes of the functions around
+    the node when one of them imports (`def main(): import torch`, told by `note_import`), each
+    made once."""
+
+    def __init__(self, module: Scope, parents: dict[int, cst.CSTNode]) -> None:
+        self._module = module
+        self._parents = parents
+        self._importing: set[int] = set()  # ids of the functions that import
+        self._imported: set[str] = set()  # the names their imports bind
+        self._scopes: dict[int, Scope] = {}
+        self._function_of: dict[int, cst.FunctionDef | None] = {}
+
+    def note_import(self, statement: cst.Import | cst.ImportFrom, functions: Iterable[int]) -> None:
+        """An import statement inside the functions (ids) around it, outermost first."""
+        found = set(functions)
+        if found:
+            self._importing |= found
+            self._imported.update(
+                b.target.value for b in walk_bindings([statement]) if isinstance(b.target, cst.Name)
+            )
+
+    def at(self, node: cst.CSTNode, head: str | None = None) -> Scope:
+        """The scope at `node`; with `head`, for a name only (the module's unless a function imports it)."""
+        if not self._importing or (head is not None and head not in self._imported):
+            return self._module
+        function = self._innermost_function(node)
+        if function is None:
+            return self._module
+        scope = self._scopes.get(id(function))
+        if scope is None:
+            outer = self.at(function)
+            if id(function) in self._importing or outer is not self._module:
+                scope = open_scope(function, outer) or outer
+            else:
+                scope = self._module
+            self._scopes[id(function)] = scope
+        return scope
+
+    def _innermost_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The function `node` lies in, memoised along the way up (each node is climbed once)."""
+        path = []
+        current = node
+        while True:
+            key = id(current)
+            if key in self._function_of:
+                found = self._function_of[key]
+                break
+            path.append(key)
+            parent = self._parents.get(key)
+            if parent is None or type(parent) is cst.FunctionDef:
+                found = parent
+                break
+            current = parent
+        for key in path:
+            self._function_of[key] = found
+        return found
+
+
 def parameters(node: cst.FunctionDef | cst.Lambda) -> list[cst.Param]:
     """Every parameter of a function, `*args` and `**kwargs` included."""
     params = node.params
