@@ -455,8 +455,12 @@ def main() -> None:
     labelled.add_argument("--labels", default="docs/precision/**/*.md", help="glob of label files")
     labelled.add_argument("--noise", action="store_true", help="list the findings labelled noise")
     args = parser.parse_args()
-    commands = {"sample": command_sample, "candidates": command_candidates, "table": command_table}
-    commands["labelled"] = command_labelled
+    commands = {
+        "sample": command_sample,
+        "candidates": command_candidates,
+        "table": command_table,
+        "labelled": command_labelled,
+    }
     commands[args.command](args)
 
 

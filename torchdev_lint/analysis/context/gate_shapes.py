@@ -3,11 +3,13 @@ make, does a decorator skip without CUDA, does one flag test imply another (`req
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from torchdev_lint.analysis.context.guards import name_words, says_missing, says_present
 from torchdev_lint.analysis.knowledge.cuda_modules import CUDA_WORDS
-from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name
 from torchdev_lint.analysis.syntax.walk import children, first
 from torchdev_lint.syntax import positional
 
@@ -65,9 +67,11 @@ def _leaves(node: cst.CSTNode) -> bool:
     return kind in _LEAVING or (kind is cst.Call and (dotted_name(node.func) or "") in _EXITS)  # type: ignore[attr-defined]
 
 
-def device_names(statement: cst.CSTNode, scope: Scope) -> frozenset[str]:
+def device_names(
+    statement: cst.CSTNode, resolve: Callable[[cst.BaseExpression], str | None]
+) -> frozenset[str]:
     """The names a statement binds to a device it only names (`device = torch.device("cuda:0")`,
-    `dev = "cuda"`), touching no GPU; empty for any other statement."""
+    `dev = "cuda"`), touching no GPU; empty for any other statement. `resolve` names a callee."""
     if not (
         isinstance(statement, cst.SimpleStatementLine)
         and len(statement.body) == 1
@@ -76,7 +80,7 @@ def device_names(statement: cst.CSTNode, scope: Scope) -> frozenset[str]:
         return frozenset()
     value = assignment.value
     if not isinstance(value, cst.SimpleString) and not (
-        isinstance(value, cst.Call) and resolve(value.func, scope) == "torch.device"
+        isinstance(value, cst.Call) and resolve(value.func) == "torch.device"
     ):
         return frozenset()
     names = frozenset(t.target.value for t in assignment.targets if isinstance(t.target, cst.Name))

@@ -401,9 +401,7 @@ class CudaRequirements:
         """`device = torch.device("cuda:0")` before a gate of its block (`torch.cuda.set_device(device)`),
         no statement in between reading the name or leaving the block: naming a device allocates
         nothing, and the program passes the gate before any use."""
-        if not (isinstance(child, cst.SimpleStatementLine) and isinstance(child.body[0], cst.Assign)):
-            return False
-        names = device_names(child, self._scope_at(child))
+        names = device_names(child, self._resolve)
         if not names:
             return False
         for statement in body[self._block(body).positions[id(child)] + 1 :]:
