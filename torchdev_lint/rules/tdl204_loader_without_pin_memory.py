@@ -40,7 +40,8 @@ class LoaderWithoutPinMemory(Rule):
     triggers = ("DataLoader",)
     docs = """
         ## What it does
-        Flags a `DataLoader(...)` call with no `pin_memory` argument whose batches are moved to a device not
+        Flags a `DataLoader(...)` call (torch's, or a library's subclass that passes `pin_memory` on: the
+        library models' table) with no `pin_memory` argument whose batches are moved to a device not
         known to be the CPU (`.cuda()`, `.to(device)`, in tuple assignments, after unpacking `x, y = batch`,
         behind or before dtype casts: `x.float().to(device)`). The loader is followed to the loops that
         iterate it, directly or through wrapper calls (`enumerate`, `zip`, `tqdm(loader)`,

@@ -43,8 +43,14 @@ _COLLATE_FN_INDEX = 6
 
 
 def is_dataloader_call(node: cst.BaseExpression, scope: Scope) -> TypeGuard[cst.Call]:
-    """`DataLoader(...)` under any import spelling or alias."""
-    return isinstance(node, cst.Call) and resolve(node.func, scope) in DATALOADER_CLASSES
+    """`DataLoader(...)` under any import spelling or alias, or a library's subclass of it."""
+    return isinstance(node, cst.Call) and is_dataloader_class(resolve(node.func, scope))
+
+
+def is_dataloader_class(name: str | None) -> bool:
+    """Torch's `DataLoader` (resolved name), or a library's subclass of it that keeps its
+    `pin_memory` (the library models' `TORCH_LOADER`)."""
+    return name in DATALOADER_CLASSES or name in apis(Fact.TORCH_LOADER)
 
 
 def _last_part(node: cst.BaseExpression) -> str | None:
@@ -175,15 +181,18 @@ def is_pinned(call: cst.Call, scope: Scope) -> bool:
     return arg is not None and is_availability_call(arg.value, scope)
 
 
-def default_collated(call: cst.Call) -> bool:
-    """Does the loader collate with PyTorch's default (no `collate_fn`, no `**kwargs`) into batches
-    (not `batch_size=None`, where each item passes through as the dataset gave it)? The parts of
-    its batches are then tensors (or containers of them), never a project class with a `.to()`
-    of its own."""
+def default_collated(call: cst.Call, scope: Scope) -> bool:
+    """Does the loader collate with PyTorch's default (torch's own `DataLoader`, no `collate_fn`,
+    no `**kwargs`) into batches (not `batch_size=None`, where each item passes through as the
+    dataset gave it)? The parts of its batches are then tensors (or containers of them), never a
+    class with a `.to()` of its own (a library's subclass collates into its own batch class)."""
     size = argument(call, 1, "batch_size")
     unbatched = size is not None and isinstance(size.value, cst.Name) and size.value.value == "None"
     return (
-        argument(call, _COLLATE_FN_INDEX, "collate_fn") is None and not has_star(call, "**") and not unbatched
+        resolve(call.func, scope) in DATALOADER_CLASSES
+        and argument(call, _COLLATE_FN_INDEX, "collate_fn") is None
+        and not has_star(call, "**")
+        and not unbatched
     )
 
 
@@ -236,7 +245,9 @@ def loader_origin(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> Loa
     """The loaders that iterating `node` iterates, through wrapper calls and names."""
     if is_dataloader_call(node, scope):
         return LoaderOrigin(
-            calls=(node,), unpinned=not is_pinned(node, scope), custom_collate=not default_collated(node)
+            calls=(node,),
+            unpinned=not is_pinned(node, scope),
+            custom_collate=not default_collated(node, scope),
         )
     if places_on_device(node):
         return LoaderOrigin(placed=True)

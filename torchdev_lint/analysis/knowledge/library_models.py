@@ -31,6 +31,9 @@ class Fact(Enum):
     NEEDS_CUDA = "raises without a CUDA device"
     # A method that takes a `DataLoader` over and puts its batches on the device itself (`loaders`).
     PLACES_BATCHES = "places batches on the device"
+    # A subclass of torch's `DataLoader` that keeps its `pin_memory` and yields host batches
+    # (`loaders`): a loader as torch's is, for TDL204 and TDL205.
+    TORCH_LOADER = "a torch DataLoader subclass"
     # Functions of this module find checkpoint files that pickle arbitrary objects, so that
     # reading them needs `weights_only=False` (`checkpoint_loads`).
     PICKLED_CHECKPOINTS = "pickled checkpoints"
@@ -124,6 +127,14 @@ def train(model, dataset, accelerator):
     for x, y in loader:
         model(x.to("cuda"), y.to("cuda"))
 """
+_LOADER = """\
+import torch
+from {module} import {name}
+
+def train(model, dataset):
+    for batch in {name}(dataset, batch_size=32):
+        model(batch.to("cuda"))
+"""
 _DORA_DISTRIB = """\
 import torch
 from dora import distrib
@@ -205,6 +216,13 @@ def _needs_cuda(call: str, why: str) -> Model:
 
 def _placing(api: str, why: str) -> Model:
     return Model(api, Fact.PLACES_BATCHES, why, _PLACED.format(api=api), ("TDL204", 5))
+
+
+def _loader(api: str, why: str) -> Model:
+    module, name = api.rsplit(".", 1)
+    return Model(
+        api, Fact.TORCH_LOADER, why, _LOADER.format(module=module, name=name), ("TDL204", 5), finds=True
+    )
 
 
 def _cached(api: str, decorator: str, why: str) -> Model:
@@ -293,6 +311,13 @@ MODELS: tuple[Model, ...] = (
     _needs_cuda("torch.cuda.reset_peak_memory_stats()", "names the current GPU, initialising CUDA"),
     _needs_cuda("torch.cuda.set_per_process_memory_fraction(0.5)", "initialises CUDA to cap a GPU's memory"),
     _needs_cuda("torch.cuda.get_rng_state()", "initialises CUDA to read a GPU's generator"),
+    _loader(
+        "torch_geometric.loader.DataLoader", "PyG's graph loader subclasses torch's, `**kwargs` passed on"
+    ),
+    _loader(
+        "torch_geometric.data.DataLoader", "PyG's deprecated alias of `torch_geometric.loader.DataLoader`"
+    ),
+    _loader("monai.data.DataLoader", "MONAI's loader subclasses torch's, `**kwargs` passed on"),
     _placing("prepare", "accelerate's `Accelerator.prepare` wraps the loader to put batches on its device"),
     _placing("prepare_data_loader", "accelerate's `prepare_data_loader` does the same for one loader"),
     _placing("setup_dataloaders", "Lightning Fabric's `setup_dataloaders` moves batches to the device"),

@@ -138,7 +138,7 @@ class Calls:
         if name in DEFAULT_DEVICE_SETTERS:
             state.default_cpu = False
             return OTHER
-        if name in loaders.DATALOADER_CLASSES:
+        if loaders.is_dataloader_class(name):
             return LOADER
         if name in PARAMETER_CLASSES:
             first = args[0] if args else None
