@@ -9,6 +9,7 @@ import libcst as cst
 from torchdev_lint.analysis.data import pinning
 from torchdev_lint.analysis.data.batch_sources import batch_source
 from torchdev_lint.analysis.data.batches import result_unused
+from torchdev_lint.analysis.data.helper_moves import helper_moves
 from torchdev_lint.analysis.data.loaders import (
     dataset_argument,
     is_dataloader_call,
@@ -18,11 +19,12 @@ from torchdev_lint.analysis.data.loaders import (
     places_on_device,
 )
 from torchdev_lint.analysis.data.pinning import Residency
-from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.knowledge.devices import Move, as_move
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, with_keyword
 
 if TYPE_CHECKING:
+    from torchdev_lint.analysis.syntax.scopes import Scope
     from torchdev_lint.engine import FileContext
 
 # `pin_memory` is DataLoader's eighth parameter.
@@ -50,7 +52,9 @@ class LoaderWithoutPinMemory(Rule):
         assigns; an iterator kept on `self` is drawn again on every call, so a step method drawing from it
         counts without a loop of its own (its caller loops). A loader that leaves the function (returned, passed on, stored) is flagged when the file
         moves batches of a loader of unknown origin (a parameter, an attribute assigned elsewhere), or when it
-        is passed to a project function, in any file, that moves its batches. Not flagged: loaders given
+        is passed to a project function, in any file, that moves its batches. A batch handed to a
+        function of the file that moves it (`to_inputs(batch, device)` with `batch.x.to(device)`
+        inside) is moved where the helper's device parameter, read at the call, says. Not flagged: loaders given
         `pin_memory` or `**kwargs`, or whose `pin_memory` the author commented out (`# pin_memory=True` in the
         call or its line: a decision about that loader); loaders whose batches are never moved (or only to the
         CPU, or only cast), or whose moved batches are bound to a name the function never reads (`x_gpu =
@@ -398,8 +402,49 @@ class LoaderWithoutPinMemory(Rule):
                     return student(tokens.to("mps"))
             """,
         ),
+        # The batch is moved by a helper of the file: the helper's device parameter, read at the
+        # call, is not known to be the CPU.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def as_inputs(sample, dev):
+                return {"audio": sample.wave.to(dev), "text": sample.tokens.to(dev)}
+
+            def fit(net, corpus, dev):
+                for sample in DataLoader(corpus, batch_size=4):
+                    net(**as_inputs(sample, dev=dev))
+            """,
+            lines=(8,),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def as_inputs(sample, dev):
+                return {"audio": sample.wave.to(dev), "text": sample.tokens.to(dev)}
+
+            def fit(net, corpus, dev):
+                for sample in DataLoader(corpus, batch_size=4, pin_memory=torch.cuda.is_available()):
+                    net(**as_inputs(sample, dev=dev))
+            """,
+        ),
     )
     valid = (
+        # A helper of the file moves the batch, but the call names the CPU.
+        Valid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def place(parts, where="cuda"):
+                return parts[0].to(where), parts[1]
+
+            def summarize(stats, table):
+                for parts in DataLoader(table, batch_size=128):
+                    stats.update(place(parts, where="cpu"))
+            """
+        ),
         Valid(
             # A dataset that makes its items on the device: pinning them would raise.
             """
@@ -640,10 +685,13 @@ class LoaderWithoutPinMemory(Rule):
             self.tensor_datasets[node] = max(found, default=Residency.HOST)
             return
         move = as_move(node, scope)
-        source = (
-            None if move is None or not move.to_accelerator else batch_source(move, self.ctx.ancestors, scope)
-        )
-        if move is not None and source is not None and not result_unused(self.ctx.ancestors):
+        for moved in [move] if move is not None else helper_moves(node, scope):
+            self._note_move(moved, scope)
+
+    def _note_move(self, move: Move, scope: Scope) -> None:
+        """A move seen: of a loader's batch to an accelerator, the loader's batches are moved."""
+        source = batch_source(move, self.ctx.ancestors, scope) if move.to_accelerator else None
+        if source is not None and not result_unused(self.ctx.ancestors):
             origin = loader_origin(source, scope)
             if not origin.placed:  # batches a library already put on the device: the move is a no-op
                 self.moved.extend(origin.calls)
