@@ -296,6 +296,7 @@ MODELS: tuple[Model, ...] = (
     _cuda_only("apex", "NVIDIA's fused kernels and AMP need CUDA"),
     _cuda_only("flash_attn", "FlashAttention kernels are CUDA kernels"),
     _cuda_only("cutlass", "NVIDIA CUTLASS kernels"),
+    _cuda_only("isaacgym", "NVIDIA Isaac Gym needs an NVIDIA GPU and driver (its system requirements)"),
     _cuda_only("setGPU", "picks an NVIDIA GPU as it is imported and fails without one"),
     _needs_cuda("torch.cuda.set_device(0)", "selects a GPU; raises without one"),
     _needs_cuda("torch.cuda.current_device()", "initialises CUDA to name the current GPU"),
