@@ -20,6 +20,7 @@ from torchdev_lint.analysis.data.loaders import (
 )
 from torchdev_lint.analysis.data.pinning import Residency
 from torchdev_lint.analysis.knowledge.devices import Move, as_move
+from torchdev_lint.analysis.syntax.loops import innermost_loop
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, with_keyword
 
@@ -685,8 +686,11 @@ class LoaderWithoutPinMemory(Rule):
             self.tensor_datasets[node] = max(found, default=Residency.HOST)
             return
         move = as_move(node, scope)
-        for moved in [move] if move is not None else helper_moves(node, scope):
-            self._note_move(moved, scope)
+        if move is not None:
+            self._note_move(move, scope)
+        elif innermost_loop(self.ctx.ancestors) is not None:  # a batch handed to a helper that moves it
+            for moved in helper_moves(node, scope, self.ctx):
+                self._note_move(moved, scope)
 
     def _note_move(self, move: Move, scope: Scope) -> None:
         """A move seen: of a loader's batch to an accelerator, the loader's batches are moved."""

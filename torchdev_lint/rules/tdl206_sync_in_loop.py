@@ -408,7 +408,9 @@ class SyncInLoop(Rule):
             return
         if direct and (_host_tensor(node, self.ctx) or _kept_on_host(node, self.ctx.ancestors)):
             return
-        trains = any(_trains(call) for call in calls_in(loop))
+        trains = remember(
+            self.ctx, "TDL206 trains", loop, lambda: any(_trains(call) for call in calls_in(loop))
+        )
         if direct and _copies_out(node) and not trains:
             return  # inference: the outputs have to reach the host for post-processing
         if not (self._is_training_loop(loop, scope) and self._uses_accelerator(scope)):
@@ -453,9 +455,17 @@ class SyncInLoop(Rule):
         return True
 
     def _is_training_loop(self, loop: Loop, scope: Scope) -> bool:
-        if isinstance(loop, cst.For) and is_loader(loop.iter, scope):
-            return True
-        return any(_trains_or_infers(call, scope) for call in iteration_calls(loop))
+        """Does the loop iterate a loader, or train or infer? (Asked once per loop, in the scope of
+        the first read found in it.)"""
+        return remember(
+            self.ctx,
+            "TDL206 training loop",
+            loop,
+            lambda: (
+                (isinstance(loop, cst.For) and is_loader(loop.iter, scope))
+                or any(_trains_or_infers(call, scope) for call in iteration_calls(loop))
+            ),
+        )
 
     def _uses_accelerator(self, scope: Scope) -> bool:
         """Does the enclosing function (or module) move anything to a device not known to be the CPU?"""

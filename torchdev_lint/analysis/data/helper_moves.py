@@ -7,37 +7,42 @@ and other files' helpers are not followed."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from torchdev_lint.analysis.data.batches import batch_base
 from torchdev_lint.analysis.knowledge.devices import CPU, VARIABLE, Device, Move, as_move, device_argument
 from torchdev_lint.analysis.project.parameters import passed_arguments
+from torchdev_lint.analysis.syntax.loops import names_in
 from torchdev_lint.analysis.syntax.scopes import Scope, open_scope, parameters
+from torchdev_lint.analysis.syntax.units import remember
 from torchdev_lint.analysis.syntax.walk import first
 from torchdev_lint.analysis.values.parameter_moves import file_function, parameter_taking
 
+if TYPE_CHECKING:
+    from torchdev_lint.engine import FileContext
+
 _NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+_REBINDING = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)
 
 
-def helper_moves(call: cst.Call, scope: Scope) -> list[Move]:
+def helper_moves(call: cst.Call, scope: Scope, ctx: FileContext) -> list[Move]:
     """Each argument of `call` that a module-level function of this file, or a method of the class
     around (`self.to_inputs(batch)`), moves to a device (the parameter it binds, or a part of it:
     `batch.x.to(device)`, `batch["image"].cuda()`), as a move of the argument; none when `call`
     names no such function."""
     if not call.args:
         return []
-    module = scope.module
     callee, bound = _callee(call.func, scope)
     if callee is None:
         return []
-    inside: Scope | None = None
+    module = scope.module
+    moved = remember(ctx, "moved parameters", callee, lambda: _moved_parameters(callee, module))
     found = []
-    for arg in call.args:
+    for arg in call.args if moved else ():
         name = None if arg.star else parameter_taking(call, arg, callee, bound=bound)
-        if name is None:
-            continue
-        inside = inside or open_scope(callee, module)
-        move = _moved_inside(callee, name, inside) if inside is not None else None
+        move = moved.get(name) if name is not None else None
         device = _device_at_call(move, callee, call, scope, bound) if move is not None else None
         if device is not None:
             # Not known to be the CPU: a device held elsewhere (whether the helper needs CUDA is
@@ -63,33 +68,30 @@ def _callee(func: cst.BaseExpression, scope: Scope) -> tuple[cst.FunctionDef | N
     return (node, True) if isinstance(node, cst.FunctionDef) else (None, False)
 
 
-def _moved_inside(function: cst.FunctionDef, parameter: str, scope: Scope) -> Move | None:
-    """The first move in `function`'s own body (nested functions left out) of `parameter` or a part
-    of it, while `parameter` is never rebound there (then it is the argument still). `.to(name)` of
-    another parameter counts, its device told at the call (`device_at_call`)."""
-    rebound = first(
-        function.body,
-        lambda node: (
-            isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign))
-            and first(node.target, lambda n: type(n) is cst.Name and n.value == parameter) is not None
-        ),
-        prune=_NESTED,
-    )
-    if rebound is not None:
-        return None
+def _moved_parameters(function: cst.FunctionDef, module: Scope) -> dict[str, Move]:
+    """The parameters `function`'s own body (nested functions left out) moves, or a part of each,
+    with the first such move; a parameter rebound there is left out (the moved value may not be the
+    argument). `.to(name)` of another parameter counts, its device told at the call."""
     names = {param.name.value for param in parameters(function)}
-    moves: list[Move] = []
+    rebound: set[str] = set()
+    moves: dict[str, Move] = {}
+    scope: Scope | None = None
 
-    def moved(node: cst.CSTNode) -> bool:
-        if type(node) is not cst.Call:
-            return False
-        move = as_move(node, scope) or _to_parameter(node, names)
-        if move is not None and batch_base(move.receiver) == parameter:
-            moves.append(move)
-        return bool(moves)
+    def note(node: cst.CSTNode) -> bool:
+        nonlocal scope
+        kind = type(node)
+        if kind in _REBINDING:
+            rebound.update(names_in(node.target) & names)  # type: ignore[attr-defined]
+        elif kind is cst.Call:
+            scope = scope or open_scope(function, module)
+            move = (as_move(node, scope) if scope is not None else None) or _to_parameter(node, names)  # type: ignore[arg-type]
+            base = batch_base(move.receiver) if move is not None else None
+            if move is not None and base in names:
+                moves.setdefault(base, move)
+        return False
 
-    first(function.body, moved, prune=_NESTED)
-    return moves[0] if moves else None
+    first(function.body, note, prune=_NESTED)
+    return {name: move for name, move in moves.items() if name not in rebound}
 
 
 def _to_parameter(call: cst.Call, names: set[str]) -> Move | None:
