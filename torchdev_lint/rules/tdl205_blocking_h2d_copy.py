@@ -38,8 +38,9 @@ class BlockingH2dCopy(Rule):
     docs = """
         ## What it does
         Flags `batch.to(device)` / `batch.cuda()` without `non_blocking=True` when the batch comes
-        from a `DataLoader` created with `pin_memory=True` or `pin_memory=torch.cuda.is_available()`
-        (iterated directly or through a wrapper
+        from a `DataLoader` created with `pin_memory=True`, `pin_memory=torch.cuda.is_available()` or
+        pinned whenever a device is CUDA (`pin_memory=dev.type == "cuda"`: every copy to CUDA is
+        from pinned memory) (iterated directly or through a wrapper
         such as `enumerate(...)`, `tqdm(loader)` or `logger.log_every(loader, n)`, and also when
         the batch is unpacked first: `x, y = batch`), or drawn with `next()` on each pass of a loop
         (`x, y = next(it)` with `it = iter(loader)`: not one batch drawn once outside any loop); and,
@@ -106,6 +107,28 @@ class BlockingH2dCopy(Rule):
         finding. Device-to-host copies, whose results the host reads, are never flagged.
         """
     invalid = (
+        # Pinned exactly when the device is CUDA: every copy to CUDA starts from pinned memory.
+        Invalid(
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def embed(encoder, corpus, dev):
+                rows = DataLoader(corpus, batch_size=256, pin_memory=dev.type == "cuda")
+                for tokens in rows:
+                    yield encoder(tokens.to(dev))
+            """,
+            lines=(7,),
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            def embed(encoder, corpus, dev):
+                rows = DataLoader(corpus, batch_size=256, pin_memory=dev.type == "cuda")
+                for tokens in rows:
+                    yield encoder(tokens.to(dev, non_blocking=True))
+            """,
+        ),
         Invalid(
             """
             import torch

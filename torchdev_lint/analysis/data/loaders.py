@@ -17,7 +17,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from torchdev_lint.analysis.context.availability import is_availability_call
-from torchdev_lint.analysis.knowledge.devices import VARIABLE, as_move, device_argument
+from torchdev_lint.analysis.knowledge.devices import VARIABLE, as_move, device_argument, literal_device
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.project.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, open_scope, resolve
@@ -174,11 +174,27 @@ def iterates_mapping(node: cst.BaseExpression) -> bool:
 def is_pinned(call: cst.Call, scope: Scope) -> bool:
     """`DataLoader(..., pin_memory=True)`, or pinned whenever CUDA is there
     (`pin_memory=torch.cuda.is_available()`, what TDL204 writes for a program that also runs
-    without CUDA)."""
+    without CUDA), or whenever the device it is compared with is CUDA
+    (`pin_memory=self.device.type == "cuda"`: pinned for every copy to CUDA)."""
     if keyword_is_true(call, "pin_memory"):
         return True
     arg = keyword(call, "pin_memory")
-    return arg is not None and is_availability_call(arg.value, scope)
+    return arg is not None and (is_availability_call(arg.value, scope) or _says_cuda(arg.value))
+
+
+def _says_cuda(test: cst.BaseExpression) -> bool:
+    """`device.type == "cuda"`, `"cuda" == args.device`, `device.type != "cpu"`: true exactly when a
+    device is CUDA (or is not the CPU)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    target = test.comparisons[0]
+    sides = (test.left, target.comparator)
+    devices = [literal_device(side) for side in sides if isinstance(side, cst.SimpleString)]
+    if len(devices) != 1 or devices[0] is None:
+        return False
+    if isinstance(target.operator, cst.Equal):
+        return devices[0].type == "cuda"
+    return isinstance(target.operator, cst.NotEqual) and devices[0].type == "cpu"
 
 
 def default_collated(call: cst.Call, scope: Scope) -> bool:
