@@ -128,6 +128,7 @@ class CudaRequirements:
         # Per statement (each is asked once per later statement and per node below it).
         self._statement_gates: dict[tuple[int, bool], bool] = {}
         self._statement_claims: dict[int, bool] = {}
+        self._statement_calls: dict[int, list[cst.Call]] = {}
         self._blocks: dict[int, _Block] = {}
         self._stack: list[cst.CSTNode] = []
         if walk_module:
@@ -216,44 +217,38 @@ class CudaRequirements:
             return True
         child = node
         parent = self._parents.get(id(node))
+        # Exact types (LibCST's node classes are final): isinstance on its ABCs is slow, and this
+        # climbs every ancestor of every node asked about.
         while parent is not None:
-            if isinstance(child, cst.SimpleStatementLine) and self._claims(child):
+            kind = type(parent)
+            if type(child) is cst.SimpleStatementLine and self._claims(child):
                 return True
-            if isinstance(parent, (cst.Module, cst.IndentedBlock)) and (
-                self._gated_before(parent.body, child) or self._named_before_gate(parent.body, child)
+            if (kind is cst.Module or kind is cst.IndentedBlock) and (
+                self._gated_before(parent.body, child) or self._named_before_gate(parent.body, child)  # type: ignore[attr-defined]
             ):
                 return True
-            if (
-                isinstance(parent, cst.With)
-                and child is parent.body
-                and any(
-                    isinstance(item.item, cst.Call) and self._resolve(item.item.func) in _CUDA_CONTEXTS
-                    for item in parent.items
-                )
-            ):
-                return True
-            if (
-                isinstance(parent, cst.If)
-                and child is parent.body
-                and self._initialization.says_initialized(parent.test)
-                and self._nccl_file()
-            ):
-                return True  # `if dist.is_initialized():`, `if get_world_size() > 1:` in an NCCL program
-            if isinstance(parent, cst.If) and child is parent.body and self._gated_in_earlier_branch(parent):
-                return True
-            if (
-                isinstance(parent, cst.FunctionDef)
-                and child is parent.body
-                and self.function_requires_cuda(parent)
-            ):
-                return True
-            if (
-                isinstance(parent, cst.ClassDef)
-                and child is parent.body
-                and cuda_only_decorated(parent, self._scope_at(parent))
-            ):
+            if child is getattr(parent, "body", None) and self._enters_gated(parent, kind):
                 return True
             child, parent = parent, self._parents.get(id(parent))
+        return False
+
+    def _enters_gated(self, parent: cst.CSTNode, kind: type) -> bool:
+        """Does `parent`'s body (the child just climbed from) run only where CUDA is: under `with
+        torch.cuda.stream(...)`, `if dist.is_initialized():` in an NCCL program, an `if` after a
+        gated branch, in a function that requires CUDA, or a CUDA-only decorated class?"""
+        if kind is cst.With:
+            return any(
+                type(item.item) is cst.Call and self._resolve(item.item.func) in _CUDA_CONTEXTS
+                for item in parent.items  # type: ignore[attr-defined]
+            )
+        if kind is cst.If:
+            if self._initialization.says_initialized(parent.test) and self._nccl_file():  # type: ignore[attr-defined]
+                return True  # `if dist.is_initialized():`, `if get_world_size() > 1:` in an NCCL program
+            return self._gated_in_earlier_branch(parent)  # type: ignore[arg-type]
+        if kind is cst.FunctionDef:
+            return self.function_requires_cuda(parent)  # type: ignore[arg-type]
+        if kind is cst.ClassDef:
+            return cuda_only_decorated(parent, self._scope_at(parent))  # type: ignore[arg-type]
         return False
 
     def function_requires_cuda(self, function: cst.FunctionDef) -> bool:
@@ -445,7 +440,7 @@ class CudaRequirements:
         """The statement always claims the GPU (`torch.cuda.set_device(rank)`)."""
         key = id(statement)
         if key not in self._statement_claims:
-            calls = unconditional_calls(statement)
+            calls = self._unconditional_calls(statement)
             self._statement_claims[key] = any(
                 self._resolve(call.func) in apis(Fact.NEEDS_CUDA) for call in calls
             )
@@ -480,7 +475,15 @@ class CudaRequirements:
         for small in statement.body:
             if isinstance(small, cst.Assert) and says_present(small.test, self._scope_at(statement)):
                 return True
-        return any(self._gating_call(call) for call in unconditional_calls(statement))
+        return any(self._gating_call(call) for call in self._unconditional_calls(statement))
+
+    def _unconditional_calls(self, statement: cst.SimpleStatementLine) -> list[cst.Call]:
+        """`unconditional_calls`, once per statement (asked for claims and for gates)."""
+        key = id(statement)
+        found = self._statement_calls.get(key)
+        if found is None:
+            found = self._statement_calls[key] = unconditional_calls(statement)
+        return found
 
     def _functions_around(self, node: cst.CSTNode) -> list[cst.FunctionDef]:
         """The functions `node` lies in, innermost first."""
