@@ -54,8 +54,10 @@ class LoaderWithoutPinMemory(Rule):
         counts without a loop of its own (its caller loops). A loader that leaves the function (returned, passed on, stored) is flagged when the file
         moves batches of a loader of unknown origin (a parameter, an attribute assigned elsewhere), or when it
         is passed to a project function, in any file, that moves its batches. A batch handed to a
-        function of the file that moves it (`to_inputs(batch, device)` with `batch.x.to(device)`
-        inside) is moved where the helper's device parameter, read at the call, says. Not flagged: loaders given
+        function that moves it (`to_inputs(batch, device)` with `batch.x.to(device)` inside: a
+        function or a `self` method of the file, or, with the project analysis, a module-level
+        function of another file) is moved where the helper's device parameter, read at the call
+        (or its default), says. Not flagged: loaders given
         `pin_memory` or `**kwargs`, or whose `pin_memory` the author commented out (`# pin_memory=True` in the
         call or its line: a decision about that loader); loaders whose batches are never moved (or only to the
         CPU, or only cast), or whose moved batches are bound to a name the function never reads (`x_gpu =

@@ -89,7 +89,7 @@ def batch_move(
     base = batch_base(moved)
     if base is None:
         return None
-    mapped = _through_comprehensions(base, ancestors)
+    mapped = through_comprehensions(base, ancestors)
     receiver = access_path(moved) if mapped == base else (mapped,)
     for loop in enclosing_loops(ancestors):
         if not isinstance(loop, cst.For):
@@ -230,7 +230,7 @@ def _unpacked_from(statement: cst.BaseStatement, name: str) -> cst.BaseExpressio
     return source if source is not None and batch_base(source) is not None else None
 
 
-def _through_comprehensions(name: str, ancestors: Sequence[cst.CSTNode]) -> str:
+def through_comprehensions(name: str, ancestors: Sequence[cst.CSTNode]) -> str:
     """`v` in `{k: v.to(d) for k, v in batch.items()}` stands for `batch`."""
     for node in reversed(ancestors):
         if isinstance(node, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):

@@ -1,54 +1,146 @@
-"""Moves made by a helper of the file: `inputs = to_inputs(batch, device=self.device)` where
+"""Moves made by a helper: `inputs = to_inputs(batch, device=self.device)` where
 `def to_inputs(batch, device): return {"x": batch.x.to(device), ...}` moves (parts of) the
 parameter its argument binds. For TDL204 the call is then a move of that argument, to where the
 helper's move goes: a device parameter of the helper is read at the call (`"cpu"` passed there
-is no move to an accelerator), its default when the call leaves it out. Methods (`self.to_inputs`)
-and other files' helpers are not followed."""
+is no move to an accelerator), its default when the call leaves it out.
+
+A helper of the file (a module-level function, or a method of the class around called through
+`self`) is read here; a module-level function of another project file through pass 1's summary
+(`moved_arguments`: `parameter_move` of each of its moves) and the file's facts
+(`FileFacts.argument_moves`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import libcst as cst
 
-from torchdev_lint.analysis.data.batches import batch_base
+from torchdev_lint.analysis.data.batches import batch_base, through_comprehensions
 from torchdev_lint.analysis.knowledge.devices import CPU, VARIABLE, Device, Move, as_move, device_argument
-from torchdev_lint.analysis.project.parameters import passed_arguments
-from torchdev_lint.analysis.syntax.loops import names_in
-from torchdev_lint.analysis.syntax.scopes import Scope, open_scope, parameters
+from torchdev_lint.analysis.project.parameters import Parameter, parameter_of, passed_arguments
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, open_scope
 from torchdev_lint.analysis.syntax.units import remember
-from torchdev_lint.analysis.syntax.walk import first
-from torchdev_lint.analysis.values.parameter_moves import file_function, parameter_taking
+from torchdev_lint.analysis.syntax.walk import walk
+from torchdev_lint.analysis.values.parameter_moves import file_function
 
 if TYPE_CHECKING:
     from torchdev_lint.engine import FileContext
 
 _NESTED = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
-_REBINDING = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)
+# Where a move goes when no device parameter of the helper decides it (or the call leaves that
+# parameter out): the CPU, a device not known to be the CPU, or nowhere known (no move).
+CPU_PLACE, ACCELERATOR_PLACE, NO_PLACE = "cpu", "accelerator", ""
+
+
+class ParameterMove(NamedTuple):
+    """A function's move of one of its parameters (or a part of it: `batch.x.to(device)`)."""
+
+    moved: Parameter
+    device: Parameter | None  # the function's parameter naming where it goes, if one does
+    place: str  # where it goes without `device` (its default), or always when `device` is None
+
+
+def parameter_move(call: cst.Call, scope: Scope, ancestors: Sequence[cst.CSTNode]) -> ParameterMove | None:
+    """`call` (the last of `ancestors`, in the function of `scope`) as a move of a parameter of
+    that function bound once (`batch.to(device)`, `sample["image"].cuda()`, `v.to(device) for k, v
+    in batch.items()`, `x.to(target)` with `target` a parameter too: a move wherever the caller
+    passes a device there)."""
+    move = as_move(call, scope) or _to_parameter(call, scope)
+    base = batch_base(move.receiver) if move is not None else None
+    if move is None or base is None:
+        return None
+    moved = parameter_of(cst.Name(through_comprehensions(base, ancestors)), scope)
+    if moved is None:
+        return None
+    device = parameter_of(move.device_node, scope) if move.device_node is not None else None
+    if device is not None and device.function == moved.function:
+        return ParameterMove(moved, device, _place(_default(device, scope), scope))
+    return ParameterMove(moved, None, CPU_PLACE if move.device.type == "cpu" else ACCELERATOR_PLACE)
+
+
+def _to_parameter(call: cst.Call, scope: Scope) -> Move | None:
+    """`x.to(target)` where `target` is a parameter (whatever its name says)."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "to" and len(call.args) == 1):
+        return None
+    arg = call.args[0]
+    if arg.keyword is not None or arg.star or parameter_of(arg.value, scope) is None:
+        return None
+    return Move(call, func.value, VARIABLE, arg.value)
+
+
+def _default(parameter: Parameter, scope: Scope) -> cst.BaseExpression | None:
+    found = scope.lookup(parameter.name)
+    param = found[1][0].node if found is not None else None
+    return param.default if isinstance(param, cst.Param) else None
+
+
+def _place(node: cst.BaseExpression | None, scope: Scope) -> str:
+    device = device_argument(node, scope) if node is not None else None
+    if device is None:
+        return NO_PLACE
+    return CPU_PLACE if device.type == "cpu" else ACCELERATOR_PLACE
 
 
 def helper_moves(call: cst.Call, scope: Scope, ctx: FileContext) -> list[Move]:
-    """Each argument of `call` that a module-level function of this file, or a method of the class
-    around (`self.to_inputs(batch)`), moves to a device (the parameter it binds, or a part of it:
-    `batch.x.to(device)`, `batch["image"].cuda()`), as a move of the argument; none when `call`
-    names no such function."""
+    """Each argument of `call` that a helper moves to a device (see the module's docstring), as a
+    move of the argument; none when `call` names no such helper."""
     if not call.args:
         return []
     callee, bound = _callee(call.func, scope)
-    if callee is None:
-        return []
-    module = scope.module
-    moved = remember(ctx, "moved parameters", callee, lambda: _moved_parameters(callee, module))
-    found = []
-    for arg in call.args if moved else ():
-        name = None if arg.star else parameter_taking(call, arg, callee, bound=bound)
-        move = moved.get(name) if name is not None else None
-        device = _device_at_call(move, callee, call, scope, bound) if move is not None else None
-        if device is not None:
+    if callee is not None:
+        module = scope.module
+        moves: list[ParameterMove] = remember(
+            ctx, "parameter moves", callee, lambda: _parameter_moves(callee, module)
+        )
+        found = [
+            (passed_arguments(call, [_slot(move.moved, bound)]), _given(call, move.device, bound), move.place)
+            for move in moves
+        ]
+    else:
+        text = dotted_name(call.func)
+        facts = ctx.project
+        entries = facts.moved_arguments(text) if facts is not None and text is not None else ()
+        found = [
+            (
+                passed_arguments(call, [(None if position < 0 else position, name)]),
+                passed_arguments(call, [(None if device_position < 0 else device_position, device)])
+                if device
+                else [],
+                place,
+            )
+            for position, name, device_position, device, place in entries
+        ]
+    moved = []
+    for args, given, place in found:
+        device = _device(given, place, scope)
+        if args and device is not None:
             # Not known to be the CPU: a device held elsewhere (whether the helper needs CUDA is
             # the helper's business: the pin TDL204 writes then asks whether CUDA is there).
-            found.append(Move(call, arg.value, CPU if device.type == "cpu" else VARIABLE, None))
-    return found
+            moved.append(Move(call, args[0].value, CPU if device.type == "cpu" else VARIABLE, None))
+    return moved
+
+
+def _slot(parameter: Parameter, bound: bool) -> tuple[int | None, str]:
+    """Where a call passes `parameter` positionally (one less through `self`) and its name."""
+    position = parameter.position
+    if bound and position is not None:
+        position = position - 1 if position > 0 else None
+    return position, parameter.name
+
+
+def _given(call: cst.Call, device: Parameter | None, bound: bool) -> list[cst.Arg]:
+    return passed_arguments(call, [_slot(device, bound)]) if device is not None else []
+
+
+def _device(given: list[cst.Arg], place: str, scope: Scope) -> Device | None:
+    """Where the helper's move goes, seen from the call: the device the call passes for the
+    helper's device parameter (None when what it passes is not known to be one: a dtype, a
+    tensor), or the place without it."""
+    if given:
+        return device_argument(given[0].value, scope)
+    return CPU if place == CPU_PLACE else VARIABLE if place == ACCELERATOR_PLACE else None
 
 
 def _callee(func: cst.BaseExpression, scope: Scope) -> tuple[cst.FunctionDef | None, bool]:
@@ -68,69 +160,30 @@ def _callee(func: cst.BaseExpression, scope: Scope) -> tuple[cst.FunctionDef | N
     return (node, True) if isinstance(node, cst.FunctionDef) else (None, False)
 
 
-def _moved_parameters(function: cst.FunctionDef, module: Scope) -> dict[str, Move]:
-    """The parameters `function`'s own body (nested functions left out) moves, or a part of each,
-    with the first such move; a parameter rebound there is left out (the moved value may not be the
-    argument). `.to(name)` of another parameter counts, its device told at the call."""
-    names = {param.name.value for param in parameters(function)}
-    rebound: set[str] = set()
-    moves: dict[str, Move] = {}
-    scope: Scope | None = None
+def _parameter_moves(function: cst.FunctionDef, module: Scope) -> list[ParameterMove]:
+    """The first move of each parameter in `function`'s own body (nested functions left out)."""
+    scope = open_scope(function, module)
+    if scope is None:
+        return []
+    found: dict[str, ParameterMove] = {}
+    ancestors: list[cst.CSTNode] = []
+    nested = 0  # functions, classes and lambdas entered inside the body
 
-    def note(node: cst.CSTNode) -> bool:
-        nonlocal scope
-        kind = type(node)
-        if kind in _REBINDING:
-            rebound.update(names_in(node.target) & names)  # type: ignore[attr-defined]
-        elif kind is cst.Call:
-            scope = scope or open_scope(function, module)
-            move = (as_move(node, scope) if scope is not None else None) or _to_parameter(node, names)  # type: ignore[arg-type]
-            base = batch_base(move.receiver) if move is not None else None
-            if move is not None and base in names:
-                moves.setdefault(base, move)
-        return False
+    def enter(node: cst.CSTNode) -> None:
+        nonlocal nested
+        ancestors.append(node)
+        if type(node) in _NESTED:
+            nested += 1
+        elif type(node) is cst.Call and not nested:
+            move = parameter_move(node, scope, ancestors)
+            if move is not None:
+                found.setdefault(move.moved.name, move)
 
-    first(function.body, note, prune=_NESTED)
-    return {name: move for name, move in moves.items() if name not in rebound}
+    def leave(node: cst.CSTNode) -> None:
+        nonlocal nested
+        ancestors.pop()
+        if type(node) in _NESTED:
+            nested -= 1
 
-
-def _to_parameter(call: cst.Call, names: set[str]) -> Move | None:
-    """`x.to(target)` where `target` is a parameter of the function: a move wherever the caller
-    passes a device there."""
-    func = call.func
-    if not (isinstance(func, cst.Attribute) and func.attr.value == "to" and len(call.args) == 1):
-        return None
-    arg = call.args[0]
-    if (
-        arg.keyword is not None
-        or arg.star
-        or not isinstance(arg.value, cst.Name)
-        or arg.value.value not in names
-    ):
-        return None
-    return Move(call, func.value, VARIABLE, arg.value)
-
-
-def _device_at_call(
-    move: Move, callee: cst.FunctionDef, call: cst.Call, scope: Scope, bound: bool
-) -> Device | None:
-    """Where the helper's move goes, seen from the call (None: no move there, a dtype or a tensor
-    passed): a parameter of the helper naming the device is the argument the call passes for it,
-    or its default."""
-    node = move.device_node
-    params = callee.params
-    positional = [*params.posonly_params, *params.params][1 if bound else 0 :]
-    slots: list[tuple[int | None, cst.Param]] = list(enumerate(positional))
-    slots += [(None, p) for p in params.kwonly_params]
-    param = next(
-        (slot for slot in slots if isinstance(node, cst.Name) and slot[1].name.value == node.value), None
-    )
-    if param is None:
-        return move.device
-    position, declared = param
-    given = passed_arguments(call, [(position, declared.name.value)])
-    if given:
-        return device_argument(given[0].value, scope)
-    if declared.default is not None:
-        return device_argument(declared.default, scope.module)
-    return None
+    walk(function.body, enter, leave)
+    return list(found.values())

@@ -68,6 +68,14 @@ class FileFacts(NamedTuple):
     # a fix that removes this module's last use of an import of such a name keeps the import
     # (`fixes.Tidy`; read from the import statements' text, `pass_one_text.imports`).
     imported_names: frozenset[str] = frozenset()
+    # (callee as written, call position or -1, parameter, position or -1 and name ("" for none) of
+    # its device parameter, place without it): a module-level function of another file moves (part
+    # of) that argument (`analysis/data/helper_moves.py`).
+    argument_moves: frozenset[tuple[str, int, str, int, str, str]] = frozenset()
+
+    def moved_arguments(self, callee: str) -> list[tuple[int, str, int, str, str]]:
+        """What `argument_moves` says of `callee` (as the file writes it)."""
+        return [entry[1:] for entry in self.argument_moves if entry[0] == callee]
 
     def gates(self, callee: str) -> bool:
         """`callee`, written as the file writes it, stops the program where CUDA is missing."""

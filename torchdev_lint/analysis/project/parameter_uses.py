@@ -24,6 +24,12 @@ and written into the file's summary as plain JSON:
   project function: the callee as written, the slot (position or keyword), the parameter's
   position and name. A loader reaching `train_one_epoch` through `fit` is then as good as
   passed to it (`parameter_facts.moving_parameters`, `pinned_parameters`).
+- `moved_arguments`: `{"to_inputs": [[0, "batch", 1, "device", "accelerator"]]}`, the parameters
+  a module-level function moves (or a part of each: `batch.x.to(device)`) with the position and
+  name of its parameter naming the device (-1 and "" for none) and where the move goes without
+  it (`helper_moves.parameter_move`): a caller's loop handing a batch there moves the batch.
+- `batch_calls`: `["utils.to_inputs"]`, the project callees (as written) a loop hands a
+  loader's batch to: their modules are wanted, for `moved_arguments`.
 - `passed_on`: `{"train_one_epoch": ["here", "train_one_epoch"]}`, project functions handed
   to a call as a value (`pool.map(train_one_epoch, ...)`, `partial(train_one_epoch, ...)`):
   their calls are not all seen, so what every call passes is unknown.
@@ -40,10 +46,12 @@ from typing import Any
 import libcst as cst
 
 from torchdev_lint.analysis.data.batch_sources import batch_source
+from torchdev_lint.analysis.data.helper_moves import CPU_PLACE, parameter_move
 from torchdev_lint.analysis.data.loaders import is_loader, loader_origin
-from torchdev_lint.analysis.knowledge.devices import as_move
+from torchdev_lint.analysis.knowledge.devices import VARIABLE, Move, as_move
 from torchdev_lint.analysis.project.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.provenance.checkpoint_saves import saved_dict_slots
+from torchdev_lint.analysis.syntax.loops import innermost_loop
 from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
 from torchdev_lint.analysis.values.kinds import probably_module
 from torchdev_lint.syntax import argument
@@ -56,6 +64,8 @@ class ParameterUses:
         self.reference_of = reference_of  # `summaries.reference_of`: what a name refers to
         self.checkpoints: dict[str, list[list[Any]]] = {}
         self.batches: dict[str, list[list[Any]]] = {}
+        self.moved_arguments: dict[str, list[list[Any]]] = {}
+        self.batch_calls: list[str] = []
         self.loader_args: list[list[Any]] = []
         self.forwards: dict[str, list[list[Any]]] = {}
         self.passed_on: dict[str, list[Any] | None] = {}
@@ -71,7 +81,11 @@ class ParameterUses:
             reference = self.reference_of(text, scope) if text is not None else None
             if text is not None and reference is not None:
                 self.passed_on[text] = reference
+        if callee is not None and node.args and innermost_loop(ancestors) is not None:
+            self._batch_passed(node, scope, ancestors, callee)
         move = as_move(node, scope)
+        if move is not None or (isinstance(node.func, cst.Attribute) and node.func.attr.value == "to"):
+            self._argument_moved(node, scope, ancestors)
         if move is not None and move.to_accelerator:
             source = batch_source(move, ancestors, scope)
             origin = None if source is None else loader_origin(source, scope)
@@ -84,6 +98,38 @@ class ParameterUses:
                 stored = parameter_of(slot.value, scope)
                 if stored is not None and not probably_module(slot.value, scope):
                     _note(self.checkpoints, stored)
+
+    def _batch_passed(
+        self, node: cst.Call, scope: Scope, ancestors: Sequence[cst.CSTNode], callee: str
+    ) -> None:
+        """A loop's batch handed to the project callee `callee` (`to_inputs(batch, device)`)."""
+        for arg in node.args:
+            if (
+                not arg.star
+                and batch_source(Move(node, arg.value, VARIABLE, None), ancestors, scope) is not None
+            ):
+                self.batch_calls.append(callee)
+                return
+
+    def _argument_moved(self, node: cst.Call, scope: Scope, ancestors: Sequence[cst.CSTNode]) -> None:
+        """A module-level function's move of (part of) one of its parameters to a device not known
+        to be the CPU, or to where another of its parameters says."""
+        found = parameter_move(node, scope, ancestors)
+        if found is None or "." in found.moved.function:
+            return
+        if found.device is None and found.place == CPU_PLACE:
+            return
+        moved, device = found.moved, found.device
+        entry = [
+            -1 if moved.position is None else moved.position,
+            moved.name,
+            -1 if device is None or device.position is None else device.position,
+            "" if device is None else device.name,
+            found.place,
+        ]
+        entries = self.moved_arguments.setdefault(moved.function, [])
+        if all(known[1] != moved.name for known in entries):  # the first move of each parameter
+            entries.append(entry)
 
     def _loaders_passed(self, node: cst.Call, scope: Scope, callee: str) -> None:
         pinned: list[int | str] = []
@@ -114,6 +160,8 @@ class ParameterUses:
             "loader_args": self.loader_args,
             "forwards": self.forwards,
             "passed_on": self.passed_on,
+            "moved_arguments": self.moved_arguments,
+            "batch_calls": sorted(set(self.batch_calls)),
         }
 
 

@@ -379,6 +379,7 @@ class _Pass:
             passed = [entry[0] for entry in summary["loader_args"]]
             passed += [entry[0] for entries in summary["forwards"].values() for entry in entries]
             passed += summary["dataset_calls"]
+            passed += summary["batch_calls"]  # helpers that may move the batches handed to them
             for text in passed:
                 reference = summary["sites"].get(text)
                 if reference is not None and reference[0] == "here":
@@ -407,7 +408,15 @@ class _Pass:
             for text, reference in summary["sites"].items()
             if reference is not None and self.references.gates(path, reference, gating)
         )
-        return FileFacts(gates, checkpointing, batch_moving, pinned, collated, item_passing=self._items(path))
+        return FileFacts(
+            gates,
+            checkpointing,
+            batch_moving,
+            pinned,
+            collated,
+            item_passing=self._items(path),
+            argument_moves=self._argument_moves(path),
+        )
 
     def _items(self, path: str) -> frozenset[Handed]:
         """The dataset classes of other files this file constructs that hand out their
@@ -419,6 +428,20 @@ class _Pass:
             if target is not None and callee is not None and target[0] != path:
                 for position, name in callee.get("dataset_items", {}).get(target[1], ()):
                     found.add((text, -1 if position is None else position, name))
+        return frozenset(found)
+
+    def _argument_moves(self, path: str) -> frozenset[tuple[str, int, str, int, str, str]]:
+        """The module-level functions of other files this file hands a batch to that move (part of)
+        the argument (`FileFacts.argument_moves`)."""
+        found = set()
+        summary = self.summaries[path]
+        for text in summary["batch_calls"]:
+            reference = summary["sites"].get(text)
+            target = self._target(path, reference) if reference is not None else None
+            callee = self.summaries.get(target[0]) if target is not None else None
+            if target is not None and callee is not None and target[0] != path:
+                for entry in callee["moved_arguments"].get(target[1], ()):
+                    found.add((text, *entry))
         return frozenset(found)
 
     def _with_load_facts(self, facts: dict[str, FileFacts]) -> dict[str, FileFacts]:
