@@ -25,13 +25,17 @@ HELPERS = """
 """
 
 
+def _tdl204(root: Path, name: str, loops: str) -> list[str]:
+    """TDL204's findings in a project of `HELPERS` and one file of loops using them."""
+    write_files(root, {"tools/__init__.py": "", "tools/moves.py": HELPERS, name: loops})
+    return findings(root, ["TDL204"])
+
+
 def test_batches_moved_by_another_files_helper(tmp_path: Path) -> None:
-    write_files(
+    found = _tdl204(
         tmp_path,
-        {
-            "tools/__init__.py": "",
-            "tools/moves.py": HELPERS,
-            "fit.py": """
+        "fit.py",
+        """
                 import torch
                 from torch.utils.data import DataLoader
 
@@ -50,19 +54,16 @@ def test_batches_moved_by_another_files_helper(tmp_path: Path) -> None:
                 def run_module(net, rows, dev):
                     for parts in DataLoader(rows, batch_size=8):
                         net(moves.first_to(parts, where=dev)[0])
-            """,
-        },
+        """,
     )
-    assert findings(tmp_path, ["TDL204"]) == ["fit.py:9 TDL204", "fit.py:13 TDL204", "fit.py:18 TDL204"]
+    assert found == ["fit.py:9 TDL204", "fit.py:13 TDL204", "fit.py:18 TDL204"]
 
 
 def test_helpers_that_move_to_the_cpu_or_something_else(tmp_path: Path) -> None:
-    write_files(
+    found = _tdl204(
         tmp_path,
-        {
-            "tools/__init__.py": "",
-            "tools/moves.py": HELPERS,
-            "tally.py": """
+        "tally.py",
+        """
                 import torch
                 from torch.utils.data import DataLoader
 
@@ -77,7 +78,6 @@ def test_helpers_that_move_to_the_cpu_or_something_else(tmp_path: Path) -> None:
                         stats.add(first_to(parts, where=torch.float16))
                     for parts in DataLoader(rows, batch_size=8):
                         stats.add(rename(parts, dev))
-            """,
-        },
+        """,
     )
-    assert findings(tmp_path, ["TDL204"]) == []
+    assert found == []
