@@ -20,7 +20,7 @@ from torchdev_lint.analysis.context.availability import is_availability_call
 from torchdev_lint.analysis.knowledge.devices import VARIABLE, as_move, device_argument, literal_device
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.project.parameters import Parameter, parameter_of
-from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, open_scope, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.syntax.walk import first
 from torchdev_lint.analysis.values.kinds import is_tensor_factory_call
 from torchdev_lint.analysis.values.module_classes import attribute_assignments, instance_name
@@ -128,7 +128,7 @@ def _self_attribute_values(
     found = attribute_assignments(cls.node, node.attr.value)
     if not found:
         return None
-    return [(value, open_scope(method, cls) or cls) for method, value in found]
+    return [(value, cls.opened(method) or cls) for method, value in found]
 
 
 def is_loader(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:

@@ -60,6 +60,15 @@ class Scope:
         # use in it or in a scope nested in it is resolved; `bind` forgets them all the same.
         self._names: dict[str, str | None] = {}
         self._nodes: dict[int, tuple[cst.BaseExpression, str | None]] = {}
+        self._opened: dict[int, tuple[cst.CSTNode, Scope | None]] = {}  # `opened`, by node id
+
+    def opened(self, node: cst.CSTNode) -> Scope | None:
+        """`open_scope(node, self)`, made once (the node kept alive so that its id is not reused):
+        analyses that follow a value into a method ask for the same method's scope many times."""
+        found = self._opened.get(id(node))
+        if found is None:
+            found = self._opened[id(node)] = (node, open_scope(node, self))
+        return found[1]
 
     @property
     def owner(self) -> Scope:
