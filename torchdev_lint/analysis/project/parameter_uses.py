@@ -29,7 +29,7 @@ and written into the file's summary as plain JSON:
   name of its parameter naming the device (-1 and "" for none) and where the move goes without
   it (`helper_moves.parameter_move`): a caller's loop handing a batch there moves the batch.
 - `batch_calls`: `["utils.to_inputs"]`, the project callees (as written) a loop hands a
-  loader's batch to: their modules are wanted, for `moved_arguments`.
+  loader's batch to, with a device: their modules are wanted, for `moved_arguments`.
 - `passed_on`: `{"train_one_epoch": ["here", "train_one_epoch"]}`, project functions handed
   to a call as a value (`pool.map(train_one_epoch, ...)`, `partial(train_one_epoch, ...)`):
   their calls are not all seen, so what every call passes is unknown.
@@ -48,7 +48,7 @@ import libcst as cst
 from torchdev_lint.analysis.data.batch_sources import batch_source
 from torchdev_lint.analysis.data.helper_moves import CPU_PLACE, parameter_move
 from torchdev_lint.analysis.data.loaders import is_loader, loader_origin
-from torchdev_lint.analysis.knowledge.devices import VARIABLE, Move, as_move
+from torchdev_lint.analysis.knowledge.devices import VARIABLE, Move, as_move, device_argument
 from torchdev_lint.analysis.project.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.provenance.checkpoint_saves import saved_dict_slots
 from torchdev_lint.analysis.syntax.loops import innermost_loop
@@ -102,7 +102,11 @@ class ParameterUses:
     def _batch_passed(
         self, node: cst.Call, scope: Scope, ancestors: Sequence[cst.CSTNode], callee: str
     ) -> None:
-        """A loop's batch handed to the project callee `callee` (`to_inputs(batch, device)`)."""
+        """A loop's batch handed to the project callee `callee` together with a device
+        (`to_inputs(batch, device)`): reading the callee's module for what it moves costs a summary
+        of it, and a callee given no device (`plot_images(images, targets)`) seldom moves."""
+        if not any(device_argument(arg.value, scope) is not None for arg in node.args if not arg.star):
+            return
         for arg in node.args:
             if (
                 not arg.star
