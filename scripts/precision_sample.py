@@ -8,9 +8,10 @@
         --findings docs/precision/before-findings.tsv [--findings ...] PROJECT...
     # per-code precision and recall from filled-in label files
     python scripts/precision_sample.py table docs/precision/before.md [--recall docs/precision/recall.md]
-    # every finding of a run matched against every label file: counts per code, labelled noise left
+    # every finding of a run matched against every label file: counts per code, labelled noise left,
+    # the recall files' covered sites the run does not report
     python scripts/precision_sample.py labelled before-findings.tsv [after-findings.tsv ...] \
-        [--labels 'docs/precision/**/*.md'] [--noise]
+        [--labels 'docs/precision/**/*.md'] [--noise] [--missed]
 
 A PROJECT is a folder named `<name>-<version>` (its label becomes `name@version`) or
 `label=folder`. The checker is whichever `torchdev_lint` the running Python imports: set
@@ -426,6 +427,31 @@ def command_labelled(args: argparse.Namespace) -> None:
             print(f"| {code} | {t['useful']} | {t['noise']} | {t['unlabelled']} |")
         if args.noise:
             print("\nlabelled noise:", *noise, sep="\n")
+        if args.missed:
+            print_missed(files, read_findings(Path(path)))
+
+
+def print_missed(files: list[Path], findings: list[Finding]) -> None:
+    """The recall files' covered sites (`covered` a code) in the findings' projects, each once: how
+    many a finding of a covered code spans, and the others."""
+    projects = {finding.project for finding in findings}
+    sites = {
+        (row["project"], row["site"]): row
+        for path in files
+        for row in read_table(path)
+        if row.get("covered", "-") not in ("", "-") and row.get("project") in projects and "site" in row
+    }
+    spans = collections.defaultdict(list)
+    for finding in findings:
+        spans[(finding.project, finding.path)].append(finding)
+    missed = []
+    for (project, site), row in sorted(sites.items()):
+        file, _, line = site.rpartition(":")
+        codes = set(re.split(r"[ ,]+", row["covered"]))
+        if not any(f.code in codes and f.line <= int(line) <= f.end_line for f in spans[(project, file)]):
+            missed.append(f"  {project} {site} {row['covered']}: {row.get('reason', '')}")
+    print(f"\ncovered sites of the recall files: {len(sites) - len(missed)}/{len(sites)} reported; missed:")
+    print(*missed, sep="\n")
 
 
 def main() -> None:
@@ -454,6 +480,9 @@ def main() -> None:
     labelled.add_argument("findings", nargs="+")
     labelled.add_argument("--labels", default="docs/precision/**/*.md", help="glob of label files")
     labelled.add_argument("--noise", action="store_true", help="list the findings labelled noise")
+    labelled.add_argument(
+        "--missed", action="store_true", help="list the recall files' covered sites not reported"
+    )
     args = parser.parse_args()
     commands = {
         "sample": command_sample,
