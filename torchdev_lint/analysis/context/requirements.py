@@ -129,6 +129,7 @@ class CudaRequirements:
         self._statement_gates: dict[tuple[int, bool], bool] = {}
         self._statement_claims: dict[int, bool] = {}
         self._statement_calls: dict[int, list[cst.Call]] = {}
+        self._statement_bindings: dict[int, frozenset[str]] = {}
         self._blocks: dict[int, _Block] = {}
         self._stack: list[cst.CSTNode] = []
         if walk_module:
@@ -425,7 +426,7 @@ class CudaRequirements:
             return False
         body = list(block.body)
         for earlier in reversed(body[: next(i for i, s in enumerate(body) if s is branch)]):
-            if leaves & bound_in([earlier]):
+            if leaves & self._bound_by(earlier):
                 return False
             if (
                 isinstance(earlier, cst.If)
@@ -435,6 +436,14 @@ class CudaRequirements:
             ):
                 return True
         return False
+
+    def _bound_by(self, statement: cst.CSTNode) -> frozenset[str]:
+        """`bound_in([statement])`, once per statement (each `if` of a block asks of every earlier one)."""
+        key = id(statement)
+        found = self._statement_bindings.get(key)
+        if found is None:
+            found = self._statement_bindings[key] = bound_in([statement])
+        return found
 
     def _claims(self, statement: cst.SimpleStatementLine) -> bool:
         """The statement always claims the GPU (`torch.cuda.set_device(rank)`)."""
