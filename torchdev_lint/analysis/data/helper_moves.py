@@ -94,32 +94,35 @@ def helper_moves(call: cst.Call, scope: Scope, ctx: FileContext) -> list[Move]:
         moves: list[ParameterMove] = remember(
             ctx, "parameter moves", callee, lambda: _parameter_moves(callee, module)
         )
-        found = [
-            (passed_arguments(call, [_slot(move.moved, bound)]), _given(call, move.device, bound), move.place)
-            for move in moves
-        ]
     else:
-        text = dotted_name(call.func)
-        facts = ctx.project
-        entries = facts.moved_arguments(text) if facts is not None and text is not None else ()
-        found = [
-            (
-                passed_arguments(call, [(None if position < 0 else position, name)]),
-                passed_arguments(call, [(None if device_position < 0 else device_position, device)])
-                if device
-                else [],
-                place,
-            )
-            for position, name, device_position, device, place in entries
-        ]
+        moves = _summarised_moves(call, ctx)
     moved = []
-    for args, given, place in found:
-        device = _device(given, place, scope)
+    for move in moves:
+        args = passed_arguments(call, [_slot(move.moved, bound)])
+        device = _device(_given(call, move.device, bound), move.place, scope)
         if args and device is not None:
             # Not known to be the CPU: a device held elsewhere (whether the helper needs CUDA is
             # the helper's business: the pin TDL204 writes then asks whether CUDA is there).
             moved.append(Move(call, args[0].value, CPU if device.type == "cpu" else VARIABLE, None))
     return moved
+
+
+def _summarised_moves(call: cst.Call, ctx: FileContext) -> list[ParameterMove]:
+    """The moves of a module-level function of another file `call` names, as its file's facts
+    carry pass 1's summary of them (`FileFacts.argument_moves`)."""
+    text = dotted_name(call.func)
+    facts = ctx.project
+    entries = facts.moved_arguments(text) if facts is not None and text is not None else ()
+    return [
+        ParameterMove(
+            Parameter(text or "", None if position < 0 else position, name),
+            Parameter(text or "", None if device_position < 0 else device_position, device)
+            if device
+            else None,
+            place,
+        )
+        for position, name, device_position, device, place in entries
+    ]
 
 
 def _slot(parameter: Parameter, bound: bool) -> tuple[int | None, str]:
