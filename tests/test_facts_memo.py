@@ -150,6 +150,40 @@ def test_a_summary_gone_from_the_cache_is_a_miss(tmp_path: Path) -> None:
     assert file_facts(str(main), _only(main), str(cache)) == _fresh(main, cache) is None
 
 
+ENCODER = """
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.project = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.project(x)
+"""
+USES_ENCODER = """
+    import torch
+    from models import Encoder
+
+    def test_encode():
+        Encoder().to("cuda")(torch.ones(2))
+"""
+
+
+def test_module_classes_gone_from_the_cache_are_a_miss(tmp_path: Path) -> None:
+    """A file read only for the module classes it defines has its own cache entry (no summary)."""
+    write_files(tmp_path, {"setup.py": "", "models.py": ENCODER, "test_models.py": USES_ENCODER})
+    cache = tmp_path / "cache"
+    _check(tmp_path, cache)
+    assert not (cache / "summaries").exists()
+    user = tmp_path / "test_models.py"
+    expected = FileFacts(module_classes=frozenset({("models.Encoder", True)}))
+    assert file_facts(str(user), _only(user), str(cache)) == _fresh(user, cache) == expected
+    for entry in (cache / "module_classes").rglob("*.json"):
+        entry.unlink()
+    assert file_facts(str(user), _only(user), str(cache)) == _fresh(user, cache) is None
+
+
 def test_a_damaged_kept_entry_is_a_miss(tmp_path: Path) -> None:
     write_files(tmp_path, {"setup.py": "", "utils.py": GATE, "main.py": MAIN})
     cache = tmp_path / "cache"

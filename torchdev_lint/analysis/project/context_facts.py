@@ -62,6 +62,9 @@ _TEXT_FACTS = (
 )
 # Read a module's text and summarize it (pass 1's own reader), if it has not been.
 Summarize = Callable[[str], None]
+# The nn.Module classes a project module defines, each with whether calls of an instance are
+# checked (`summaries.module_classes`).
+ModuleClasses = Callable[[str], Mapping[str, bool]]
 
 
 class ContextFacts:
@@ -109,19 +112,17 @@ class ContextFacts:
         if top:
             self.top_imports.setdefault(path, set()).add(module)
 
-    def note_class_import(self, path: str, source: bytes, level: int, dotted: str, located: Located) -> bool:
+    def note_class_import(self, path: str, source: bytes, level: int, dotted: str, located: Located) -> None:
         """`path` (text `source`) imports `dotted` (`level` dots) from the project module `located`:
-        noted, and True, when it is a class-like name the text constructs (`Encoder(`); its resolved
-        name there is `models.Encoder` or `.nets.Decoder`."""
+        noted when it is a class-like name the text constructs (`Encoder(`); its resolved name there
+        is `models.Encoder` or `.nets.Decoder`."""
         if (
-            located.file is None
-            or len(located.attributes) != 1
-            or not constructs(source, located.attributes[0])
+            located.file is not None
+            and len(located.attributes) == 1
+            and constructs(source, located.attributes[0])
         ):
-            return False
-        entry = ("." * level + dotted, located.file, located.attributes[0])
-        self.class_imports.setdefault(path, []).append(entry)
-        return True
+            entry = ("." * level + dotted, located.file, located.attributes[0])
+            self.class_imports.setdefault(path, []).append(entry)
 
     def with_facts(
         self,
@@ -129,9 +130,11 @@ class ContextFacts:
         summaries: Mapping[str, dict[str, Any]],
         unreadable: list[bytes],
         summarize: Summarize,
+        module_classes: ModuleClasses,
         only: str | None = None,
     ) -> dict[str, FileFacts]:
-        """`facts` (of every checked file, or of `only`) with the context facts added."""
+        """`facts` (of every checked file, or of `only`) with the context facts added;
+        `module_classes(module)` are the nn.Module classes a project module defines."""
         found = dict(facts)
         paths = self.checked if only is None else {only}
         if nccl_program(summaries.values(), unreadable):
@@ -145,7 +148,7 @@ class ContextFacts:
         for path in paths & self.main_blocks & self.imported:
             found[path] = found.get(path, FileFacts())._replace(roles=_IMPORTED)
         for path in paths & self.class_imports.keys():
-            classes = self._module_classes(path, summaries)
+            classes = self._module_classes(path, module_classes)
             if classes:
                 found[path] = found.get(path, FileFacts())._replace(module_classes=classes)
         for path in paths & self._importing_cuda_only():
@@ -160,14 +163,12 @@ class ContextFacts:
                 found[path] = known._replace(roles=known.roles | {role})
         return found
 
-    def _module_classes(
-        self, path: str, summaries: Mapping[str, dict[str, Any]]
-    ) -> frozenset[tuple[str, bool]]:
+    def _module_classes(self, path: str, module_classes: ModuleClasses) -> frozenset[tuple[str, bool]]:
         """(name as `path` resolves it, calls of an instance are checked) of the nn.Module subclasses
-        it imports from summarized project modules."""
+        it imports from project modules."""
         found = set()
         for written, module, name in self.class_imports[path]:
-            placed = summaries.get(module, {}).get("module_classes", {}).get(name)
+            placed = module_classes(module).get(name)
             if placed is not None:
                 found.add((written, placed))
         return frozenset(found)

@@ -112,18 +112,20 @@ def recorded_facts(path: str, parse: Parse, cache_directory: str) -> tuple[FileF
     """`project_facts([path], ...).of(path)`, with everything the pass read to find them."""
     absolute = os.path.abspath(path)
     analysis = _Pass(parse, cache_directory, {absolute}, {}, {})
-    analysis.inputs = PassInputs({}, {}, analysis.index.probes)
+    analysis.inputs = PassInputs({}, {}, {}, analysis.index.probes)
     analysis.add(absolute)
     return analysis.run().get(absolute), analysis.inputs
 
 
 class PassInputs(NamedTuple):
     """What a pass read: the bytes of each file (None: it could not be read), whether each file
-    pass 1 summarized got a summary (False: unreadable), and what the project index found at each
-    path it asked about (`ProjectIndex.probes`). The answer depends on nothing else."""
+    pass 1 summarized got a summary (False: unreadable), the same of each file it read for its
+    module classes alone (`classified`), and what the project index found at each path it asked
+    about (`ProjectIndex.probes`). The answer depends on nothing else."""
 
     sources: dict[str, bytes | None]
     summarized: dict[str, bool]
+    classified: dict[str, bool]
     probes: dict[str, int]
 
 
@@ -146,6 +148,7 @@ class _Pass:
         self.parse = parse
         self.cache_directory = cache_directory
         self.summaries: dict[str, Summary] = {}
+        self.classified: dict[str, dict[str, bool]] = {}  # module classes of files not summarized
         self.unparsed: dict[str, bytes] = {}  # checked, no summary yet (no gate text of its own)
         self.seen: set[str] = set()
         self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
@@ -184,8 +187,8 @@ class _Pass:
                 located = self.index.locate(current, level, dotted)
                 if located is not None and located.file is not None and located.file != current:
                     self.context.note_import(current, located.file, top, located.attributes)
-                    if places and self.context.note_class_import(current, source, level, dotted, located):
-                        self.wanted.add(located.file)  # its summary tells which classes are modules
+                    if places:
+                        self.context.note_class_import(current, source, level, dotted, located)
                 if located is not None and located.file is not None and located.file not in self.checked:
                     work.append(located.file)
 
@@ -228,7 +231,9 @@ class _Pass:
             facts = constructor_facts.with_defaults(
                 facts, self.summaries, self._target, self.unreadable, self.index
             )
-            facts = self.context.with_facts(facts, self.summaries, self.unreadable, self._summarize_module)
+            facts = self.context.with_facts(
+                facts, self.summaries, self.unreadable, self._summarize_module, self._module_classes
+            )
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
             new += self._method_definers(self.summaries, self.unparsed)
@@ -277,7 +282,12 @@ class _Pass:
                 {path: found}, self.summaries, self._target, self.unreadable, self.index
             )[path]
             found = self.context.with_facts(
-                {path: found}, self.summaries, self.unreadable, self._summarize_module, only=path
+                {path: found},
+                self.summaries,
+                self.unreadable,
+                self._summarize_module,
+                self._module_classes,
+                only=path,
             )[path]
         finally:
             if saved is None:
@@ -286,6 +296,35 @@ class _Pass:
                 self.summaries[path] = saved
             self._forget()
         return found if any(found) else None
+
+    def _module_classes(self, path: str) -> Mapping[str, bool]:
+        """The nn.Module classes project module `path` defines: from its summary, else read for
+        them alone (a file other files only construct classes of needs no summary's walk)."""
+        summary = self.summaries.get(path)
+        if summary is not None:
+            return summary["module_classes"]
+        if path not in self.classified:
+            source = self.unparsed.get(path) or self._read(path)
+            self.classified[path] = {} if source is None else self._classes(path, source)
+        return self.classified[path]
+
+    def _classes(self, path: str, source: bytes) -> dict[str, bool]:
+        entry = summary_cache.entry(source, self.cache_directory, summary_cache.CLASSES_FOLDER)
+        found = summary_cache.load_classes(entry) if entry is not None else None
+        if found is None:
+            from torchdev_lint.analysis.project.summaries import module_classes  # LibCST: only on a miss
+
+            try:
+                found = module_classes(self.parse(path, source))
+            except (SourceError, RecursionError):
+                if self.inputs is not None:
+                    self.inputs.classified[path] = False
+                return {}
+            if entry is not None:
+                summary_cache.store(entry, found)
+        if self.inputs is not None:
+            self.inputs.classified[path] = True
+        return found
 
     def _summarize_module(self, path: str) -> None:
         """Summarize a project module now if it has not been and its text may say something."""

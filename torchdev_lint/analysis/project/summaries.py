@@ -133,6 +133,14 @@ def summarize(module: cst.Module, path: str) -> Summary:
     }
 
 
+def module_classes(module: cst.Module) -> dict[str, bool]:
+    """The summary's `module_classes` alone: all a file tells when other files only construct
+    its classes (a scope of its module level, no walk of the whole file)."""
+    scope = Scope(module, "module", None)
+    collect_bindings(scope, module.body)
+    return placed_module_classes(module, scope)
+
+
 def digest(summary: Summary) -> str:
     """A stable hash of a summary (key order does not matter)."""
     return hashlib.sha256(json.dumps(summary, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -12,6 +12,9 @@ from typing import Any
 from torchdev_lint.analysis.project.pass_one_text import wants_summary
 
 FOLDER = "summaries"
+# A file's nn.Module classes alone (`summaries.module_classes`): what a file that only defines
+# classes another file constructs tells the project, without a whole summary's walk.
+CLASSES_FOLDER = "module_classes"
 # Every field a cached summary must have (an entry written by an older tool lacks some).
 _FIELDS = frozenset(
     {
@@ -43,18 +46,18 @@ _FIELDS = frozenset(
 Summary = dict[str, Any]
 
 
-def entry(source: bytes, cache_directory: str | None) -> str | None:
-    """Where the summary of a file holding `source` is cached (None: no cache)."""
+def entry(source: bytes, cache_directory: str | None, folder: str = FOLDER) -> str | None:
+    """Where the summary (or what `folder` names) of a file holding `source` is cached (None: no cache)."""
     if cache_directory is None:
         return None
     from torchdev_lint.cache import summary_key
 
-    return entry_for_key(summary_key(source), cache_directory)
+    return entry_for_key(summary_key(source), cache_directory, folder)
 
 
-def entry_for_key(key: str, cache_directory: str) -> str:
-    """Where the summary of key `key` (`cache.summary_key`) is cached."""
-    return os.path.join(cache_directory, FOLDER, key[:2], key + ".json")
+def entry_for_key(key: str, cache_directory: str, folder: str = FOLDER) -> str:
+    """Where the summary (or what `folder` names) of key `key` (`cache.summary_key`) is cached."""
+    return os.path.join(cache_directory, folder, key[:2], key + ".json")
 
 
 def load(path: str) -> Summary | None:
@@ -63,6 +66,15 @@ def load(path: str) -> Summary | None:
 
     data = load_json(path)
     return data if isinstance(data, dict) and _FIELDS <= data.keys() else None
+
+
+def load_classes(path: str) -> dict[str, bool] | None:
+    """The module classes cached at `path` (`CLASSES_FOLDER`), or None when missing or unreadable."""
+    from torchdev_lint.cache import load_json
+
+    data = load_json(path)
+    valid = isinstance(data, dict) and all(isinstance(placed, bool) for placed in data.values())
+    return data if valid else None
 
 
 def store(path: str, summary: Summary) -> None:
