@@ -187,6 +187,41 @@ def test_unpinned_loader_passed_to_a_move(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("pin", "found"), [("", "main.py:7 TDL204"), (", pin_memory=True", "training/engine.py:6 TDL205")]
+)
+def test_a_callee_a_package_re_exports(tmp_path: Path, pin: str, found: str) -> None:
+    """The package's `__init__` leads to the module that moves the batches, though only the file
+    building the loader names the callee."""
+    main = dedent(MAIN).format(pin=pin).replace("from engine import", "from training import")
+    files = {"training/__init__.py": "from .engine import train_one_epoch\n", "training/engine.py": ENGINE}
+    _write(tmp_path, {**files, "main.py": main})
+    assert sorted(set(_findings(tmp_path, "TDL204,TDL205"))) == [found]
+
+
+def test_a_loader_handed_on_by_a_file_that_builds_none(tmp_path: Path) -> None:
+    """`loop.run` passes its loader on to the function that moves it: a caller of `run` is read
+    (it names a function that moves a loader parameter's batches), though it builds no loader."""
+    loop = """
+        from engine import train_one_epoch
+
+        def run(model, loader, device):
+            train_one_epoch(model, loader, device)
+    """
+    main = dedent(MAIN).format(pin=", pin_memory=True").replace("train_one_epoch", "run")
+    main = main.replace("from engine import", "from loop import")
+    launch = """
+        from loop import run
+
+        def launch(model, loader, device):
+            run(model, loader, device)
+    """
+    _write(tmp_path, {"engine.py": ENGINE, "loop.py": loop, "main.py": main})
+    assert sorted(set(_findings(tmp_path, "TDL204,TDL205"))) == ["engine.py:6 TDL205"]
+    _write(tmp_path, {"launch.py": launch})  # a call whose loader is unknown
+    assert _findings(tmp_path, "TDL204,TDL205") == []
+
+
+@pytest.mark.parametrize(
     "loop",
     [
         "for images, targets in loader:",

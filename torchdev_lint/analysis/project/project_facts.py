@@ -154,11 +154,14 @@ class _Pass:
         self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
         self.inheritance = Inheritance(self.summaries, self.index.locate, self.wanted)
         self.names: set[str] = set()  # the names callers of gating (or parameter-fact) functions write
+        # Those, and the names of the callees loaders are passed to: a module defining or
+        # re-exporting one is wanted (`References`), but a file that merely names a callee is not.
+        self.followed: set[str] = set()
         self.needles: set[bytes] = set()  # text of host-saved paths (load_facts.needles)
         self.unreadable: list[bytes] = []  # files that could not be parsed: who knows what they call
         self._method_definers = MethodDefiners()
         self.context = ContextFacts(checked)
-        self.references = References(self.summaries, self.index, self.inheritance, self.names, self.wanted)
+        self.references = References(self.summaries, self.index, self.inheritance, self.followed, self.wanted)
         self._target = self.references.target
         # Other files are read only inside the checked files' projects (see ProjectIndex.scope):
         # checking part of an installed package must not read the rest of it.
@@ -203,9 +206,7 @@ class _Pass:
             # A caller in another file names the function, or the class of a method (or a subclass).
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
-            names |= self._loader_callees() | load_facts.wanted_names(
-                self.summaries, self.references.canonical
-            )
+            names |= load_facts.wanted_names(self.summaries, self.references.canonical)
             callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
             names |= {name.rsplit(".", 1)[-1] for (_, name), gated in callers.items() if gated}  # others?
             names |= {  # callees of checked files that reach CUDA: `check_version` would read every file
@@ -218,6 +219,7 @@ class _Pass:
             }
             fresh = names - self.names
             self.names |= names
+            self.followed |= names | self._loader_callees()
             self._forget()
             pinned, collated = self._pinned(moving)
             facts = {
@@ -412,7 +414,8 @@ class _Pass:
     def _loader_callees(self) -> set[str]:
         """The names of the project functions loaders are passed to, and of the dataset classes
         they iterate: their modules are wanted (where the batches go is in the callee, what the
-        items are in the class)."""
+        items are in the class). Their callers are not: a callee that moves the batches is a
+        parameter function, whose callers are read as such."""
         names = set()
         for path, summary in self.summaries.items():
             passed = [entry[0] for entry in summary["loader_args"]]
