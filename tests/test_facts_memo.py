@@ -170,8 +170,8 @@ USES_ENCODER = """
 """
 
 
-def test_an_outline_gone_from_the_cache_is_a_miss(tmp_path: Path) -> None:
-    """A file read only for the module classes it defines is outlined, cached apart (no summary)."""
+def test_module_classes_gone_from_the_cache_are_a_miss(tmp_path: Path) -> None:
+    """A file read only for the module classes it defines has its own cache entry (no summary)."""
     write_files(tmp_path, {"setup.py": "", "models.py": ENCODER, "test_models.py": USES_ENCODER})
     cache = tmp_path / "cache"
     _check(tmp_path, cache)
@@ -179,7 +179,7 @@ def test_an_outline_gone_from_the_cache_is_a_miss(tmp_path: Path) -> None:
     user = tmp_path / "test_models.py"
     expected = FileFacts(module_classes=frozenset({("models.Encoder", True)}))
     assert file_facts(str(user), _only(user), str(cache)) == _fresh(user, cache) == expected
-    for entry in (cache / "outlines").rglob("*.json"):
+    for entry in (cache / "module_classes").rglob("*.json"):
         entry.unlink()
     assert file_facts(str(user), _only(user), str(cache)) == _fresh(user, cache) is None
 

@@ -52,7 +52,7 @@ def _encoded(facts: FileFacts | None, inputs: PassInputs) -> dict[str, Any]:
         "facts": None if facts is None else [sorted(member) for member in facts],
         "sources": {path: _key(source) for path, source in inputs.sources.items()},
         "summarized": inputs.summarized,
-        "outlined": inputs.outlined,
+        "classified": inputs.classified,
         "probes": inputs.probes,
     }
 
@@ -70,13 +70,13 @@ def _unchanged(kept: dict[str, Any], target: str, cache_directory: str) -> bool:
             now = None
         if now != key:
             return False
-        # The plugin parses its own file: any other gets its summary (or its outline) from
+        # The plugin parses its own file: any other gets its summary (or its module classes) from
         # the cache only.
         if path == target or key is None:
             continue
         for recorded, folder in (
             (kept["summarized"], summary_cache.FOLDER),
-            (kept["outlined"], summary_cache.OUTLINES_FOLDER),
+            (kept["classified"], summary_cache.CLASSES_FOLDER),
         ):
             if path in recorded:
                 cached = os.path.exists(summary_cache.entry_for_key(key, cache_directory, folder))
@@ -96,7 +96,7 @@ def _facts(stored: list[list[Any]] | None) -> FileFacts | None:
 
 def _load(entry: str) -> dict[str, Any] | None:
     data = load_json(entry)
-    fields = ("facts", "sources", "summarized", "outlined", "probes")
+    fields = ("facts", "sources", "summarized", "classified", "probes")
     if not isinstance(data, dict) or any(field not in data for field in fields):
         return None
     if data["facts"] is not None and len(data["facts"]) != len(FileFacts._fields):

@@ -53,7 +53,6 @@ from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_source
 
 Summary = summary_cache.Summary
-_NO_OUTLINE: Summary = {"aliases": {}, "module_classes": {}}  # a file unread or unparsable
 Parse = Callable[[str, bytes], Any]
 
 
@@ -120,13 +119,13 @@ def recorded_facts(path: str, parse: Parse, cache_directory: str) -> tuple[FileF
 
 class PassInputs(NamedTuple):
     """What a pass read: the bytes of each file (None: it could not be read), whether each file
-    pass 1 summarized got a summary (False: unreadable), the same of each file it outlined
-    (`summaries.outline`), and what the project index found at each path it asked
+    pass 1 summarized got a summary (False: unreadable), the same of each file it read for its
+    module classes alone (`classified`), and what the project index found at each path it asked
     about (`ProjectIndex.probes`). The answer depends on nothing else."""
 
     sources: dict[str, bytes | None]
     summarized: dict[str, bool]
-    outlined: dict[str, bool]
+    classified: dict[str, bool]
     probes: dict[str, int]
 
 
@@ -149,7 +148,7 @@ class _Pass:
         self.parse = parse
         self.cache_directory = cache_directory
         self.summaries: dict[str, Summary] = {}
-        self.outlines: dict[str, Summary] = {}  # of files read, not summarized (`_outline`)
+        self.classified: dict[str, dict[str, bool]] = {}  # module classes of files not summarized
         self.unparsed: dict[str, bytes] = {}  # checked, no summary yet (no gate text of its own)
         self.seen: set[str] = set()
         self.wanted: set[str] = set()  # unsummarized modules a reference to a gating name led to
@@ -301,36 +300,32 @@ class _Pass:
         return found if any(found) else None
 
     def _module_classes(self, path: str) -> Mapping[str, bool]:
-        """The nn.Module classes project module `path` defines."""
-        return self._outline(path)["module_classes"]
-
-    def _outline(self, path: str) -> Summary:
-        """The aliases and module classes of project module `path`: from its summary, else read
-        for them alone (`summaries.outline`: no summary's walk)."""
+        """The nn.Module classes project module `path` defines: from its summary, else read for
+        them alone (a file other files only construct classes of needs no summary's walk)."""
         summary = self.summaries.get(path)
         if summary is not None:
-            return summary
-        if path not in self.outlines:
+            return summary["module_classes"]
+        if path not in self.classified:
             source = self.unparsed.get(path) or self._read(path)
-            self.outlines[path] = _NO_OUTLINE if source is None else self._outlined(path, source)
-        return self.outlines[path]
+            self.classified[path] = {} if source is None else self._classes(path, source)
+        return self.classified[path]
 
-    def _outlined(self, path: str, source: bytes) -> Summary:
-        entry = summary_cache.entry(source, self.cache_directory, summary_cache.OUTLINES_FOLDER)
-        found = summary_cache.load_outline(entry) if entry is not None else None
+    def _classes(self, path: str, source: bytes) -> dict[str, bool]:
+        entry = summary_cache.entry(source, self.cache_directory, summary_cache.CLASSES_FOLDER)
+        found = summary_cache.load_classes(entry) if entry is not None else None
         if found is None:
-            from torchdev_lint.analysis.project.summaries import outline  # LibCST: only on a miss
+            from torchdev_lint.analysis.project.summaries import module_classes  # LibCST: only on a miss
 
             try:
-                found = outline(self.parse(path, source))
+                found = module_classes(self.parse(path, source))
             except (SourceError, RecursionError):
                 if self.inputs is not None:
-                    self.inputs.outlined[path] = False
-                return _NO_OUTLINE
+                    self.inputs.classified[path] = False
+                return {}
             if entry is not None:
                 summary_cache.store(entry, found)
         if self.inputs is not None:
-            self.inputs.outlined[path] = True
+            self.inputs.classified[path] = True
         return found
 
     def _summarize_module(self, path: str) -> None:
@@ -525,13 +520,17 @@ class _Pass:
     def _library(self, path: str, level: int, dotted: str, depth: int = 0) -> str | None:
         """The third-party module an import of `path` names (`import k2`: `k2`), also through a
         project package binding it at module level by `import k2` (`from . import k2`), whose
-        module is outlined when it has not been summarized; None for anything else."""
+        module is summarized when it has not been; None for anything else."""
         located = self.index.locate(path, level, dotted)
         if located is None:
             return dotted if level == 0 else None
         if located.file is None or len(located.attributes) != 1 or depth > MAX_ALIASES:
             return None
-        alias = self._outline(located.file)["aliases"].get(located.attributes[0])
+        if located.file not in self.summaries:
+            source = self.unparsed.pop(located.file, None) or self._read(located.file)
+            if source is not None:
+                self._summarize(located.file, source)
+        alias = self.summaries.get(located.file, {}).get("aliases", {}).get(located.attributes[0])
         if alias is None or alias[0] != "module":
             return None
         return self._library(located.file, alias[1], alias[2], depth + 1)

@@ -102,10 +102,15 @@ def summarize(module: cst.Module, path: str) -> Summary:
         summary = _function_summary(qualname, function, requirements, collector)
         if summary["then"] == "gate" or summary["calls"]:
             summaries[qualname] = summary
+    aliases = {}
+    for name, bindings in scope.bindings.items():
+        alias = _import_reference(name, bindings, ())
+        if alias is not None:
+            aliases[name] = alias
     return {
         "functions": summaries,
         "sites": sites,
-        "aliases": _aliases(scope),
+        "aliases": aliases,
         "stars": stars,
         "counts": counts,
         **collector.parameters.fields(),
@@ -128,22 +133,12 @@ def summarize(module: cst.Module, path: str) -> Summary:
     }
 
 
-def outline(module: cst.Module) -> Summary:
-    """A summary's `aliases` and `module_classes` alone, from the module level without a summary's
-    walk: all a file tells when other files only import names from it or construct its classes."""
+def module_classes(module: cst.Module) -> dict[str, bool]:
+    """The summary's `module_classes` alone: all a file tells when other files only construct
+    its classes (a scope of its module level, no walk of the whole file)."""
     scope = Scope(module, "module", None)
     collect_bindings(scope, module.body)
-    return {"aliases": _aliases(scope), "module_classes": placed_module_classes(module, scope)}
-
-
-def _aliases(scope: Scope) -> dict[str, Reference]:
-    """The module-level names bound by one import statement each, as references."""
-    aliases = {}
-    for name, bindings in scope.bindings.items():
-        alias = _import_reference(name, bindings, ())
-        if alias is not None:
-            aliases[name] = alias
-    return aliases
+    return placed_module_classes(module, scope)
 
 
 def digest(summary: Summary) -> str:

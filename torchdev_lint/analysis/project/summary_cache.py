@@ -12,9 +12,9 @@ from typing import Any
 from torchdev_lint.analysis.project.pass_one_text import wants_summary
 
 FOLDER = "summaries"
-# A file's outline alone (`summaries.outline`: its aliases and nn.Module classes), for a file other
-# files only import names from or construct classes of, without a whole summary's walk.
-OUTLINES_FOLDER = "outlines"
+# A file's nn.Module classes alone (`summaries.module_classes`): what a file that only defines
+# classes another file constructs tells the project, without a whole summary's walk.
+CLASSES_FOLDER = "module_classes"
 # Every field a cached summary must have (an entry written by an older tool lacks some).
 _FIELDS = frozenset(
     {
@@ -68,14 +68,12 @@ def load(path: str) -> Summary | None:
     return data if isinstance(data, dict) and _FIELDS <= data.keys() else None
 
 
-def load_outline(path: str) -> Summary | None:
-    """The outline cached at `path` (`OUTLINES_FOLDER`), or None when missing, unreadable or incomplete."""
+def load_classes(path: str) -> dict[str, bool] | None:
+    """The module classes cached at `path` (`CLASSES_FOLDER`), or None when missing or unreadable."""
     from torchdev_lint.cache import load_json
 
     data = load_json(path)
-    valid = isinstance(data, dict) and all(
-        isinstance(data.get(f), dict) for f in ("aliases", "module_classes")
-    )
+    valid = isinstance(data, dict) and all(isinstance(placed, bool) for placed in data.values())
     return data if valid else None
 
 
