@@ -414,9 +414,13 @@ class _SharedParses:
         self._reports: dict[str, tuple[bytes, FileReport, _Questions]] = {}
 
     def parse(self, path: str, source: bytes) -> cst.Module:
-        """`project_facts`' parse (absolute paths; raises SourceError)."""
-        module, python_tree = parse_with_python_tree(path, source)
+        """`project_facts`' parse (absolute paths; raises SourceError). A tree kept is given
+        again (pass 1 may read a file for its module classes, then summarize it)."""
         checked = self._checked.get(path)
+        kept = self._kept.get(checked) if checked is not None else None
+        if kept is not None and kept[0] == source:
+            return kept[1]
+        module, python_tree = parse_with_python_tree(path, source)
         if checked is None or checked in self._kept or checked in self._reports:
             return module
         if len(source) <= self._budget:

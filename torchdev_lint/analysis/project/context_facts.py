@@ -130,11 +130,10 @@ class ContextFacts:
         summaries: Mapping[str, dict[str, Any]],
         unreadable: list[bytes],
         summarize: Summarize,
-        module_classes: ModuleClasses,
         only: str | None = None,
     ) -> dict[str, FileFacts]:
-        """`facts` (of every checked file, or of `only`) with the context facts added;
-        `module_classes(module)` are the nn.Module classes a project module defines."""
+        """`facts` (of every checked file, or of `only`) with the context facts added (but
+        `with_module_classes`)."""
         found = dict(facts)
         paths = self.checked if only is None else {only}
         if nccl_program(summaries.values(), unreadable):
@@ -147,10 +146,6 @@ class ContextFacts:
                     )
         for path in paths & self.main_blocks & self.imported:
             found[path] = found.get(path, FileFacts())._replace(roles=_IMPORTED)
-        for path in paths & self.class_imports.keys():
-            classes = self._module_classes(path, module_classes)
-            if classes:
-                found[path] = found.get(path, FileFacts())._replace(module_classes=classes)
         for path in paths & self._importing_cuda_only():
             known = found.get(path, FileFacts())
             found[path] = known._replace(roles=known.roles | _CUDA_ONLY_IMPORT)
@@ -161,6 +156,19 @@ class ContextFacts:
             for path in paths & self.text_askers.get(role, set()):
                 known = found.get(path, FileFacts())
                 found[path] = known._replace(roles=known.roles | {role})
+        return found
+
+    def with_module_classes(
+        self, facts: dict[str, FileFacts], module_classes: ModuleClasses, only: str | None = None
+    ) -> dict[str, FileFacts]:
+        """`facts` with the nn.Module classes each file imports from project modules (asked once
+        the summaries are final: `module_classes(module)` reads a module not summarized for its
+        classes alone, so a file summarized in a later round is parsed once)."""
+        found = dict(facts)
+        for path in (self.checked if only is None else {only}) & self.class_imports.keys():
+            classes = self._module_classes(path, module_classes)
+            if classes:
+                found[path] = found.get(path, FileFacts())._replace(module_classes=classes)
         return found
 
     def _module_classes(self, path: str, module_classes: ModuleClasses) -> frozenset[tuple[str, bool]]:

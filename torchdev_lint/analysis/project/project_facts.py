@@ -233,9 +233,7 @@ class _Pass:
             facts = constructor_facts.with_defaults(
                 facts, self.summaries, self._target, self.unreadable, self.index
             )
-            facts = self.context.with_facts(
-                facts, self.summaries, self.unreadable, self._summarize_module, self._module_classes
-            )
+            facts = self.context.with_facts(facts, self.summaries, self.unreadable, self._summarize_module)
             new = [path for path in self.wanted if path not in self.summaries]
             new += self._loading(load_facts.needles(self.summaries))
             new += self._method_definers(self.summaries, self.unparsed)
@@ -258,6 +256,7 @@ class _Pass:
                     self._summarize(path, source)
                     progressed = progressed or path in self.summaries
             if not progressed:
+                facts = self.context.with_module_classes(facts, self._module_classes)
                 return {path: found for path, found in facts.items() if any(found)}
 
     def facts_with(self, path: str, summary: Summary) -> FileFacts | None:
@@ -283,14 +282,10 @@ class _Pass:
             found = constructor_facts.with_defaults(
                 {path: found}, self.summaries, self._target, self.unreadable, self.index
             )[path]
-            found = self.context.with_facts(
-                {path: found},
-                self.summaries,
-                self.unreadable,
-                self._summarize_module,
-                self._module_classes,
-                only=path,
-            )[path]
+            with_context = self.context.with_facts(
+                {path: found}, self.summaries, self.unreadable, self._summarize_module, only=path
+            )
+            found = self.context.with_module_classes(with_context, self._module_classes, only=path)[path]
         finally:
             if saved is None:
                 del self.summaries[path]
