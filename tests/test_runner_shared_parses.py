@@ -93,3 +93,41 @@ def _write_project(root: Path) -> None:
     files["other.py"] = MAIN.format(call="other_helper")  # asks of a function that does not gate
     files["launch.py"] = LAUNCH
     write_files(root, files)
+
+
+MODELS = """
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.project = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.project(x)
+"""
+# Parsed by pass 1 (a gate of its own), and its check asks which imported classes are modules.
+ENCODE = """
+    import sys
+    import torch
+    from models import Encoder
+
+    def encode():
+        if not torch.cuda.is_available():
+            sys.exit("this program needs a GPU")
+        return Encoder().to("cuda")(torch.ones(4))
+"""
+
+
+@pytest.mark.parametrize(("for_facts", "twice"), [(512 * 1024, []), (0, ["encode.py"])])
+def test_a_file_told_to_keep_is_checked_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, for_facts: int, twice: list[str]
+) -> None:
+    """Pass 1 tells the runner which files will learn imported module classes, known only at its
+    end: their trees are kept (within a budget of their own), not checked at once and again."""
+    monkeypatch.setattr(torchdev_lint.runner, "_KEPT_SOURCE_BYTES", 0)
+    monkeypatch.setattr(torchdev_lint.runner, "_KEPT_FOR_FACTS_BYTES", for_facts)
+    checked = record_checks(monkeypatch, file_name)
+    write_files(tmp_path, {"setup.py": "", "models.py": MODELS, "encode.py": ENCODE})
+    assert findings(tmp_path, ["TDL302"]) == ["encode.py:9 TDL302"]
+    assert sorted(checked) == sorted(["encode.py", "models.py", "setup.py", *twice])

@@ -379,7 +379,9 @@ def _first_pass(
     directory = options.cache.directory if options.cache is not None else None
     if jobs <= 1:
         shared = _SharedParses(paths, options)
-        options = replace(options, project=project_facts(paths, shared.parse, directory))
+        options = replace(
+            options, project=project_facts(paths, shared.parse, directory, keep_tree=shared.keep)
+        )
         return options, shared.reports_with(options)
     first = [path for path in dict.fromkeys(paths) if path.endswith(".py") and _needs_parse(path, directory)]
     found = map_files(partial(summarized_check, options=options), first, jobs)
@@ -398,6 +400,8 @@ def _first_pass(
 # what the check asks of them (`_AskedFacts`), and checked again (parsed again) only if its
 # facts answer one of those questions otherwise.
 _KEPT_SOURCE_BYTES = 256 * 1024
+# Beside them, the source bytes of files pass 1 is told to keep (`_SharedParses.keep`).
+_KEPT_FOR_FACTS_BYTES = 512 * 1024
 
 
 class _SharedParses:
@@ -409,6 +413,8 @@ class _SharedParses:
         self._checked = {os.path.abspath(path): path for path in paths}
         self._options = options
         self._budget = _KEPT_SOURCE_BYTES
+        self._keep: set[str] = set()  # kept first (`keep`), within a budget of their own
+        self._budget_to_keep = _KEPT_FOR_FACTS_BYTES
         self._kept: dict[str, tuple[bytes, cst.Module, ast.Module | None]] = {}
         # checked at once: the source, the report and what the check asked of the facts
         self._reports: dict[str, tuple[bytes, FileReport, _Questions]] = {}
@@ -423,7 +429,10 @@ class _SharedParses:
         module, python_tree = parse_with_python_tree(path, source)
         if checked is None or checked in self._kept or checked in self._reports:
             return module
-        if len(source) <= self._budget:
+        if path in self._keep and len(source) <= self._budget_to_keep:
+            self._budget_to_keep -= len(source)
+            self._kept[checked] = (source, module, python_tree)
+        elif len(source) <= self._budget:
             self._budget -= len(source)
             self._kept[checked] = (source, module, python_tree)
         else:
@@ -431,6 +440,12 @@ class _SharedParses:
             report = _process(checked, self._options, False, source, module, asked.facts, python_tree)[0]
             self._reports[checked] = (source, report, asked.questions)
         return module
+
+    def keep(self, path: str) -> None:
+        """Keep the tree of checked file `path` (absolute) within `_KEPT_FOR_FACTS_BYTES`: its
+        facts are known only at the end of pass 1 and are likely to change what its check finds
+        (checked at once, it would be parsed and checked again)."""
+        self._keep.add(path)
 
     def reports_with(self, options: CheckOptions) -> dict[str, FileReport]:
         """The reports of these files, now that `options` hold the project facts: each kept

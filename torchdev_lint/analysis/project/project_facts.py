@@ -62,6 +62,7 @@ def project_facts(
     cache_directory: str | None = None,
     summaries: Mapping[str, Summary] | None = None,
     texts: Mapping[str, bytes] | None = None,
+    keep_tree: Callable[[str], None] | None = None,
 ) -> ProjectFacts:
     """Pass 1 over `paths` (and the project files they lead to): the facts of each path.
 
@@ -70,10 +71,13 @@ def project_facts(
     summaries already made from a parse of their current text (the runner's checks make them
     from their own trees, see `needs_parse`): they are used instead of parsing again. `texts`
     (by absolute path) are files' texts to read instead of what the disk holds (fixes not
-    written: `--diff`, the language server's buffers).
+    written: `--diff`, the language server's buffers). `keep_tree(path)` is told, before `parse`
+    is asked for it, of each checked file whose facts will say which imported classes are modules
+    (known only at the end of the pass: a caller checking files from pass 1's trees keeps it).
     """
     given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
     analysis = _Pass(parse, cache_directory, set(given), summaries or {}, texts or {})
+    analysis.keep_tree = keep_tree
     for path in given:
         analysis.add(path)
     facts = analysis.run()
@@ -141,6 +145,7 @@ class _Pass:
         texts: Mapping[str, bytes],
     ) -> None:
         self.inputs: PassInputs | None = None  # kept only when asked for (`recorded_facts`)
+        self.keep_tree: Callable[[str], None] | None = None  # see `project_facts`
         self.checked = checked
         self.known = known
         self.texts = texts  # read instead of the disk (`project_facts`)
@@ -179,10 +184,6 @@ class _Pass:
                 continue
             named = imports(source)
             self.context.note_text(current, source, named)
-            if wants_summary(source):
-                self._summarize(current, source)
-            else:
-                self.unparsed[current] = source
             # Files that may place a module (the device flow) or save one (TDL103/TDL105) learn
             # which classes they import from project modules are modules.
             places = current in self.checked and (may_place(source) or b"torch.save" in source)
@@ -194,6 +195,12 @@ class _Pass:
                         self.context.note_class_import(current, source, level, dotted, located)
                 if located is not None and located.file is not None and located.file not in self.checked:
                     work.append(located.file)
+            if current in self.context.class_imports and self.keep_tree is not None:
+                self.keep_tree(current)  # known before it is parsed
+            if wants_summary(source):
+                self._summarize(current, source)
+            else:
+                self.unparsed[current] = source
 
     def run(self) -> dict[str, FileFacts]:
         """Rounds until no file is left that could name a gating function: the files whose
