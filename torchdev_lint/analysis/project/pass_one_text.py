@@ -78,8 +78,11 @@ def may_place(source: bytes) -> bool:
 
 
 def constructs(source: bytes, name: str) -> bool:
-    """Can the text construct the class-like `name` it imports (`Encoder(` follows the name)?"""
-    return name[:1].isupper() and re.search(rb"\b%s\(" % re.escape(name.encode()), source) is not None
+    """Can the text construct the class-like `name` it imports (`Encoder(` follows the name)?
+    (`in` first: a pattern per imported name is compiled, and most names are never called.)"""
+    if not name[:1].isupper() or f"{name}(".encode() not in source:
+        return False
+    return re.search(rb"\b%s\(" % re.escape(name.encode()), source) is not None
 
 
 def may_gate(source: bytes) -> bool:
