@@ -132,8 +132,8 @@ class ContextFacts:
         summarize: Summarize,
         only: str | None = None,
     ) -> dict[str, FileFacts]:
-        """`facts` (of every checked file, or of `only`) with the context facts added (but
-        `with_module_classes`)."""
+        """`facts` (of every checked file, or of `only`) with the context facts added, all but the
+        imported module classes (`with_module_classes`, asked once the summaries are final)."""
         found = dict(facts)
         paths = self.checked if only is None else {only}
         if nccl_program(summaries.values(), unreadable):

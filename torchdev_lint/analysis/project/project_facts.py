@@ -309,26 +309,19 @@ class _Pass:
             return summary["module_classes"]
         if path not in self.classified:
             source = self.unparsed.get(path) or self._read(path)
-            self.classified[path] = {} if source is None else self._classes(path, source)
+            recorded = self.inputs.classified if self.inputs is not None else None
+            found = None
+            if source is not None:
+                found = self._cached(
+                    path,
+                    source,
+                    summary_cache.CLASSES_FOLDER,
+                    summary_cache.load_classes,
+                    self._classes,
+                    recorded,
+                )
+            self.classified[path] = found or {}
         return self.classified[path]
-
-    def _classes(self, path: str, source: bytes) -> dict[str, bool]:
-        entry = summary_cache.entry(source, self.cache_directory, summary_cache.CLASSES_FOLDER)
-        found = summary_cache.load_classes(entry) if entry is not None else None
-        if found is None:
-            from torchdev_lint.analysis.project.summaries import module_classes  # LibCST: only on a miss
-
-            try:
-                found = module_classes(self.parse(path, source))
-            except (SourceError, RecursionError):
-                if self.inputs is not None:
-                    self.inputs.classified[path] = False
-                return {}
-            if entry is not None:
-                summary_cache.store(entry, found)
-        if self.inputs is not None:
-            self.inputs.classified[path] = True
-        return found
 
     def _summarize_module(self, path: str) -> None:
         """Summarize a project module now if it has not been and its text may say something."""
@@ -577,20 +570,47 @@ class _Pass:
     # Summaries, parsed or cached -------------------------------------------
 
     def _summarize(self, path: str, source: bytes) -> None:
-        entry = summary_cache.entry(source, self.cache_directory)
-        summary = summary_cache.load(entry) if entry is not None else None
+        recorded = self.inputs.summarized if self.inputs is not None else None
+        summary = self._cached(
+            path, source, summary_cache.FOLDER, summary_cache.load, self._summary, recorded
+        )
         if summary is None:
-            from torchdev_lint.analysis.project.summaries import summarize  # LibCST: only on a miss
+            self.unreadable.append(source)
+        else:
+            self.summaries[path] = summary
 
+    def _summary(self, path: str, source: bytes) -> Summary:
+        from torchdev_lint.analysis.project.summaries import summarize  # LibCST: only on a miss
+
+        return self.known.get(path) or summarize(self.parse(path, source), path)
+
+    def _classes(self, path: str, source: bytes) -> dict[str, bool]:
+        from torchdev_lint.analysis.project.summaries import module_classes  # LibCST: only on a miss
+
+        return module_classes(self.parse(path, source))
+
+    def _cached(
+        self,
+        path: str,
+        source: bytes,
+        folder: str,
+        load: Callable[[str], Any],
+        make: Callable[[str, bytes], Any],
+        recorded: dict[str, bool] | None,
+    ) -> Any:
+        """What `make(path, source)` tells of a file, from the cache under `folder` (`load` reads an
+        entry, None when missing) or made and stored; None where the file cannot be parsed.
+        `recorded` (a `PassInputs` field) notes whether it was had."""
+        entry = summary_cache.entry(source, self.cache_directory, folder)
+        found = load(entry) if entry is not None else None
+        if found is None:
             try:
-                summary = self.known.get(path) or summarize(self.parse(path, source), path)
+                found = make(path, source)
             except (SourceError, RecursionError):
-                self.unreadable.append(source)
-                if self.inputs is not None:
-                    self.inputs.summarized[path] = False
-                return
-            if entry is not None:
-                summary_cache.store(entry, summary)
-        self.summaries[path] = summary
-        if self.inputs is not None:
-            self.inputs.summarized[path] = True
+                pass
+            else:
+                if entry is not None:
+                    summary_cache.store(entry, found)
+        if recorded is not None:
+            recorded[path] = found is not None
+        return found
