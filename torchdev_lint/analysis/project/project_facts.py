@@ -309,17 +309,12 @@ class _Pass:
             return summary["module_classes"]
         if path not in self.classified:
             source = self.unparsed.get(path) or self._read(path)
-            recorded = self.inputs.classified if self.inputs is not None else None
             found = None
             if source is not None:
-                found = self._cached(
-                    path,
-                    source,
-                    summary_cache.CLASSES_FOLDER,
-                    summary_cache.load_classes,
-                    self._classes,
-                    recorded,
-                )
+                folder, load = summary_cache.CLASSES_FOLDER, summary_cache.load_classes
+                found = summary_cache.cached(source, self.cache_directory, folder, load, self._classes, path)
+                if self.inputs is not None:
+                    self.inputs.classified[path] = found is not None
             self.classified[path] = found or {}
         return self.classified[path]
 
@@ -570,10 +565,10 @@ class _Pass:
     # Summaries, parsed or cached -------------------------------------------
 
     def _summarize(self, path: str, source: bytes) -> None:
-        recorded = self.inputs.summarized if self.inputs is not None else None
-        summary = self._cached(
-            path, source, summary_cache.FOLDER, summary_cache.load, self._summary, recorded
-        )
+        folder, load = summary_cache.FOLDER, summary_cache.load
+        summary = summary_cache.cached(source, self.cache_directory, folder, load, self._summary, path)
+        if self.inputs is not None:
+            self.inputs.summarized[path] = summary is not None
         if summary is None:
             self.unreadable.append(source)
         else:
@@ -588,29 +583,3 @@ class _Pass:
         from torchdev_lint.analysis.project.summaries import module_classes  # LibCST: only on a miss
 
         return module_classes(self.parse(path, source))
-
-    def _cached(
-        self,
-        path: str,
-        source: bytes,
-        folder: str,
-        load: Callable[[str], Any],
-        make: Callable[[str, bytes], Any],
-        recorded: dict[str, bool] | None,
-    ) -> Any:
-        """What `make(path, source)` tells of a file, from the cache under `folder` (`load` reads an
-        entry, None when missing) or made and stored; None where the file cannot be parsed.
-        `recorded` (a `PassInputs` field) notes whether it was had."""
-        entry = summary_cache.entry(source, self.cache_directory, folder)
-        found = load(entry) if entry is not None else None
-        if found is None:
-            try:
-                found = make(path, source)
-            except (SourceError, RecursionError):
-                pass
-            else:
-                if entry is not None:
-                    summary_cache.store(entry, found)
-        if recorded is not None:
-            recorded[path] = found is not None
-        return found

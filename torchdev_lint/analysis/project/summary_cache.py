@@ -7,9 +7,11 @@ the summarizer: a warm run reads JSON only.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from torchdev_lint.analysis.project.pass_one_text import wants_summary
+from torchdev_lint.diagnostics import SourceError
 
 FOLDER = "summaries"
 # A file's nn.Module classes alone (`summaries.module_classes`): what a file that only defines
@@ -75,6 +77,29 @@ def load_classes(path: str) -> dict[str, bool] | None:
     data = load_json(path)
     valid = isinstance(data, dict) and all(isinstance(placed, bool) for placed in data.values())
     return data if valid else None
+
+
+def cached(
+    source: bytes,
+    cache_directory: str | None,
+    folder: str,
+    load: Callable[[str], Any],
+    make: Callable[[str, bytes], Any],
+    path: str,
+) -> Any:
+    """What `make(path, source)` tells of a file holding `source`: from the cache under `folder`
+    (`load` reads an entry, None when missing or incomplete), else made and stored; None where
+    `make` cannot parse the file."""
+    entry_path = entry(source, cache_directory, folder)
+    found = load(entry_path) if entry_path is not None else None
+    if found is None:
+        try:
+            found = make(path, source)
+        except (SourceError, RecursionError):
+            return None
+        if entry_path is not None:
+            store(entry_path, found)
+    return found
 
 
 def store(path: str, summary: Summary) -> None:
