@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from multifile import write_files
 
+import torchdev_lint.analysis.project.facts_memo
 import torchdev_lint.analysis.project.project_facts
 import torchdev_lint.cache
 import torchdev_lint.engine
@@ -111,6 +112,7 @@ def passes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(torchdev_lint.analysis.project.project_facts, "project_facts", recording)
     monkeypatch.setattr(torchdev_lint.runner, "project_facts", recording)
+    monkeypatch.setattr(torchdev_lint.analysis.project.facts_memo, "project_facts", recording)
     return done
 
 
@@ -142,13 +144,14 @@ def test_warm_miss_reuses_the_cached_pass_1(
 def test_unused_noqa_report_reuses_the_run_pass_1(
     project: Path, capsys: pytest.CaptureFixture[str], passes: list[str]
 ) -> None:
-    """`--report-unused-noqa` asks the facts of the same files: pass 1 runs once, cold or warm."""
+    """`--report-unused-noqa` asks the facts of the same files: pass 1 runs once cold, and not at
+    all warm (the facts are kept with what the cold pass read)."""
     write_files(project, {"model.py": MODEL + "\n    y = 1  # noqa: TDL301\n"})
-    for _ in range(2):  # cold, then warm
+    for expected in (["pass 1"], []):  # cold, then warm
         passes.clear()
         found = _check(project, capsys, "--report-unused-noqa")
         assert found == ["main.py:7:13: TDL301", "model.py:7:8: NOQA"], found
-        assert passes == ["pass 1"]
+        assert passes == expected
 
 
 def test_cached_answer_follows_the_dependency_text(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -173,6 +176,79 @@ def test_cached_answer_follows_the_dependency_text(project: Path, capsys: pytest
     assert _check(project, capsys, "main.py") == silent
     write_files(project, {"utils.py": OTHER_GATE.replace("required", "needed")})
     assert _check(project, capsys) == silent
+
+
+def test_warm_run_follows_a_module_that_appears(
+    project: Path, capsys: pytest.CaptureFixture[str], passes: list[str]
+) -> None:
+    """A warm run over unchanged files gives the kept facts without a pass, until a path pass 1
+    looked at changes: tools/main.py imports `utils` from the project root (a gate), until
+    tools/utils.py (found first, beside the file, and not among the checked files) appears."""
+    write_files(project, {"utils.py": GATE, "tools/main.py": MAIN})
+    for expected in (["pass 1"], []):  # cold, then warm
+        passes.clear()
+        assert _check(project, capsys, "tools/main.py") == []
+        assert passes == expected
+    write_files(project, {"tools/utils.py": WARNS})
+    assert _check(project, capsys, "tools/main.py") == ["tools/main.py:7:13: TDL301"]
+    assert passes == ["pass 1"]
+
+
+@pytest.fixture
+def starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """One entry per pass 1 started from now on, whether it ends or stops at a file to parse."""
+    started: list[str] = []
+    real = torchdev_lint.analysis.project.facts_memo.project_facts
+
+    def starting(*args: object, **kwargs: object) -> object:
+        started.append("pass 1")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torchdev_lint.analysis.project.facts_memo, "project_facts", starting)
+    return started
+
+
+def test_an_edited_summarized_file_starts_one_pass(
+    project: Path, capsys: pytest.CaptureFixture[str], starts: list[str]
+) -> None:
+    """utils.py now has a gate's text, for which no summary is cached: the cache alone cannot
+    give the facts, which the kept entry tells before a pass from the cache starts (it would run
+    most of its way and stop there); the runner's pass is the only one."""
+    assert _check(project, capsys) == ["main.py:7:13: TDL301"]
+    starts.clear()
+    write_files(project, {"utils.py": OTHER_GATE})
+    assert _check(project, capsys) == []
+    assert starts == ["pass 1"]
+
+
+ENCODER = """
+    import torch
+
+    class Encoder(torch.nn.Module):
+        def forward(self, x):
+            return x
+"""
+USES_ENCODER = """
+    import torch
+    from models import Encoder
+
+    def test_encode():
+        Encoder().to("cuda")(torch.ones(2))
+"""
+
+
+def test_an_edited_module_read_for_its_classes_starts_one_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], starts: list[str]
+) -> None:
+    """models.py is read for its module classes alone: a new text has none cached."""
+    root = tmp_path / "project"
+    write_files(root, {"setup.py": "", "models.py": ENCODER, "test_models.py": USES_ENCODER})
+    found = _check(root, capsys)
+    assert any((tmp_path / "cache" / "module_classes").rglob("*.json"))
+    starts.clear()
+    write_files(root, {"models.py": ENCODER + "\n    # edited\n"})
+    assert _check(root, capsys) == found
+    assert starts == ["pass 1"]
 
 
 def test_summary_key_holds_libcst_version(monkeypatch: pytest.MonkeyPatch) -> None:

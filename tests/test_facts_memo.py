@@ -71,7 +71,7 @@ def _refuse_the_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object) -> None:
         raise AssertionError("pass 1 ran")
 
-    monkeypatch.setattr(facts_memo, "recorded_facts", refuse)
+    monkeypatch.setattr(facts_memo, "project_facts", refuse)
 
 
 def test_a_kept_answer_equals_pass_one_and_runs_no_pass(

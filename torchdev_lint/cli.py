@@ -271,23 +271,17 @@ def _cached_facts(paths: Sequence[str], plan: _Plan) -> ProjectFacts | None:
     None as soon as a file pass 1 must read has no summary cached for its text: the runner
     then runs pass 1 itself, checking first the files it must parse and summarizing them from
     the same trees. Never a partial answer: a file left unread would read as having no facts,
-    which can equal an older state of the project whose results are cached."""
+    which can equal an older state of the project whose results are cached. The answer is kept
+    with what the pass read (`analysis/project/facts_memo.py`): a run over unchanged files reads
+    their bytes and looks at the paths the pass probed, and runs no pass."""
     if plan.cache is None:
         return None
-    from torchdev_lint.analysis.project.project_facts import project_facts
+    from torchdev_lint.analysis.project.facts_memo import NotCached, kept_facts
 
     try:
-        return project_facts(paths, _refuse_parse, plan.cache.directory)
-    except _NotSummarized:
+        return kept_facts(paths, None, plan.cache.directory)
+    except NotCached:
         return None
-
-
-class _NotSummarized(Exception):
-    """A file pass 1 must read has no summary cached for its current text."""
-
-
-def _refuse_parse(path: str, source: bytes) -> NoReturn:
-    raise _NotSummarized(path)
 
 
 def _from_cache(

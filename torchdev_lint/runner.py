@@ -15,13 +15,14 @@ import io
 import os
 import re
 import tokenize
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
 
 import libcst as cst
 
+from torchdev_lint.analysis.project.facts_memo import kept_facts
 from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
 from torchdev_lint.analysis.project.project_facts import Summary, project_facts
 from torchdev_lint.analysis.project.summary_cache import needs_parse
@@ -379,14 +380,12 @@ def _first_pass(
     directory = options.cache.directory if options.cache is not None else None
     if jobs <= 1:
         shared = _SharedParses(paths, options)
-        options = replace(
-            options, project=project_facts(paths, shared.parse, directory, keep_tree=shared.keep)
-        )
+        options = replace(options, project=_pass_one(paths, shared.parse, directory, keep_tree=shared.keep))
         return options, shared.reports_with(options)
     first = [path for path in dict.fromkeys(paths) if path.endswith(".py") and _needs_parse(path, directory)]
     found = map_files(partial(summarized_check, options=options), first, jobs)
     summaries = {os.path.abspath(p): s for p, (_, s, _) in zip(first, found, strict=True) if s is not None}
-    options = replace(options, project=project_facts(paths, parse, directory, summaries))
+    options = replace(options, project=_pass_one(paths, parse, directory, summaries=summaries))
     done = {}
     for path, (report, _, questions) in zip(first, found, strict=True):
         if _final(path, report, questions, options):
@@ -519,6 +518,21 @@ for _name in (
 ).split():
     if hasattr(frozenset, _name):
         setattr(_Recording, _name, _read_whole(_name))
+
+
+def _pass_one(
+    paths: Sequence[str],
+    parse: Callable[[str, bytes], cst.Module],
+    directory: str | None,
+    *,
+    summaries: Mapping[str, Summary] | None = None,
+    keep_tree: Callable[[str], None] | None = None,
+) -> ProjectFacts:
+    """Pass 1 of a check; with a cache, kept with what it read, so that the next run over the
+    same files finds its facts without a pass while none of that changed (`facts_memo`)."""
+    if directory is None:
+        return project_facts(paths, parse, directory, summaries, keep_tree=keep_tree)
+    return kept_facts(paths, parse, directory, summaries=summaries, keep_tree=keep_tree)
 
 
 def _final(

@@ -1,25 +1,29 @@
-"""One file's project facts kept with what pass 1 read to find them (the flake8 plugin's pass 1).
+"""Project facts kept with what pass 1 read to find them: a warm `check`, and the flake8 plugin.
 
 flake8 checks a file at a time. With the cache `check` wrote, the plugin's pass 1 reads the
 summaries of every module the file leads to (44 files for accelerate's `accelerator.py`), a
-third of the cost of parsing the file. That pass is a function of the bytes of the files it
-reads, of which of them get a summary (the plugin parses no file but its own: another file's
-summary comes from the cache or not at all) and of what the file system holds at each path the
-project index asks about. So the facts are stored with all three and given again while every one
-is unchanged: a read and a hash of each file, a look at each cache entry and each probed path.
-Anything changed, missing or unreadable in the stored entry is a miss: pass 1 runs again.
+third of the cost of parsing the file; a warm `check` reads every summary of the project and
+runs the fixed point over them (most of its run). That pass is a function of the bytes of the
+files it reads, of which of them get a summary (a parse is refused but for the files the caller
+parses itself: another file's summary comes from the cache or not at all) and of what the file
+system holds at each path the project index asks about. So the facts are stored with all three
+and given again while every one is unchanged: a read and a hash of each file, a look at each
+cache entry and each probed path. Anything changed, missing or unreadable in the stored entry
+is a miss: pass 1 runs again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NoReturn
 
 from torchdev_lint.analysis.project import summary_cache
-from torchdev_lint.analysis.project.file_facts import FileFacts
+from torchdev_lint.analysis.project.file_facts import FileFacts, ProjectFacts
 from torchdev_lint.analysis.project.index import path_kind
-from torchdev_lint.analysis.project.project_facts import Parse, PassInputs, recorded_facts
+from torchdev_lint.analysis.project.pass_one_text import wants_summary
+from torchdev_lint.analysis.project.project_facts import Parse, PassInputs, Summary, project_facts
 from torchdev_lint.cache import load_json, store_json, summary_key, tool_fingerprint
 from torchdev_lint.diagnostics import SourceError
 from torchdev_lint.files import read_source
@@ -32,24 +36,78 @@ def file_facts(path: str, parse: Parse, cache_directory: str) -> FileFacts | Non
     only: from the entry kept for `path` when nothing pass 1 read has changed since."""
     if not path.endswith(".py"):
         return None
-    target = os.path.abspath(path)
-    entry = _entry(target, cache_directory)
+    return kept_facts([path], parse, cache_directory, parsed=os.path.abspath(path)).of(path)
+
+
+def kept_facts(
+    paths: Iterable[str],
+    parse: Parse | None,
+    cache_directory: str,
+    *,
+    parsed: str | None = None,
+    summaries: Mapping[str, Summary] | None = None,
+    keep_tree: Callable[[str], None] | None = None,
+) -> ProjectFacts:
+    """`project_facts(paths, parse, cache_directory, summaries, keep_tree=keep_tree)`: from the
+    entry kept for these paths when nothing pass 1 read has changed since, else from the pass
+    (and kept). Where `parse` refuses files (SourceError) but `parsed` (absolute), a summary
+    cached then but gone now is a change. Any pass may keep the entry that another asks for: a
+    parse gives the summary the cache holds for the same text.
+
+    Without `parse` the pass reads the cache alone and raises NotCached where it would parse a
+    file; at once where the kept entry shows a file summarized then whose current text has no
+    summary cached (most of a pass would run before it stops there)."""
+    given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
+    entry = _entry(sorted(given), cache_directory)
     kept = _load(entry)
-    if kept is not None and _unchanged(kept, target, cache_directory):
-        return _facts(kept["facts"])
-    facts, inputs = recorded_facts(path, parse, cache_directory)
-    store_json(entry, _encoded(facts, inputs))
-    return facts
+    if kept is not None and _unchanged(kept, parsed, cache_directory):
+        stored = kept["facts"]
+        return ProjectFacts({given[path]: _facts(stored[path]) for path in given if path in stored})
+    stale = next(_uncached_summaries(kept, cache_directory), None) if kept and parse is None else None
+    if stale is not None:
+        raise NotCached(stale)
+    inputs = PassInputs.empty()
+    found = project_facts(
+        paths, parse or _refuse, cache_directory, summaries, keep_tree=keep_tree, inputs=inputs
+    )
+    store_json(entry, _encoded({os.path.abspath(path): facts for path, facts in found.files.items()}, inputs))
+    return found
 
 
-def _entry(target: str, cache_directory: str) -> str:
-    key = hashlib.sha256(f"{tool_fingerprint()}\0{target}".encode()).hexdigest()
+class NotCached(Exception):
+    """Pass 1 from the cache alone would parse a file (`kept_facts` without a parse)."""
+
+
+def _refuse(path: str, source: bytes) -> NoReturn:
+    raise NotCached(path)
+
+
+def _uncached_summaries(kept: dict[str, Any], cache_directory: str) -> Iterator[str]:
+    """The files the kept pass read for a summary (or for their module classes), or whose text
+    changed since and now wants a summary (`wants_summary`), with nothing cached for their
+    current text."""
+    for path, then in kept["sources"].items():
+        try:
+            source = read_source(path)
+        except SourceError:
+            continue
+        key = summary_key(source)
+        for folder, wanted in (
+            (summary_cache.FOLDER, kept["summarized"].get(path) or (key != then and wants_summary(source))),
+            (summary_cache.CLASSES_FOLDER, kept["classified"].get(path)),
+        ):
+            if wanted and not os.path.exists(summary_cache.entry_for_key(key, cache_directory, folder)):
+                yield path
+
+
+def _entry(targets: list[str], cache_directory: str) -> str:
+    key = hashlib.sha256("\0".join([tool_fingerprint(), *targets]).encode()).hexdigest()
     return os.path.join(cache_directory, FOLDER, key[:2], key + ".json")
 
 
-def _encoded(facts: FileFacts | None, inputs: PassInputs) -> dict[str, Any]:
+def _encoded(facts: dict[str, FileFacts], inputs: PassInputs) -> dict[str, Any]:
     return {
-        "facts": None if facts is None else [sorted(member) for member in facts],
+        "facts": {path: [sorted(member) for member in found] for path, found in facts.items()},
         "sources": {path: _key(source) for path, source in inputs.sources.items()},
         "summarized": inputs.summarized,
         "classified": inputs.classified,
@@ -61,7 +119,7 @@ def _key(source: bytes | None) -> str | None:
     return None if source is None else summary_key(source)
 
 
-def _unchanged(kept: dict[str, Any], target: str, cache_directory: str) -> bool:
+def _unchanged(kept: dict[str, Any], parsed: str | None, cache_directory: str) -> bool:
     """Would pass 1 read the same bytes, get the same summaries and find the same paths?"""
     for path, key in kept["sources"].items():
         try:
@@ -70,9 +128,9 @@ def _unchanged(kept: dict[str, Any], target: str, cache_directory: str) -> bool:
             now = None
         if now != key:
             return False
-        # The plugin parses its own file: any other gets its summary (or its module classes) from
-        # the cache only.
-        if path == target or key is None:
+        # The file the caller parses itself: any other gets its summary (or its module classes)
+        # from the cache only.
+        if path == parsed or key is None:
             continue
         for recorded, folder in (
             (kept["summarized"], summary_cache.FOLDER),
@@ -85,10 +143,8 @@ def _unchanged(kept: dict[str, Any], target: str, cache_directory: str) -> bool:
     return all(path_kind(path) == kind for path, kind in kept["probes"].items())
 
 
-def _facts(stored: list[list[Any]] | None) -> FileFacts | None:
+def _facts(stored: list[list[Any]]) -> FileFacts:
     """The facts as stored: each member a sorted list, its tuples as lists (JSON has no tuples)."""
-    if stored is None:
-        return None
     return FileFacts._make(
         frozenset(tuple(item) if isinstance(item, list) else item for item in member) for member in stored
     )
@@ -99,6 +155,9 @@ def _load(entry: str) -> dict[str, Any] | None:
     fields = ("facts", "sources", "summarized", "classified", "probes")
     if not isinstance(data, dict) or any(field not in data for field in fields):
         return None
-    if data["facts"] is not None and len(data["facts"]) != len(FileFacts._fields):
+    facts = data["facts"]
+    if not isinstance(facts, dict) or any(
+        not isinstance(stored, list) or len(stored) != len(FileFacts._fields) for stored in facts.values()
+    ):
         return None
     return data

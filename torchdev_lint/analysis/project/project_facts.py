@@ -63,6 +63,7 @@ def project_facts(
     summaries: Mapping[str, Summary] | None = None,
     texts: Mapping[str, bytes] | None = None,
     keep_tree: Callable[[str], None] | None = None,
+    inputs: PassInputs | None = None,
 ) -> ProjectFacts:
     """Pass 1 over `paths` (and the project files they lead to): the facts of each path.
 
@@ -74,13 +75,17 @@ def project_facts(
     written: `--diff`, the language server's buffers). `keep_tree(path)` is told, before `parse`
     is asked for it, of each checked file whose facts will say which imported classes are modules
     (known only at the end of the pass: a caller checking files from pass 1's trees keeps it).
+    `inputs`, when given (empty), receives what the pass read (`analysis/project/facts_memo.py`).
     """
     given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
     analysis = _Pass(parse, cache_directory, set(given), summaries or {}, texts or {})
     analysis.keep_tree = keep_tree
+    analysis.inputs = inputs
     for path in given:
         analysis.add(path)
     facts = analysis.run()
+    if inputs is not None:
+        inputs.probes.update(analysis.index.probes)
     return ProjectFacts({given[path]: found for path, found in facts.items() if path in given})
 
 
@@ -112,15 +117,6 @@ class ProjectPass:
         return self._analysis.facts_with(os.path.abspath(path), summary)
 
 
-def recorded_facts(path: str, parse: Parse, cache_directory: str) -> tuple[FileFacts | None, PassInputs]:
-    """`project_facts([path], ...).of(path)`, with everything the pass read to find them."""
-    absolute = os.path.abspath(path)
-    analysis = _Pass(parse, cache_directory, {absolute}, {}, {})
-    analysis.inputs = PassInputs({}, {}, {}, analysis.index.probes)
-    analysis.add(absolute)
-    return analysis.run().get(absolute), analysis.inputs
-
-
 class PassInputs(NamedTuple):
     """What a pass read: the bytes of each file (None: it could not be read), whether each file
     pass 1 summarized got a summary (False: unreadable), the same of each file it read for its
@@ -131,6 +127,10 @@ class PassInputs(NamedTuple):
     summarized: dict[str, bool]
     classified: dict[str, bool]
     probes: dict[str, int]
+
+    @classmethod
+    def empty(cls) -> PassInputs:
+        return cls({}, {}, {}, {})
 
 
 class _Pass:
@@ -144,7 +144,7 @@ class _Pass:
         known: Mapping[str, Summary],
         texts: Mapping[str, bytes],
     ) -> None:
-        self.inputs: PassInputs | None = None  # kept only when asked for (`recorded_facts`)
+        self.inputs: PassInputs | None = None  # kept only when asked for (`project_facts`)
         self.keep_tree: Callable[[str], None] | None = None  # see `project_facts`
         self.checked = checked
         self.known = known
