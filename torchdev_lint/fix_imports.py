@@ -26,8 +26,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import GatherUnusedImportsVisitor
 from libcst.metadata import MetadataWrapper
 
 from torchdev_lint.analysis.syntax.bindings import walk_bindings
@@ -75,6 +73,11 @@ def imported_names(module: cst.Module) -> set[str]:
 
 def _unused(module: cst.Module) -> set[cst.ImportAlias]:
     """The imported names of `module` it does not use (LibCST's scope analysis)."""
+    # Imported here: libcst.codemod brings libcst.matchers, whose import costs more than a warm
+    # run checking one file; only a fix that removes a use asks.
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import GatherUnusedImportsVisitor
+
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     wrapper.resolve_many(GatherUnusedImportsVisitor.METADATA_DEPENDENCIES)
     visitor = GatherUnusedImportsVisitor(CodemodContext(wrapper=wrapper))
