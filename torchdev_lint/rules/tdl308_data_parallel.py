@@ -8,6 +8,7 @@ from torchdev_lint.analysis.context.guards import instance_guarded
 from torchdev_lint.analysis.context.parallel_choice import (
     data_parallel_backend,
     distributed_alternative,
+    option_alternative,
     warned_against,
 )
 from torchdev_lint.analysis.knowledge.torch_api import DATA_PARALLEL_CLASSES
@@ -33,7 +34,10 @@ class DataParallel(Rule):
         `DistributedDataParallel`, FSDP (`FullyShardedDataParallel`, `fully_shard`) or a helper
         whose name says DDP/FSDP (`wrap_ddp`, `smart_DDP`). A DDP anywhere else (in another
         function, at module level, in a separate `if` next to it, in the test of the `if`) is
-        no such decision, and the DataParallel is flagged. A DataParallel next to which the
+        no such decision, and the DataParallel is flagged, unless the two `if`s test one option
+        for two values (`if cfg.parallel == "dp":` holds the DataParallel, `if cfg.parallel ==
+        "ddp":` the DDP, in any function of the file): the branches of one decision, the option's
+        value. A DataParallel next to which the
         program itself prints, warns or logs that DataParallel is not recommended (deprecated,
         discouraged, slower) is always flagged: the program says the choice is wrong.
 
@@ -193,8 +197,49 @@ class DataParallel(Rule):
             """,
             lines=(6,),
         ),
+        Invalid(
+            # Two options, or one option not tested for a value: no decision picks DDP instead.
+            """
+            import torch
+            from torch.nn.parallel import DistributedDataParallel
+
+            class Launcher:
+                def replicate(self, net):
+                    if self.opts.replicas == "threads":
+                        net = torch.nn.DataParallel(net)
+                    if self.opts.gpus > 1:
+                        net = torch.nn.DataParallel(net)
+                    return net
+
+                def shard(self, net, rank):
+                    if self.opts.backend == "processes":
+                        net = DistributedDataParallel(net, device_ids=[rank])
+                    return net
+            """,
+            lines=(7, 9),
+        ),
     )
     valid = (
+        Valid(
+            # One option, two values, two methods: the user picks the DataParallel mode where the
+            # program offers DDP for another value of the same option.
+            """
+            import torch
+            from torch.nn.parallel import DistributedDataParallel
+
+            class Launcher:
+                def setup(self, net, rank):
+                    if self.opts.replication is Replication.PROCESSES:
+                        net = DistributedDataParallel(net, device_ids=[rank])
+                    return net
+
+                def rebuild(self, net):
+                    net = net.to(self.device)
+                    if self.opts.replication is Replication.THREADS:
+                        net = torch.nn.DataParallel(net)
+                    return net
+            """
+        ),
         Valid(
             """
             import torch
@@ -328,6 +373,8 @@ class DataParallel(Rule):
             self.report(node)  # the program itself says DataParallel is the wrong choice
             return
         if distributed_alternative(node, ancestors, scope) or self._in_data_parallel_class():
+            return
+        if option_alternative(node, ancestors, scope, self.ctx.module):
             return
         if instance_guarded(node, ancestors, scope, DATA_PARALLEL_CLASSES):
             return  # the model is a DataParallel already: this wrap follows the first one

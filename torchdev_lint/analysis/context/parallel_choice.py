@@ -4,7 +4,9 @@
 path the other way: the other branch of the same `if`/`elif`/`else` chain, conditional
 expression or `match`, in the same function, wraps the model for distributed training
 (`DistributedDataParallel`, FSDP, a helper whose name says DDP/FSDP). A DDP elsewhere in the
-file (another function, module level, a separate `if`) is no such decision. A program that
+file (another function, module level, a separate `if`) is no such decision, unless that `if` and
+the one holding the DataParallel test one option for two values (`mode == "ddp"`, `mode == "dp"`):
+one decision spread over the file. A program that
 itself warns, next to the wrap, that DataParallel is not recommended says the wrap is not a
 choice it stands by.
 """
@@ -47,6 +49,58 @@ def distributed_alternative(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode],
                 return True
         child = ancestor
     return False
+
+
+def option_alternative(
+    node: cst.CSTNode, ancestors: Sequence[cst.CSTNode], scope: Scope, module: cst.Module
+) -> bool:
+    """Is `node` in the block of an `if S == A:` (or `elif`) of the current function, where an
+    `if`/`elif` anywhere in the file tests the same option `S` for another value and wraps a model
+    for distributed training in its block? Equality tests of one option against two values are
+    branches of one decision, however many functions act on it (`cfg.multi_gpu ==
+    Mode.DATA_PARALLEL` in one method, `== Mode.DISTRIBUTED` in another)."""
+    chosen = set(_options_chosen(node, ancestors))
+    if not chosen:
+        return False
+    names = scope.module  # the other branch may be in any function: names as the module binds them
+
+    def picks_distributed(found: cst.CSTNode) -> bool:
+        if type(found) is not cst.If:
+            return False
+        option = _option_test(found.test)
+        if option is None or option in chosen or option[0] not in {subject for subject, _ in chosen}:
+            return False
+        return first(found.body, lambda call: _wraps_distributed(call, names), prune=_NESTED) is not None
+
+    return first(module, picks_distributed) is not None
+
+
+def _options_chosen(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> Iterator[tuple[str, str]]:
+    """(option, value) of each `if option == value:` of the current function whose block holds `node`."""
+    child = node
+    for ancestor in reversed(ancestors):
+        if isinstance(ancestor, _BOUNDARIES):
+            return
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            option = _option_test(ancestor.test)
+            if option is not None:
+                yield option
+        child = ancestor
+
+
+def _option_test(test: cst.BaseExpression) -> tuple[str, str] | None:
+    """`("cfg.mode", "Mode.DP")` of `cfg.mode == Mode.DP` (or `is`; a name or an attribute
+    against a name, an attribute, a string or a number); None for any other test."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    (comparison,) = test.comparisons
+    if not isinstance(comparison.operator, (cst.Equal, cst.Is)):
+        return None
+    subject, value = dotted_name(test.left), comparison.comparator
+    if isinstance(value, (cst.SimpleString, cst.Integer)):
+        return (subject, value.value) if subject is not None else None
+    named = dotted_name(value)
+    return (subject, named) if subject is not None and named is not None else None
 
 
 def _other_branches(decision: cst.CSTNode, child: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
