@@ -88,7 +88,8 @@ class HardcodedCuda(Rule):
           `sort_by="self_cuda_time_total"`; not a profiler of the CPU alone);
         - the whole project, with `device-policy = "cuda-only"` in `[tool.torchdev-lint]`;
         - uses under a test that says CUDA is there (`if use_cuda:`, `if args.device == "cuda":`, `if not
-          args.cpu:`, GPUs given by a setting named after them, `if self.gpus > 0:`, `if len(gpu_ids) > 0:`,
+          args.cpu:`, GPUs given by a setting named after them, `if self.gpus > 0:`, `if len(gpu_ids) > 0:`, a
+          GPU index whose -1 means the CPU: `if args.gpu >= 0:`, `if opts.gpu_id != -1:`,
           `if gpus is not None:`, a name assigned such a test: `_HAS_FLEX = torch.cuda.is_available() and
           ...`) or about where data is kept (`if self.cpu_cache:`, `if offload:`); not under `if
           self.workers > 0:` nor `if t.device != torch.device("cuda"):`, which say nothing about CUDA;
@@ -140,6 +141,20 @@ class HardcodedCuda(Rule):
         of a conditional, a move that follows a tensor (its device is the answer), nor where the module
         does not import `torch` itself."""
     invalid = (
+        Invalid(
+            # Not a GPU index's test: another setting's sign; an index equal to -1 (the CPU).
+            """
+            import torch
+
+            def place(net, opts):
+                if opts.workers >= 0:
+                    net = net.to(torch.device("cuda:0"))
+                if opts.gpu == -1:
+                    net = net.to(torch.device("cuda:2"))
+                return net
+            """,
+            lines=(5, 7),
+        ),
         Invalid(
             # A tensor made on CUDA and computed on inside a comparison: a use, not a device compared.
             """
@@ -593,6 +608,24 @@ class HardcodedCuda(Rule):
                     else:
                         r = torch.ones(q.shape[0]) / q.shape[0]
                     return r, q.cuda() if len(self.gpu_ids) > 0 or self.gpus_per_node >= 1 else q
+            """
+        ),
+        Valid(
+            # A GPU index whose -1 means the CPU, by the convention of a `--gpu` option: the user chose CUDA.
+            """
+            import torch
+
+            def place(net, opts):
+                if opts.gpu_index > -1:
+                    dev = torch.device(f"cuda:{opts.gpu_index}")
+                else:
+                    dev = torch.device("cpu")
+                return net.to(dev)
+
+            def restore(net, settings):
+                if settings.gpu != -1:
+                    net = net.cuda(settings.gpu)
+                return net
             """
         ),
         Valid(

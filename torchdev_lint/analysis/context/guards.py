@@ -36,6 +36,8 @@ _FLAG = re.compile(
 )
 # GPU counts compared against a number: `n_gpu > 0`, `args.ngpu >= 1`, `num_gpus != 0`.
 _COUNT = re.compile(r"^(n_?gpus?|num_?gpus?|gpu_count)$", re.IGNORECASE)
+# A GPU index whose -1 means the CPU, the convention of a `--gpu` option: `args.gpu >= 0`, `gpu_id != -1`.
+_INDEX = re.compile(r"^gpu(_?(id|index|idx))?$", re.IGNORECASE)
 # Owners whose `is_cuda` is a setting, not a tensor's placement: `self.is_cuda`, `args.is_cuda`.
 _FLAG_OWNERS = frozenset({"self", "cls", "args", "cfg", "config", "opt", "opts", "hparams"})
 # A setting named like a tensor's own placement test: a flag only where the class stores one.
@@ -226,7 +228,7 @@ def _setting_name(node: cst.BaseExpression) -> str | None:
 
 def _count_test(node: cst.Comparison, scope: Scope) -> bool | None:
     """`n_gpu > 0` → True (there is a GPU), `device_count() < 2` → False (maybe none); else None
-    (`gpu_id >= 0` says nothing: an index, perhaps)."""
+    (`gpu_id >= 0` is an index's test: `_index_test`)."""
     if len(node.comparisons) != 1 or not _is_count(node.left, scope):
         return None
     target = node.comparisons[0]
@@ -242,6 +244,30 @@ def _count_test(node: cst.Comparison, scope: Scope) -> bool | None:
     if isinstance(operator, (cst.LessThan, cst.LessThanEqual, cst.Equal)):
         return False
     return None
+
+
+def _index_test(node: cst.Comparison) -> bool | None:
+    """`args.gpu >= 0`, `gpu_id > -1`, `gpu != -1` → True (a GPU was chosen: -1 names the CPU);
+    `args.gpu < 0`, `gpu_id == -1` → False; else None (`gpu_id >= 1`, another name)."""
+    name = _setting_name(node.left)
+    if len(node.comparisons) != 1 or name is None or not _INDEX.match(name):
+        return None
+    target = node.comparisons[0]
+    value = target.comparator
+    negative = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus)
+    number = value.expression if negative else value  # type: ignore[attr-defined]
+    if not isinstance(number, cst.Integer) or number.evaluated_value not in (0, 1):
+        return None
+    bound = -number.evaluated_value if negative else number.evaluated_value
+    verdicts = {
+        (cst.GreaterThanEqual, 0): True,
+        (cst.GreaterThan, -1): True,
+        (cst.NotEqual, -1): True,
+        (cst.LessThan, 0): False,
+        (cst.LessThanEqual, -1): False,
+        (cst.Equal, -1): False,
+    }
+    return verdicts.get((type(target.operator), bound))
 
 
 def _strings(node: cst.BaseExpression) -> list[str]:
@@ -355,6 +381,8 @@ def _says(
         return left or right if isinstance(test.operator, cst.And) else left and right
     if isinstance(test, cst.Comparison):
         verdict = _count_test(test, scope)
+        if verdict is None:
+            verdict = _index_test(test)
         if verdict is None:
             verdict = _string_test(test)
         if verdict is None and len(test.comparisons) == 1:
