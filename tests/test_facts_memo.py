@@ -19,7 +19,7 @@ import pytest
 from multifile import GATE, WARNS, write_files
 
 from torchdev_lint.analysis.project import facts_memo
-from torchdev_lint.analysis.project.facts_memo import file_facts
+from torchdev_lint.analysis.project.facts_memo import NotCached, file_facts, kept_facts
 from torchdev_lint.analysis.project.file_facts import FileFacts
 from torchdev_lint.analysis.project.project_facts import project_facts
 from torchdev_lint.diagnostics import SourceError
@@ -194,3 +194,18 @@ def test_a_damaged_kept_entry_is_a_miss(tmp_path: Path) -> None:
     for damaged in ("{not json", '{"facts": [[]]}', "[]", '{"facts": null}'):
         entry.write_text(damaged)
         assert file_facts(str(main), _only(main), str(cache)) == expected
+
+
+def test_the_plugins_entry_is_not_a_checks_answer(tmp_path: Path) -> None:
+    """The plugin reads utils.py as unreadable (a text whose summary is not cached, and it parses
+    no file but its own): a `check` of main.py alone must not be given that answer, but stop
+    (NotCached) so that the runner parses utils.py and finds its gate."""
+    write_files(tmp_path, {"setup.py": "", "utils.py": GATE, "main.py": MAIN})
+    cache = tmp_path / "cache"
+    _check(tmp_path, cache)
+    write_files(tmp_path, {"utils.py": GATE + "\n    # edited\n"})
+    main = tmp_path / "main.py"
+    assert file_facts(str(main), _only(main), str(cache)) is None
+    with pytest.raises(NotCached):
+        kept_facts([str(main)], None, str(cache))
+    assert kept_facts([str(main)], parse, str(cache)).of(str(main)).gates("utils.init")  # type: ignore[union-attr]

@@ -75,12 +75,6 @@ def call_read(call: cst.Call, scope: Scope, ctx: FileContext, *, copies: bool) -
     return reads.of_call(call, scope, copies, 0)
 
 
-def call_text(call: cst.Call) -> str:
-    """`loss_fn(...)`, `self.model(...)`: the callee as written, for a message."""
-    name = dotted_name(call.func)
-    return f"{name}(...)" if name is not None else "this call"
-
-
 class _Reads:
     """The reads of the file's functions, judged on demand and remembered."""
 

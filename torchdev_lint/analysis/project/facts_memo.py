@@ -51,14 +51,15 @@ def kept_facts(
     """`project_facts(paths, parse, cache_directory, summaries, keep_tree=keep_tree)`: from the
     entry kept for these paths when nothing pass 1 read has changed since, else from the pass
     (and kept). Where `parse` refuses files (SourceError) but `parsed` (absolute), a summary
-    cached then but gone now is a change. Any pass may keep the entry that another asks for: a
-    parse gives the summary the cache holds for the same text.
+    cached then but gone now is a change. Passes that parse the same files share entries: a parse
+    gives the summary the cache holds for the same text, and without `parse` the pass stops
+    rather than read a file as unreadable.
 
     Without `parse` the pass reads the cache alone and raises NotCached where it would parse a
     file; at once where the kept entry shows a file summarized then whose current text has no
     summary cached (most of a pass would run before it stops there)."""
     given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
-    entry = _entry(sorted(given), cache_directory)
+    entry = _entry(sorted(given), parsed, cache_directory)
     kept = _load(entry)
     if kept is not None and _unchanged(kept, parsed, cache_directory):
         stored = kept["facts"]
@@ -100,8 +101,11 @@ def _uncached_summaries(kept: dict[str, Any], cache_directory: str) -> Iterator[
                 yield path
 
 
-def _entry(targets: list[str], cache_directory: str) -> str:
-    key = hashlib.sha256("\0".join([tool_fingerprint(), *targets]).encode()).hexdigest()
+def _entry(targets: list[str], parsed: str | None, cache_directory: str) -> str:
+    """Keyed on what the pass may parse too: a pass that refuses a file reads it as unreadable,
+    which one that parses it must not be given (the plugin's entry for a `check` of its file)."""
+    named = [tool_fingerprint(), parsed or "", *targets]
+    key = hashlib.sha256("\0".join(named).encode()).hexdigest()
     return os.path.join(cache_directory, FOLDER, key[:2], key + ".json")
 
 
