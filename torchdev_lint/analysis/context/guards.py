@@ -25,6 +25,7 @@ from torchdev_lint.analysis.knowledge.devices import (
     is_cuda_literal,
     is_formatted_cuda,
 )
+from torchdev_lint.analysis.syntax.python_numbers import integer_literal
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
 from torchdev_lint.analysis.syntax.walk import walk
 from torchdev_lint.analysis.values.module_classes import attribute_assignments, instance_name
@@ -38,6 +39,14 @@ _FLAG = re.compile(
 _COUNT = re.compile(r"^(n_?gpus?|num_?gpus?|gpu_count)$", re.IGNORECASE)
 # A GPU index whose -1 means the CPU, the convention of a `--gpu` option: `args.gpu >= 0`, `gpu_id != -1`.
 _INDEX = re.compile(r"^gpu(_?(id|index|idx))?$", re.IGNORECASE)
+_INDEX_VERDICTS: dict[tuple[type[cst.BaseCompOp], int | None], bool] = {
+    (cst.GreaterThanEqual, 0): True,
+    (cst.GreaterThan, -1): True,
+    (cst.NotEqual, -1): True,
+    (cst.LessThan, 0): False,
+    (cst.LessThanEqual, -1): False,
+    (cst.Equal, -1): False,
+}
 # Owners whose `is_cuda` is a setting, not a tensor's placement: `self.is_cuda`, `args.is_cuda`.
 _FLAG_OWNERS = frozenset({"self", "cls", "args", "cfg", "config", "opt", "opts", "hparams"})
 # A setting named like a tensor's own placement test: a flag only where the class stores one.
@@ -253,21 +262,7 @@ def _index_test(node: cst.Comparison) -> bool | None:
     if len(node.comparisons) != 1 or name is None or not _INDEX.match(name):
         return None
     target = node.comparisons[0]
-    value = target.comparator
-    negative = isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus)
-    number = value.expression if negative else value  # type: ignore[attr-defined]
-    if not isinstance(number, cst.Integer) or number.evaluated_value not in (0, 1):
-        return None
-    bound = -number.evaluated_value if negative else number.evaluated_value
-    verdicts = {
-        (cst.GreaterThanEqual, 0): True,
-        (cst.GreaterThan, -1): True,
-        (cst.NotEqual, -1): True,
-        (cst.LessThan, 0): False,
-        (cst.LessThanEqual, -1): False,
-        (cst.Equal, -1): False,
-    }
-    return verdicts.get((type(target.operator), bound))
+    return _INDEX_VERDICTS.get((type(target.operator), integer_literal(target.comparator)))
 
 
 def _strings(node: cst.BaseExpression) -> list[str]:

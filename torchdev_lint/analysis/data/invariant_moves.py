@@ -46,6 +46,7 @@ from torchdev_lint.analysis.syntax.loops import (
     statements_before,
     target_names,
 )
+from torchdev_lint.analysis.syntax.python_numbers import integer_literal
 from torchdev_lint.analysis.syntax.reaching_bindings import (
     assigned_between,
     parents_along,
@@ -365,13 +366,10 @@ def runs_at_least_once(loop: Loop) -> bool:
         return False
     bounds = []
     for arg in iterable.args:
-        value = arg.value
-        sign = 1
-        if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
-            value, sign = value.expression, -1
-        if arg.keyword is not None or arg.star or not isinstance(value, cst.Integer):
+        bound = integer_literal(arg.value)
+        if arg.keyword is not None or arg.star or bound is None:
             return False
-        bounds.append(sign * int(value.evaluated_value))
+        bounds.append(bound)
     if len(bounds) == 3 and bounds[2] == 0:
         return False
     return len(range(*bounds)) > 0

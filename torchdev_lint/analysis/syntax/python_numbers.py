@@ -30,6 +30,14 @@ _INT_ATTRIBUTES = frozenset({"ndim"})
 _ANNOTATIONS: dict[str, NumberKind] = {"int": "int", "float": "float", "bool": "int"}
 
 
+def integer_literal(node: cst.BaseExpression) -> int | None:
+    """The value of an integer literal, with its sign (`3`, `-1`); None for anything else."""
+    sign = 1
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        node, sign = node.expression, -1
+    return sign * int(node.evaluated_value) if isinstance(node, cst.Integer) else None
+
+
 def number_kind(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> NumberKind | None:
     """What Python number `node` is (see the module doc), or None where that is not shown."""
     if isinstance(node, cst.Integer):
