@@ -61,10 +61,11 @@ def kept_facts(
     given = {os.path.abspath(path): path for path in paths if path.endswith(".py")}
     entry = _entry(sorted(given), parsed, cache_directory)
     kept = _load(entry)
-    if kept is not None and _unchanged(kept, parsed, cache_directory):
+    now: _Read = {}  # each file the kept pass read, read and hashed at most once here
+    if kept is not None and _unchanged(kept, now, parsed, cache_directory):
         stored = kept["facts"]
         return ProjectFacts({given[path]: _facts(stored[path]) for path in given if path in stored})
-    stale = next(_uncached_summaries(kept, cache_directory), None) if kept and parse is None else None
+    stale = next(_uncached_summaries(kept, now, cache_directory), None) if kept and parse is None else None
     if stale is not None:
         raise NotCached(stale)
     inputs = PassInputs.empty()
@@ -83,16 +84,29 @@ def _refuse(path: str, source: bytes) -> NoReturn:
     raise NotCached(path)
 
 
-def _uncached_summaries(kept: dict[str, Any], cache_directory: str) -> Iterator[str]:
+# A file's bytes now and their summary key (both None: unreadable), by path.
+_Read = dict[str, tuple[bytes | None, str | None]]
+
+
+def _current(path: str, now: _Read) -> tuple[bytes | None, str | None]:
+    found = now.get(path)
+    if found is None:
+        try:
+            source: bytes | None = read_source(path)
+        except SourceError:
+            source = None
+        found = now[path] = (source, _key(source))
+    return found
+
+
+def _uncached_summaries(kept: dict[str, Any], now: _Read, cache_directory: str) -> Iterator[str]:
     """The files the kept pass read for a summary (or for their module classes), or whose text
     changed since and now wants a summary (`wants_summary`), with nothing cached for their
     current text."""
     for path, then in kept["sources"].items():
-        try:
-            source = read_source(path)
-        except SourceError:
+        source, key = _current(path, now)
+        if source is None or key is None:
             continue
-        key = summary_key(source)
         for folder, wanted in (
             (summary_cache.FOLDER, kept["summarized"].get(path) or (key != then and wants_summary(source))),
             (summary_cache.CLASSES_FOLDER, kept["classified"].get(path)),
@@ -123,14 +137,10 @@ def _key(source: bytes | None) -> str | None:
     return None if source is None else summary_key(source)
 
 
-def _unchanged(kept: dict[str, Any], parsed: str | None, cache_directory: str) -> bool:
+def _unchanged(kept: dict[str, Any], now: _Read, parsed: str | None, cache_directory: str) -> bool:
     """Would pass 1 read the same bytes, get the same summaries and find the same paths?"""
     for path, key in kept["sources"].items():
-        try:
-            now = _key(read_source(path))
-        except SourceError:
-            now = None
-        if now != key:
+        if _current(path, now)[1] != key:
             return False
         # The file the caller parses itself: any other gets its summary (or its module classes)
         # from the cache only.
