@@ -22,6 +22,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.project.file_facts import FileFacts
 from torchdev_lint.analysis.syntax.quotes import QuoteStyle
+from torchdev_lint.analysis.syntax.reachability import dead_after
 from torchdev_lint.analysis.syntax.scopes import (
     Scope,
     collect_bindings,
@@ -111,6 +112,8 @@ class FileContext:
         self._quotes: QuoteStyle | None = None
         # id of each call traversed -> its ancestors (a finding's `path`, see `report`).
         self._call_paths: dict[int, tuple[cst.CSTNode, ...]] = {}
+        # Statements after one that always leaves their block: what is found there is not reported.
+        self.dead: list[cst.CSTNode] = []
 
     def string(self, value: str, at: cst.CSTNode) -> cst.SimpleString | None:
         """A string literal for a fix replacing `at`: legal there, in the file's quote style.
@@ -157,6 +160,9 @@ class FileContext:
     def _open_module(self, node: cst.Module) -> None:
         collect_bindings(self.scope, node.body)
 
+    def _note_exit(self, node: cst.BaseSmallStatement) -> None:
+        self.dead += dead_after(node, self.ancestors)
+
     def _record_call(self, node: cst.Call) -> None:
         self._call_paths[id(node)] = tuple(self.ancestors)
         func = node.func
@@ -180,6 +186,9 @@ _OPENS: dict[type, Callable[[FileContext, Any], None]] = {
     cst.DictComp: FileContext._open_comprehension,
     cst.GeneratorExp: FileContext._open_comprehension,
     cst.Module: FileContext._open_module,
+    **dict.fromkeys(
+        (cst.Return, cst.Raise, cst.Break, cst.Continue, cst.Assert, cst.Expr), FileContext._note_exit
+    ),
 }
 
 
@@ -465,17 +474,18 @@ def check_module(
     try:
         dispatcher.run(module)
         if ctx.findings:
-            _locate(result, original)  # positions: LibCST code generation recurses
+            _locate(result, original, ctx.dead)  # positions: LibCST code generation recurses
     except RecursionError:
         raise SourceError(path, "too deeply nested to analyse") from None
     return result
 
 
-def _locate(result: FileResult, original: Original | None) -> None:
-    """Give each finding its position and noqa status (and keep the spans of the nodes fixes replace)."""
+def _locate(result: FileResult, original: Original | None, dead: Sequence[cst.CSTNode] = ()) -> None:
+    """Give each finding its position and noqa status (and keep the spans of the nodes fixes replace);
+    drop the findings in `dead` statements."""
     assert result.module is not None
     module = result.module
-    wanted = [f.node for f in result.findings]
+    wanted = [f.node for f in result.findings] + list(dead)
     wanted += [old for f in result.findings if f.fix is not None for old in f.fix.replacements]
     spans = None
     if original is not None:
@@ -489,10 +499,12 @@ def _locate(result: FileResult, original: Original | None) -> None:
         lines = result.lines = LineIndex(code)
     result.positions = positions
     directives = Directives(lines)
+    dead_spans = [positions[id(statement)] for statement in dead]
     unique: dict[tuple[str, int, int], Finding] = {}
     for finding in result.findings:
         start, _ = positions[id(finding.node)]
-        unique.setdefault((finding.rule.code, *start), finding)
+        if not any(begin <= start < end for begin, end in dead_spans):
+            unique.setdefault((finding.rule.code, *start), finding)
     result.findings = sorted(unique.values(), key=lambda f: (positions[id(f.node)][0], f.rule.code))
     for finding in result.findings:
         (line, column), (end_line, end_column) = positions[id(finding.node)]
