@@ -150,3 +150,69 @@ def test_through_public_methods_of_the_callers_class(tmp_path: Path) -> None:
         tmp_path, {"trainer.py": trainer + "\n\ndef probe(runner):\n    return runner.after_step(1)\n"}
     )
     assert findings(tmp_path, ["TDL301"]) == ["recipe.py:7 TDL301", "recipe.py:11 TDL301"]
+
+
+# The gate is a call of another file's function before the call (issue 23: "the gate is in the caller's
+# caller or in another file"): a step that sets up its mesh first, a worker whose class builds one.
+_MESH = """
+import torch
+
+
+class Mesh:
+    def __init__(self, width):
+        self.width = width
+        self.pin()
+
+    def pin(self):
+        torch.cuda.set_device(self.width - 1)
+
+
+def warn_only(width):
+    return width
+"""
+_KERNELS = """
+import torch
+
+
+def scratch(n):
+    return torch.empty(n, device="cuda")
+"""
+_STEPS = {
+    "built-first": "from mesh import Mesh\nfrom kernels import scratch\n\n"
+    "def step(n):\n    Mesh(n)\n    return scratch(n)\n",
+    "instance-of-a-gating-class": "from mesh import Mesh\nfrom kernels import scratch\n\n"
+    "class Worker:\n    def __init__(self, n):\n        self.mesh = Mesh(n)\n\n"
+    "    def run(self, n):\n        return scratch(n)\n",
+}
+
+
+@pytest.mark.parametrize("steps", _STEPS.values(), ids=_STEPS.keys())
+def test_a_gate_called_from_another_file_before_the_call(tmp_path: Path, steps: str) -> None:
+    write_files(tmp_path, {"mesh.py": _MESH, "kernels.py": _KERNELS, "steps.py": steps})
+    assert findings(tmp_path, ["TDL301"]) == []
+
+
+_UNGATED = {
+    "a look-alike first": _STEPS["built-first"].replace("Mesh(n)", "warn_only(n)").replace(
+        "import Mesh", "import warn_only"
+    ),
+    "after the call": "from mesh import Mesh\nfrom kernels import scratch\n\n"
+    "def step(n):\n    buffer = scratch(n)\n    Mesh(n)\n    return buffer\n",
+    "only under a branch": "from mesh import Mesh\nfrom kernels import scratch\n\n"
+    "def step(n, pinned):\n    if pinned:\n        Mesh(n)\n    return scratch(n)\n",
+    "a static method": _STEPS["instance-of-a-gating-class"].replace(
+        "    def run(self, n):", "    @staticmethod\n    def run(n):"
+    ),
+}
+
+
+@pytest.mark.parametrize("steps", _UNGATED.values(), ids=_UNGATED.keys())
+def test_a_call_not_after_such_a_gate_keeps_the_finding(tmp_path: Path, steps: str) -> None:
+    write_files(tmp_path, {"mesh.py": _MESH, "kernels.py": _KERNELS, "steps.py": steps})
+    assert findings(tmp_path, ["TDL301"]) == ["kernels.py:6 TDL301"]
+
+
+def test_summary_lists_the_calls_that_may_gate_before_each_call() -> None:
+    steps = summarize(parse("steps.py", _STEPS["built-first"].encode()), "steps.py")
+    assert steps["cuda_sites"] == []
+    assert steps["cuda_site_guards"] == {"scratch": [[["module", 0, "mesh.Mesh"]]]}

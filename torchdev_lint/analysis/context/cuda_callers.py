@@ -34,13 +34,15 @@ def cuda_callers(
     checked: Collection[str],
     target: Callable[[str, list[Any]], Target | None],
     unreadable: Iterable[bytes],
+    gates: Callable[[str, list[Any]], bool],
 ) -> dict[Target, bool]:
     """(file, function or `Class.method`) of a checked file that reaches CUDA, called from other
-    files: do all those calls run only where CUDA is?"""
+    files: do all those calls run only where CUDA is? (`gates`: does a call of what a reference of a
+    file names stop the program where CUDA is missing.)"""
     found: dict[Target, bool] = {}
     methods = _methods_by_name(summaries, checked)
     for path, summary in summaries.items():
-        gated = set(summary.get("cuda_sites", ()))
+        gated = gated_sites(path, summary, gates)
         for text, reference in summary["sites"].items():
             callee = target(path, reference) if reference is not None else None
             if callee is None and "." in text:  # `self.name()` no class of the project defines
@@ -55,7 +57,7 @@ def cuda_callers(
             if callee is not None and callee[0] != path and callee[0] in checked and "." not in callee[1]:
                 if not any(text == name or text.startswith(f"{name}.") for text in summary["sites"]):
                     found[callee] = False
-        gated_methods = set(summary.get("cuda_method_calls", ()))
+        gated_methods = _gated(path, summary["cuda_method_calls"], summary["cuda_method_guards"], gates)
         for name in summary.get("method_calls", ()):  # `x.name(...)`, any object: maybe one of them
             for method in methods.get(name, ()):
                 found[method] = found.get(method, True) and name in gated_methods
@@ -64,6 +66,24 @@ def cuda_callers(
         if all_gated and any(callee[1].rsplit(".", 1)[-1].encode() in source for source in sources):
             found[callee] = False
     return _reaching(found, summaries)
+
+
+def gated_sites(path: str, summary: Mapping[str, Any], gates: Callable[[str, list[Any]], bool]) -> set[str]:
+    """The callee texts of a file whose every call runs only where CUDA is: in the file's own eyes, or
+    after a call of the project that stops the program without CUDA."""
+    return _gated(path, summary["cuda_sites"], summary["cuda_site_guards"], gates)
+
+
+def _gated(
+    path: str,
+    texts: Iterable[str],
+    guards: Mapping[str, list[list[Any]]],
+    gates: Callable[[str, list[Any]], bool],
+) -> set[str]:
+    guarded = (
+        text for text, calls in guards.items() if all(any(gates(path, r) for r in before) for before in calls)
+    )
+    return {*texts, *guarded}
 
 
 class MethodDefiners:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any, NamedTuple
 
 from torchdev_lint.analysis.context.cuda_callers import (
@@ -32,6 +33,7 @@ from torchdev_lint.analysis.context.cuda_callers import (
     cuda_callee,
     cuda_callers,
     file_callers,
+    gated_sites,
 )
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
 from torchdev_lint.analysis.project.context_facts import ContextFacts
@@ -214,12 +216,13 @@ class _Pass:
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
             names |= load_facts.wanted_names(self.summaries, self.references.canonical)
-            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
+            gates = partial(self.references.gates, gating=gating)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable, gates)
             names |= {name.rsplit(".", 1)[-1] for (_, name), gated in callers.items() if gated}  # others?
             names |= {  # callees of checked files that reach CUDA: `check_version` would read every file
                 text.rsplit(".", 1)[-1]
                 for path, summary in list(self.summaries.items())
-                for text in summary["cuda_sites"]
+                for text in gated_sites(path, summary, gates)
                 if cuda_callee(
                     path, summary["sites"].get(text), self.summaries, self.checked, self.index, self.wanted
                 )
@@ -277,7 +280,8 @@ class _Pass:
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
             pinned_all, collated_all = self._pinned(moving)
-            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable)
+            gates = partial(self.references.gates, gating=gating)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable, gates)
             found = self._facts(
                 path,
                 gating,

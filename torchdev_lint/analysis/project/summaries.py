@@ -28,7 +28,11 @@ kept as written; the project index resolves them later, see
   the files that import them, `analysis/project/context_facts.py`);
   `method_calls`: the attribute names called on objects other than project references
   (`trainer.fit(...)`): a method so named may have calls its callers' meet does not see;
-  `cuda_method_calls`: those whose every call in the file runs only where CUDA is.
+  `cuda_method_calls`: those whose every call in the file runs only where CUDA is;
+  `cuda_method_guards`: for the others whose every call comes after project calls that would
+  stop the program first if they gate (made earlier by its function whatever happens, or the
+  class's `__init__` for a method), those calls, one list per call. `cuda_sites` and
+  `cuda_site_guards`: the same for the callee texts of `sites`.
 - `dataset_items`: `{"PredictDataset": [[0, "x"]]}`, the constructor parameters (call position,
   name) whose items a class's `__getitem__` returns unchanged (`analysis/data/dataset_items.py`);
   `dataset_calls`: the imported classes whose instances the file's `DataLoader`s iterate
@@ -102,6 +106,9 @@ def summarize(module: cst.Module, path: str) -> Summary:
         summary = _function_summary(qualname, function, requirements, collector)
         if summary["then"] == "gate" or summary["calls"]:
             summaries[qualname] = summary
+    unknown: tuple[list[str], dict[str, Any]] = ([], {})
+    method_gates = unknown if requirements.module_only else collector.gated(collector.method_calls)
+    site_gates = unknown if requirements.module_only else collector.gated(collector.site_calls)
     aliases = {}
     for name, bindings in scope.bindings.items():
         alias = _import_reference(name, bindings, ())
@@ -123,13 +130,15 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "classes": collector.classes,
         "module_classes": placed_module_classes(module, scope),
         "method_calls": sorted(collector.method_calls),
-        "cuda_method_calls": [] if requirements.module_only else collector.gated(collector.method_calls),
+        "cuda_method_calls": method_gates[0],
+        "cuda_method_guards": method_gates[1],
         "defined": sorted(qualname for qualname, _ in functions if "." not in qualname),
         "group_starts": requirements.group_starts(),
         "group_helpers": requirements.group_helpers(),
         "cuda_reach": collector.cuda_reach(),
         # Not in a CUDA-only module: its callees are asked about only where a gate decides.
-        "cuda_sites": [] if requirements.module_only else collector.gated(collector.site_calls),
+        "cuda_sites": site_gates[0],
+        "cuda_site_guards": site_gates[1],
     }
 
 
@@ -213,6 +222,8 @@ class _Collector:
             for index, statement in enumerate(block_statements(function.body))
         }
         self._statement: tuple[str, int] | None = None
+        self._functions = dict(functions)
+        self._positions: dict[int, tuple[str, int]] = {}  # a call outside nested scopes: its statement
         self._statement_node: cst.CSTNode | None = None
         self._nested = 0  # functions, classes and lambdas entered inside the statement
         # Per module-level function or method (`"Class.name"`): it names CUDA itself (`"cuda"`,
@@ -274,11 +285,48 @@ class _Collector:
         parent = self.scope.parent
         return parent is None or (self.scope.kind == "class" and parent.parent is None)
 
-    def gated(self, calls: dict[str, list[cst.Call]]) -> list[str]:
-        """The callee texts whose every call runs only where CUDA is (the first that does not decides)."""
-        return sorted(
-            text for text, nodes in calls.items() if all(map(self.requirements.requires_cuda, nodes))
-        )
+    def gated(self, calls: dict[str, list[cst.Call]]) -> tuple[list[str], dict[str, list[list[Reference]]]]:
+        """The callee texts whose every call runs only where CUDA is; and, for the others whose every call
+        comes after project calls that would stop the program first if they gate, those calls, one list
+        per call (whether they gate is the project's fact: `cuda_callers`)."""
+        gated, guarded = [], {}
+        for text, nodes in calls.items():
+            guards = []
+            for node in nodes:
+                if not self.requirements.requires_cuda(node):
+                    guards.append(self._calls_before(node))
+                    if not guards[-1]:
+                        break
+            else:
+                if guards:
+                    guarded[text] = guards
+                else:
+                    gated.append(text)
+        return sorted(gated), guarded
+
+    def _calls_before(self, call: cst.Call) -> list[Reference]:
+        """The project calls made before `call` whatever happens: those of the simple statements its
+        function runs before the statement holding it; in a method, also its class's `__init__` (an
+        instance exists only once it ran), unless the method is static, a class method or named there."""
+        position = self._positions.get(id(call))
+        if position is None:
+            return []
+        qualname, index = position
+        before = [
+            reference for earlier in range(index) for reference in self.calls.get((qualname, earlier), ())
+        ]
+        owner, _, name = qualname.rpartition(".")
+        function = self._functions[qualname]
+        if (
+            owner
+            and name != "__init__"
+            and name not in self.names_used.get(f"{owner}.__init__", ())
+            and not any(
+                dotted_name(d.decorator) in ("staticmethod", "classmethod") for d in function.decorators
+            )
+        ):
+            before.append(["here", f"{owner}.__init__"])
+        return before
 
     def _note_cuda(self, node: cst.CSTNode, kind: type) -> None:
         name = self._outer_name
@@ -325,6 +373,8 @@ class _Collector:
         if reference is not None and reference[0] == "star" and not self.stars:
             reference = None
         self.constructors.call(node, self.scope, text, reference)
+        if self._statement is not None and not self._nested:
+            self._positions[id(node)] = self._statement
         if reference is None and type(node.func) is cst.Attribute:
             self.method_calls.setdefault(node.func.attr.value, []).append(node)
         if reference is None:

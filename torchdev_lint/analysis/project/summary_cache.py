@@ -34,6 +34,8 @@ _FIELDS = frozenset(
         "module_classes",
         "method_calls",
         "cuda_method_calls",
+        "cuda_method_guards",
+        "cuda_site_guards",
         "saved_files",
         "dataset_classes",
         "dataset_items",
