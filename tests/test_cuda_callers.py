@@ -193,9 +193,9 @@ def test_a_gate_called_from_another_file_before_the_call(tmp_path: Path, steps: 
 
 
 _UNGATED = {
-    "a look-alike first": _STEPS["built-first"].replace("Mesh(n)", "warn_only(n)").replace(
-        "import Mesh", "import warn_only"
-    ),
+    "a look-alike first": _STEPS["built-first"]
+    .replace("Mesh(n)", "warn_only(n)")
+    .replace("import Mesh", "import warn_only"),
     "after the call": "from mesh import Mesh\nfrom kernels import scratch\n\n"
     "def step(n):\n    buffer = scratch(n)\n    Mesh(n)\n    return buffer\n",
     "only under a branch": "from mesh import Mesh\nfrom kernels import scratch\n\n"
@@ -215,4 +215,5 @@ def test_a_call_not_after_such_a_gate_keeps_the_finding(tmp_path: Path, steps: s
 def test_summary_lists_the_calls_that_may_gate_before_each_call() -> None:
     steps = summarize(parse("steps.py", _STEPS["built-first"].encode()), "steps.py")
     assert steps["cuda_sites"] == []
-    assert steps["cuda_site_guards"] == {"scratch": [[["module", 0, "mesh.Mesh"]]]}
+    guards = steps["cuda_guards"]
+    assert guards["sites"] == {"scratch": [[0]]} and guards["calls"] == [["module", 0, "mesh.Mesh"]]

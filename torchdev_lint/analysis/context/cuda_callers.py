@@ -57,7 +57,7 @@ def cuda_callers(
             if callee is not None and callee[0] != path and callee[0] in checked and "." not in callee[1]:
                 if not any(text == name or text.startswith(f"{name}.") for text in summary["sites"]):
                     found[callee] = False
-        gated_methods = _gated(path, summary["cuda_method_calls"], summary["cuda_method_guards"], gates)
+        gated_methods = _gated(path, summary, "methods", gates)
         for name in summary.get("method_calls", ()):  # `x.name(...)`, any object: maybe one of them
             for method in methods.get(name, ()):
                 found[method] = found.get(method, True) and name in gated_methods
@@ -71,17 +71,22 @@ def cuda_callers(
 def gated_sites(path: str, summary: Mapping[str, Any], gates: Callable[[str, list[Any]], bool]) -> set[str]:
     """The callee texts of a file whose every call runs only where CUDA is: in the file's own eyes, or
     after a call of the project that stops the program without CUDA."""
-    return _gated(path, summary["cuda_sites"], summary["cuda_site_guards"], gates)
+    return _gated(path, summary, "sites", gates)
 
 
 def _gated(
-    path: str,
-    texts: Iterable[str],
-    guards: Mapping[str, list[list[Any]]],
-    gates: Callable[[str, list[Any]], bool],
+    path: str, summary: Mapping[str, Any], kind: str, gates: Callable[[str, list[Any]], bool]
 ) -> set[str]:
+    texts = summary["cuda_sites" if kind == "sites" else "cuda_method_calls"]
+    guards = summary["cuda_guards"]
+    if not guards[kind]:
+        return set(texts)
+    # Each call once: most files call nothing that gates, and then no text is judged.
+    gating = {position for position, reference in enumerate(guards["calls"]) if gates(path, reference)}
+    if not gating:
+        return set(texts)
     guarded = (
-        text for text, calls in guards.items() if all(any(gates(path, r) for r in before) for before in calls)
+        text for text, calls in guards[kind].items() if all(gating.intersection(before) for before in calls)
     )
     return {*texts, *guarded}
 

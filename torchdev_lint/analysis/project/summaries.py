@@ -29,10 +29,10 @@ kept as written; the project index resolves them later, see
   `method_calls`: the attribute names called on objects other than project references
   (`trainer.fit(...)`): a method so named may have calls its callers' meet does not see;
   `cuda_method_calls`: those whose every call in the file runs only where CUDA is;
-  `cuda_method_guards`: for the others whose every call comes after project calls that would
-  stop the program first if they gate (made earlier by its function whatever happens, or the
-  class's `__init__` for a method), those calls, one list per call. `cuda_sites` and
-  `cuda_site_guards`: the same for the callee texts of `sites`.
+  `cuda_sites`: the same for the callee texts of `sites`. `cuda_guards`: for the others (`"sites"`,
+  `"methods"`) whose every call comes after project calls that would stop the program first if
+  they gate (made earlier by its function whatever happens, or the class's `__init__` for a
+  method), those calls, one list per call, as positions in `"calls"` (each reference once).
 - `dataset_items`: `{"PredictDataset": [[0, "x"]]}`, the constructor parameters (call position,
   name) whose items a class's `__getitem__` returns unchanged (`analysis/data/dataset_items.py`);
   `dataset_calls`: the imported classes whose instances the file's `DataLoader`s iterate
@@ -109,6 +109,7 @@ def summarize(module: cst.Module, path: str) -> Summary:
     unknown: tuple[list[str], dict[str, Any]] = ([], {})
     method_gates = unknown if requirements.module_only else collector.gated(collector.method_calls)
     site_gates = unknown if requirements.module_only else collector.gated(collector.site_calls)
+    guards = {"calls": collector.guard_calls, "sites": site_gates[1], "methods": method_gates[1]}
     aliases = {}
     for name, bindings in scope.bindings.items():
         alias = _import_reference(name, bindings, ())
@@ -131,14 +132,13 @@ def summarize(module: cst.Module, path: str) -> Summary:
         "module_classes": placed_module_classes(module, scope),
         "method_calls": sorted(collector.method_calls),
         "cuda_method_calls": method_gates[0],
-        "cuda_method_guards": method_gates[1],
         "defined": sorted(qualname for qualname, _ in functions if "." not in qualname),
         "group_starts": requirements.group_starts(),
         "group_helpers": requirements.group_helpers(),
         "cuda_reach": collector.cuda_reach(),
         # Not in a CUDA-only module: its callees are asked about only where a gate decides.
         "cuda_sites": site_gates[0],
-        "cuda_site_guards": site_gates[1],
+        "cuda_guards": guards,
     }
 
 
@@ -224,6 +224,9 @@ class _Collector:
         self._statement: tuple[str, int] | None = None
         self._functions = dict(functions)
         self._positions: dict[int, tuple[str, int]] = {}  # a call outside nested scopes: its statement
+        self._before: dict[tuple[str, int], list[int]] = {}  # `_calls_before`, by statement
+        self.guard_calls: list[Reference] = []  # the calls `_calls_before` lists, each once
+        self._guard_positions: dict[tuple[Any, ...], int] = {}
         self._statement_node: cst.CSTNode | None = None
         self._nested = 0  # functions, classes and lambdas entered inside the statement
         # Per module-level function or method (`"Class.name"`): it names CUDA itself (`"cuda"`,
@@ -285,36 +288,39 @@ class _Collector:
         parent = self.scope.parent
         return parent is None or (self.scope.kind == "class" and parent.parent is None)
 
-    def gated(self, calls: dict[str, list[cst.Call]]) -> tuple[list[str], dict[str, list[list[Reference]]]]:
-        """The callee texts whose every call runs only where CUDA is; and, for the others whose every call
-        comes after project calls that would stop the program first if they gate, those calls, one list
-        per call (whether they gate is the project's fact: `cuda_callers`)."""
+    def gated(self, calls: dict[str, list[cst.Call]]) -> tuple[list[str], dict[str, list[list[int]]]]:
+        """The callee texts whose every call runs only where CUDA is in the file's own eyes; and, for the
+        others whose every call comes after project calls that would stop the program first if they
+        gate, those calls, one list per call (whether they gate is the project's fact: `cuda_callers`).
+        A text some of whose calls are gated here and the others only by such calls counts as neither:
+        judging every call here would cost pass 1 a sixth more on large projects."""
         gated, guarded = [], {}
         for text, nodes in calls.items():
+            if all(map(self.requirements.requires_cuda, nodes)):
+                gated.append(text)
+                continue
             guards = []
             for node in nodes:
-                if not self.requirements.requires_cuda(node):
-                    guards.append(self._calls_before(node))
-                    if not guards[-1]:
-                        break
+                guards.append(self._calls_before(node))
+                if not guards[-1]:
+                    break
             else:
-                if guards:
-                    guarded[text] = guards
-                else:
-                    gated.append(text)
+                guarded[text] = guards
         return sorted(gated), guarded
 
-    def _calls_before(self, call: cst.Call) -> list[Reference]:
+    def _calls_before(self, call: cst.Call) -> list[int]:
         """The project calls made before `call` whatever happens: those of the simple statements its
         function runs before the statement holding it; in a method, also its class's `__init__` (an
         instance exists only once it ran), unless the method is static, a class method or named there."""
         position = self._positions.get(id(call))
         if position is None:
             return []
-        qualname, index = position
-        before = [
-            reference for earlier in range(index) for reference in self.calls.get((qualname, earlier), ())
-        ]
+        if position not in self._before:
+            self._before[position] = self._calls_before_statement(*position)
+        return self._before[position]
+
+    def _calls_before_statement(self, qualname: str, index: int) -> list[int]:
+        earlier = [reference for at in range(index) for reference in self.calls.get((qualname, at), ())]
         owner, _, name = qualname.rpartition(".")
         function = self._functions[qualname]
         if (
@@ -325,8 +331,15 @@ class _Collector:
                 dotted_name(d.decorator) in ("staticmethod", "classmethod") for d in function.decorators
             )
         ):
-            before.append(["here", f"{owner}.__init__"])
-        return before
+            earlier.append(["here", f"{owner}.__init__"])
+        return sorted({self._guard_position(reference) for reference in earlier})
+
+    def _guard_position(self, reference: Reference) -> int:
+        key = tuple(reference)
+        if key not in self._guard_positions:
+            self._guard_positions[key] = len(self.guard_calls)
+            self.guard_calls.append(reference)
+        return self._guard_positions[key]
 
     def _note_cuda(self, node: cst.CSTNode, kind: type) -> None:
         name = self._outer_name
