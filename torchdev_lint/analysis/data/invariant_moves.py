@@ -47,6 +47,7 @@ from torchdev_lint.analysis.syntax.loops import (
     target_names,
 )
 from torchdev_lint.analysis.syntax.python_numbers import integer_literal
+from torchdev_lint.analysis.syntax.reachability import ENDING_CALLS
 from torchdev_lint.analysis.syntax.reaching_bindings import (
     assigned_between,
     parents_along,
@@ -375,9 +376,9 @@ def runs_at_least_once(loop: Loop) -> bool:
     return len(range(*bounds)) > 0
 
 
-# Statements that leave an iteration early (a failing `assert` raises), and calls that end the program.
+# Statements that leave an iteration early (a failing `assert` raises); calls that end the program
+# leave it too (`reachability.ENDING_CALLS`).
 _EXITS = (cst.Break, cst.Continue, cst.Return, cst.Raise, cst.Yield, cst.Assert)
-_EXIT_CALLS = frozenset({"sys.exit", "exit", "quit", "os._exit"})
 # Calls that change the current GPU.
 _GPU_SWITCHES = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
 
@@ -390,7 +391,7 @@ def _may_leave(statements: Sequence[cst.CSTNode]) -> bool:
 
 
 def _leaves(node: cst.CSTNode) -> bool:
-    return isinstance(node, _EXITS) or (isinstance(node, cst.Call) and dotted_name(node.func) in _EXIT_CALLS)
+    return isinstance(node, _EXITS) or (isinstance(node, cst.Call) and dotted_name(node.func) in ENDING_CALLS)
 
 
 @dataclass(frozen=True)

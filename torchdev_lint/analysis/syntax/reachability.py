@@ -15,8 +15,9 @@ import libcst as cst
 
 from torchdev_lint.analysis.syntax.scopes import dotted_name
 
-_ENDING_CALLS = frozenset({"sys.exit", "os._exit", "exit", "quit"})
-_ENDING_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in _ENDING_CALLS)
+# Calls that end the program.
+ENDING_CALLS = frozenset({"sys.exit", "os._exit", "exit", "quit"})
+_ENDING_NAMES = frozenset(name.rsplit(".", 1)[-1] for name in ENDING_CALLS)
 
 
 def dead_after(small: cst.BaseSmallStatement, ancestors: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
@@ -53,4 +54,4 @@ def _leaves(small: cst.BaseSmallStatement) -> bool:
         return False
     func = small.value.func
     last = func.attr if isinstance(func, cst.Attribute) else func
-    return isinstance(last, cst.Name) and last.value in _ENDING_NAMES and dotted_name(func) in _ENDING_CALLS
+    return isinstance(last, cst.Name) and last.value in _ENDING_NAMES and dotted_name(func) in ENDING_CALLS
