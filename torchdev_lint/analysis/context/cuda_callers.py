@@ -17,7 +17,7 @@ file's own uses. No LibCST here: a warm run imports none.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from torchdev_lint.analysis.knowledge.torch_api import IMPLICITLY_CALLED_METHODS
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from torchdev_lint.analysis.project.index import ProjectIndex
 
 Target = tuple[str, str]
+# A file's callee texts and method names whose every call runs only where CUDA is (`gated_calls`).
+Gated = tuple[set[str], set[str]]
 _DEFINITION = re.compile(rb"\bdef[ \t]+(\w+)[ \t]*\(")
 
 
@@ -34,15 +36,14 @@ def cuda_callers(
     checked: Collection[str],
     target: Callable[[str, list[Any]], Target | None],
     unreadable: Iterable[bytes],
-    gates: Callable[[str, list[Any]], bool],
+    gated_by_file: Mapping[str, Gated],
 ) -> dict[Target, bool]:
     """(file, function or `Class.method`) of a checked file that reaches CUDA, called from other
-    files: do all those calls run only where CUDA is? (`gates`: does a call of what a reference of a
-    file names stop the program where CUDA is missing.)"""
+    files: do all those calls run only where CUDA is? (`gated_by_file`: each summary's `gated_calls`.)"""
     found: dict[Target, bool] = {}
     methods = _methods_by_name(summaries, checked)
     for path, summary in summaries.items():
-        gated = gated_sites(path, summary, gates)
+        gated, gated_methods = gated_by_file[path]
         for text, reference in summary["sites"].items():
             callee = target(path, reference) if reference is not None else None
             if callee is None and "." in text:  # `self.name()` no class of the project defines
@@ -57,7 +58,6 @@ def cuda_callers(
             if callee is not None and callee[0] != path and callee[0] in checked and "." not in callee[1]:
                 if not any(text == name or text.startswith(f"{name}.") for text in summary["sites"]):
                     found[callee] = False
-        gated_methods = _gated(path, summary, "methods", gates)
         for name in summary.get("method_calls", ()):  # `x.name(...)`, any object: maybe one of them
             for method in methods.get(name, ()):
                 found[method] = found.get(method, True) and name in gated_methods
@@ -68,27 +68,24 @@ def cuda_callers(
     return _reaching(found, summaries)
 
 
-def gated_sites(path: str, summary: Mapping[str, Any], gates: Callable[[str, list[Any]], bool]) -> set[str]:
-    """The callee texts of a file whose every call runs only where CUDA is: in the file's own eyes, or
-    after a call of the project that stops the program without CUDA."""
-    return _gated(path, summary, "sites", gates)
-
-
-def _gated(
-    path: str, summary: Mapping[str, Any], kind: str, gates: Callable[[str, list[Any]], bool]
-) -> set[str]:
-    texts = summary["cuda_sites" if kind == "sites" else "cuda_method_calls"]
+def gated_calls(path: str, summary: Mapping[str, Any], gates: Callable[[str, list[Any]], bool]) -> Gated:
+    """The callee texts and the method names of a file whose every call runs only where CUDA is: in the
+    file's own eyes, or after a call of the project that stops the program without CUDA (`gates`: does
+    a call of what a reference of the file names stop the program where CUDA is missing)."""
+    sites, methods = set(summary["cuda_sites"]), set(summary["cuda_method_calls"])
     guards = summary["cuda_guards"]
-    if not guards[kind]:
-        return set(texts)
-    # Each call once: most files call nothing that gates, and then no text is judged.
-    gating = {position for position, reference in enumerate(guards["calls"]) if gates(path, reference)}
-    if not gating:
-        return set(texts)
-    guarded = (
-        text for text, calls in guards[kind].items() if all(gating.intersection(before) for before in calls)
-    )
-    return {*texts, *guarded}
+    if guards["sites"] or guards["methods"]:
+        # Each call once: most files call nothing that gates, and then no text is judged.
+        gating = {position for position, reference in enumerate(guards["calls"]) if gates(path, reference)}
+        if gating:
+            sites.update(_guarded(guards["sites"], gating))
+            methods.update(_guarded(guards["methods"], gating))
+    return sites, methods
+
+
+def _guarded(guards: Mapping[str, list[list[int]]], gating: set[int]) -> Iterator[str]:
+    """The texts each of whose calls comes after one of the `gating` calls."""
+    return (text for text, calls in guards.items() if all(gating.intersection(before) for before in calls))
 
 
 class MethodDefiners:

@@ -29,11 +29,12 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from torchdev_lint.analysis.context.cuda_callers import (
+    Gated,
     MethodDefiners,
     cuda_callee,
     cuda_callers,
     file_callers,
-    gated_sites,
+    gated_calls,
 )
 from torchdev_lint.analysis.project import constructor_facts, summary_cache
 from torchdev_lint.analysis.project.context_facts import ContextFacts
@@ -216,13 +217,15 @@ class _Pass:
             names = {qualname.split(".", 1)[0] for _, qualname in known} | self._aliases(known)
             names |= self.inheritance.subclass_names({(p, q.split(".")[0]) for p, q in known if "." in q})
             names |= load_facts.wanted_names(self.summaries, self.references.canonical)
-            gates = partial(self.references.gates, gating=gating)
-            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable, gates)
-            names |= {name.rsplit(".", 1)[-1] for (_, name), gated in callers.items() if gated}  # others?
+            gated = self._gated_calls(gating)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable, gated)
+            names |= {
+                name.rsplit(".", 1)[-1] for (_, name), all_gated in callers.items() if all_gated
+            }  # others?
             names |= {  # callees of checked files that reach CUDA: `check_version` would read every file
                 text.rsplit(".", 1)[-1]
                 for path, summary in list(self.summaries.items())
-                for text in gated_sites(path, summary, gates)
+                for text in gated[path][0]
                 if cuda_callee(
                     path, summary["sites"].get(text), self.summaries, self.checked, self.index, self.wanted
                 )
@@ -280,8 +283,8 @@ class _Pass:
             gating = self._fixed_point()
             moving = moving_parameters(self.summaries, self._target)
             pinned_all, collated_all = self._pinned(moving)
-            gates = partial(self.references.gates, gating=gating)
-            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable, gates)
+            gated = self._gated_calls(gating)
+            callers = cuda_callers(self.summaries, self.checked, self._target, self.unreadable, gated)
             found = self._facts(
                 path,
                 gating,
@@ -375,6 +378,10 @@ class _Pass:
                         gating.add((path, qualname))
                         changed = True
         return gating
+
+    def _gated_calls(self, gating: set[Target]) -> dict[str, Gated]:
+        gates = partial(self.references.gates, gating=gating)
+        return {path: gated_calls(path, summary, gates) for path, summary in self.summaries.items()}
 
     def _forget(self) -> None:
         """The summaries changed (or may have): resolutions made from them are stale."""
