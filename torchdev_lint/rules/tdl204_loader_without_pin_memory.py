@@ -62,8 +62,10 @@ class LoaderWithoutPinMemory(Rule):
         call or its line: a decision about that loader); loaders whose batches are never moved (or only to the
         CPU, or only cast), or whose moved batches are bound to a name the function never reads (`x_gpu =
         x.to(device)`, the model given `x`); loaders handed to a library that puts batches on the device
-        itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`) and, in a file that does so,
-        moves of loaders of unknown origin; loaders over data already on a device (a `TensorDataset` of
+        itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`, also unpacked: `self.net,
+        self.dl = acc.prepare(net, dl)`) whose batches the file does not move itself (one whose batches it
+        also moves is flagged: the library copies each batch from the loader's memory as the move would)
+        and, in a file that does so, moves of loaders of unknown origin; loaders over data already on a device (a `TensorDataset` of
         tensors moved or created there, a dataset class of the file or a `collate_fn` that moves data to a
         device or makes it there, `torch.randn(16, device=self.device)`), where pinning would raise.
 
@@ -105,6 +107,55 @@ class LoaderWithoutPinMemory(Rule):
         fix**. Over data on a device, no finding.
         """
     invalid = (
+        # A loader the library also places and whose batches the file moves itself: the library
+        # copies each batch from the loader's memory, so pinning speeds that copy as much.
+        Invalid(
+            """
+            import torch
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+
+            def endless(loader):
+                while True:
+                    yield from loader
+
+
+            class Fitter:
+                def __init__(self, net, opt, images):
+                    self.acc = Accelerator()
+                    self.train_loader = DataLoader(images, batch_size=16, shuffle=True)
+                    self.net, self.opt, self.train_loader = self.acc.prepare(net, opt, self.train_loader)
+                    self.batches = endless(self.train_loader)
+
+                def step(self):
+                    images = next(self.batches).to(self.acc.device)
+                    self.net(images).mean().backward()
+            """,
+            lines=(14,),
+            fixed="""
+            import torch
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+
+
+            def endless(loader):
+                while True:
+                    yield from loader
+
+
+            class Fitter:
+                def __init__(self, net, opt, images):
+                    self.acc = Accelerator()
+                    self.train_loader = DataLoader(images, batch_size=16, shuffle=True, pin_memory=torch.cuda.is_available())
+                    self.net, self.opt, self.train_loader = self.acc.prepare(net, opt, self.train_loader)
+                    self.batches = endless(self.train_loader)
+
+                def step(self):
+                    images = next(self.batches).to(self.acc.device)
+                    self.net(images).mean().backward()
+            """,
+        ),
         Invalid(
             """
             import torch
@@ -623,8 +674,8 @@ class LoaderWithoutPinMemory(Rule):
                 return len(loader)
             """
         ),
-        # Loaders handed to a library that puts batches on the device itself: the explicit
-        # moves are no-ops, and the loader of unknown origin may be a prepared one.
+        # Loaders handed to a library that puts batches on the device itself, whose batches the
+        # file never moves: the loader of unknown origin may be a prepared one.
         Valid(
             """
             from torch.utils.data import DataLoader
@@ -646,7 +697,7 @@ class LoaderWithoutPinMemory(Rule):
                 )
                 numbers = accelerator.prepare(DataLoader(range(10), batch_size=4))
                 for batch in numbers:
-                    batch.to(accelerator.device)
+                    model(batch)
             """
         ),
     )
@@ -698,12 +749,13 @@ class LoaderWithoutPinMemory(Rule):
         """A move seen: of a loader's batch to an accelerator, the loader's batches are moved."""
         source = batch_source(move, self.ctx.ancestors, scope) if move.to_accelerator else None
         if source is not None and not result_unused(self.ctx.ancestors):
+            # A loader a library also places (`accelerator.prepare`) counts too: the move is a
+            # no-op, but the library copied the batch from the loader's memory, as the move would.
             origin = loader_origin(source, scope)
-            if not origin.placed:  # batches a library already put on the device: the move is a no-op
-                self.moved.extend(origin.calls)
-                self.untraced_moves |= origin.unknown
-                for call in origin.calls:
-                    self.cuda_only[call] = self.cuda_only.get(call, True) and pinning.needs_cuda(move, scope)
+            self.moved.extend(origin.calls)
+            self.untraced_moves |= origin.unknown and not origin.placed
+            for call in origin.calls:
+                self.cuda_only[call] = self.cuda_only.get(call, True) and pinning.needs_cuda(move, scope)
 
     def leave_Module(self, node: cst.Module) -> None:
         for loader in self.unpinned:

@@ -43,7 +43,9 @@ class BlockingH2dCopy(Rule):
         from pinned memory) (iterated directly or through a wrapper
         such as `enumerate(...)`, `tqdm(loader)` or `logger.log_every(loader, n)`, and also when
         the batch is unpacked first: `x, y = batch`), or drawn with `next()` on each pass of a loop
-        (`x, y = next(it)` with `it = iter(loader)`: not one batch drawn once outside any loop); and,
+        (`x, y = next(it)` with `it = iter(loader)`, or moved as drawn: `next(self.batches).cuda()` with
+        `self.batches = cycle(loader)` set by a method after `__init__` set it to `None`; not one batch
+        drawn once outside any loop); and,
         with the project analysis, a loop
         over a loader parameter (`def train_one_epoch(model, loader, device)`) when every call
         of the function in the checked files passes a pinned `DataLoader` (a function never
@@ -107,6 +109,60 @@ class BlockingH2dCopy(Rule):
         finding. Device-to-host copies, whose results the host reads, are never flagged.
         """
     invalid = (
+        # A batch moved as drawn from an iterator a method keeps (`None` until the data is set).
+        Invalid(
+            """
+            import torch
+            from torch.utils import data
+
+
+            def cycle(iterable):
+                while True:
+                    for i in iterable:
+                        yield i
+
+
+            class Trainer:
+                def __init__(self, rank):
+                    self.rank = rank
+                    self.loader = None
+
+                def set_data_src(self, dataset):
+                    dataloader = data.DataLoader(dataset, batch_size=8, pin_memory=True)
+                    self.loader = cycle(dataloader)
+
+                def train(self, model):
+                    for _ in range(10):
+                        image_batch = next(self.loader).cuda(self.rank)
+                        model(image_batch)
+            """,
+            lines=(22,),
+            fixed="""
+            import torch
+            from torch.utils import data
+
+
+            def cycle(iterable):
+                while True:
+                    for i in iterable:
+                        yield i
+
+
+            class Trainer:
+                def __init__(self, rank):
+                    self.rank = rank
+                    self.loader = None
+
+                def set_data_src(self, dataset):
+                    dataloader = data.DataLoader(dataset, batch_size=8, pin_memory=True)
+                    self.loader = cycle(dataloader)
+
+                def train(self, model):
+                    for _ in range(10):
+                        image_batch = next(self.loader).cuda(self.rank, non_blocking=True)
+                        model(image_batch)
+            """,
+        ),
         # Pinned exactly when the device is CUDA: every copy to CUDA starts from pinned memory.
         Invalid(
             """

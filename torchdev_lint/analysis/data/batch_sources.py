@@ -38,15 +38,16 @@ def batch_source(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> 
 def drawn_batch_move(move: Move, ancestors: Sequence[cst.CSTNode], scope: Scope) -> BatchMove | None:
     """`move` as a move of (part of) a batch drawn with `next(it)` in the pass of the innermost loop
     around it (`x, y = next(it)` ... `x.to(d)`), as `batches.batch_move` says of a loop's batches:
-    the host paths are the moved expression and the names it was unpacked from."""
+    the host paths are the moved expression and the names it was unpacked from (none when the
+    draw itself is moved, `next(it).cuda()`: nothing else holds that batch)."""
     loops = enclosing_loops(ancestors)
-    receiver = access_path(move.receiver)
-    if not loops or receiver is None:
+    if not loops:
         return None
     draw = _draw(move, ancestors, scope, through_casts=False)
-    if draw is None:
+    receiver = access_path(move.receiver)
+    if draw is None or (receiver is None and draw.names):
         return None
-    host = (receiver, *((name,) for name in draw.names))
+    host = (*((receiver,) if receiver is not None else ()), *((name,) for name in draw.names))
     return BatchMove(move, loops[0], host, draw.whole, draw.source)
 
 

@@ -258,17 +258,24 @@ class LoaderOrigin:
 
 
 def loader_origin(node: cst.BaseExpression, scope: Scope, depth: int = 0) -> LoaderOrigin:
-    """The loaders that iterating `node` iterates, through wrapper calls and names."""
+    """The loaders that iterating `node` iterates, through wrapper calls and names. A `None`
+    (`self.loader = None` until a method sets the loader) yields nothing: iterating it raises."""
+    if isinstance(node, cst.Name) and node.value == "None":
+        return LoaderOrigin()
     if is_dataloader_call(node, scope):
         return LoaderOrigin(
             calls=(node,),
             unpinned=not is_pinned(node, scope),
             custom_collate=not default_collated(node, scope),
         )
-    if places_on_device(node):
-        return LoaderOrigin(placed=True)
     if depth >= _MAX_DEPTH:
         return LoaderOrigin(untraced=True)
+    if places_on_device(node):  # the loaders it hands back, placed
+        origin = LoaderOrigin(placed=True)
+        for arg in node.args:
+            if is_loader(arg.value, scope):
+                origin |= loader_origin(arg.value, scope, depth + 1)
+        return origin
     parameter = parameter_of(node, scope)
     if parameter is not None:
         return LoaderOrigin(parameters=(parameter,))

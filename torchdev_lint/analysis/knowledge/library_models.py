@@ -122,8 +122,10 @@ _PLACED = """\
 import torch
 from torch.utils.data import DataLoader
 
-def train(model, dataset, accelerator):
-    loader = accelerator.{api}(DataLoader(dataset, batch_size=8))
+def build(dataset, accelerator):
+    return accelerator.{api}(DataLoader(dataset, batch_size=8))
+
+def train(model, loader):
     for x, y in loader:
         model(x.to("cuda"), y.to("cuda"))
 """

@@ -148,15 +148,35 @@ def _assignment_table(
                     if name is not None and assignment.value is not None:
                         found.setdefault(name, []).append((statement, assignment.value))
                     elif isinstance(target.target, (cst.Tuple, cst.List)):
-                        # `self.is_cuda, self.x = ...`: one part of a value
-                        unknown.update(
-                            part
-                            for e in target.target.elements
-                            if (part := self_attribute(e.value, self_name)) is not None
-                        )
+                        # `self.is_cuda, self.x = ...`: one part of a value, unknown unless the
+                        # value is a library call handing back its arguments placed (see below)
+                        parts = [self_attribute(e.value, self_name) for e in target.target.elements]
+                        handed = _handed_back(assignment.value, len(parts))
+                        for index, part in enumerate(parts):
+                            if part is None:
+                                continue
+                            if handed is None:
+                                unknown.add(part)
+                            elif self_attribute(handed[index], self_name) != part:
+                                found.setdefault(part, []).append((statement, handed[index]))
     table: dict[str, list[tuple[cst.FunctionDef, cst.BaseExpression]] | None] = dict(found)
     table.update(dict.fromkeys(unknown))
     return table
+
+
+def _handed_back(value: cst.BaseExpression | None, count: int) -> list[cst.BaseExpression] | None:
+    """The arguments of `accelerator.prepare(model, loader)` unpacked into `count` parts: the
+    library hands back each argument, in order, placed on its device. A part that gets back the
+    attribute it is assigned to (`self.dl, ... = prepare(self.dl, ...)`) keeps its other values."""
+    if not (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in apis(Fact.PLACES_BATCHES)
+        and len(value.args) == count
+        and all(arg.keyword is None and not arg.star for arg in value.args)
+    ):
+        return None
+    return [arg.value for arg in value.args]
 
 
 def _targets(assignment: cst.Assign | cst.AnnAssign) -> list[cst.AssignTarget]:
