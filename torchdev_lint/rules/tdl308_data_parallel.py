@@ -9,6 +9,7 @@ from torchdev_lint.analysis.context.parallel_choice import (
     data_parallel_backend,
     distributed_alternative,
     option_alternative,
+    unwrapped_after_loading,
     warned_against,
 )
 from torchdev_lint.analysis.knowledge.torch_api import DATA_PARALLEL_CLASSES
@@ -48,7 +49,10 @@ class DataParallel(Rule):
         tuple of classes holding it, or the `else` of `if not isinstance(...)`), re-wrapping its
         parts (`nn.DataParallel(model.module.wide)`) follows the first wrap, which is reported
         where the choice is made. The `else` of such a test and the body of
-        `if not isinstance(...)` are still flagged.
+        `if not isinstance(...)` are still flagged. Nor is a wrap that only loads a checkpoint saved
+        from a DataParallel (its keys start with `module.`) and is unwrapped right after in the same
+        function (`net = nn.DataParallel(net)`, `net.load_state_dict(state)`, `net = net.module`, with no
+        other use of `net` in between): it never runs a forward pass.
 
         Earlier versions silenced every DataParallel of a file that mentioned DDP or FSDP anywhere
         (a `smart_DDP` import, a class named `DDP...`); now only the decision itself counts.
@@ -88,6 +92,21 @@ class DataParallel(Rule):
         is sharded (`DistributedSampler`) and how checkpoints and logs are written.
         """
     invalid = (
+        # The wrapper runs a forward pass before it is unwrapped: it does spread the batch.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+
+            def score_then_unwrap(ranker, weights_path, queries):
+                ranker = nn.DataParallel(ranker)
+                ranker.load_state_dict(torch.load(weights_path, map_location="cpu", weights_only=True))
+                scores = ranker(queries)
+                ranker = ranker.module
+                return scores
+            """,
+            lines=(5,),
+        ),
         Invalid(
             """
             import torch
@@ -220,6 +239,20 @@ class DataParallel(Rule):
         ),
     )
     valid = (
+        Valid(
+            # A shim to load keys a DataParallel prefixed with `module.`, unwrapped before any use.
+            """
+            import torch
+            from torch import nn
+
+            def restore_tagger(tagger, weights_path):
+                tagger = nn.DataParallel(tagger)
+                state = torch.load(weights_path, map_location="cpu", weights_only=True)
+                tagger.load_state_dict(state)
+                tagger = tagger.module
+                return tagger.eval()
+            """
+        ),
         Valid(
             # One option, two values, two methods: the user picks the DataParallel mode where the
             # program offers DDP for another value of the same option.
@@ -378,6 +411,8 @@ class DataParallel(Rule):
             return
         if instance_guarded(node, ancestors, scope, DATA_PARALLEL_CLASSES):
             return  # the model is a DataParallel already: this wrap follows the first one
+        if unwrapped_after_loading(node, ancestors):
+            return  # a shim to load `module.`-prefixed keys, unwrapped before any forward pass
         self.report(node)
 
     def _in_data_parallel_class(self) -> bool:

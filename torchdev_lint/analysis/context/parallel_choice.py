@@ -8,7 +8,8 @@ file (another function, module level, a separate `if`) is no such decision, unle
 the one holding the DataParallel test one option for two values (`mode == "ddp"`, `mode == "dp"`):
 one decision spread over the file. A program that
 itself warns, next to the wrap, that DataParallel is not recommended says the wrap is not a
-choice it stands by.
+choice it stands by. A wrap that only loads a checkpoint saved from a DataParallel and is
+unwrapped right after (`net = net.module`) spreads nothing: it never runs a forward pass.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import libcst as cst
 
 from torchdev_lint.analysis.knowledge.library_models import Fact, endings
 from torchdev_lint.analysis.knowledge.torch_api import DISTRIBUTED_WRAPPERS
-from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve
+from torchdev_lint.analysis.syntax.scopes import Scope, dotted_name, resolve, scope_body, small_statements
 from torchdev_lint.analysis.syntax.walk import first
 
 _BOUNDARIES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
@@ -179,3 +180,57 @@ def data_parallel_backend(class_name: str) -> bool:
     for distributed in endings(Fact.DISTRIBUTED_WRAPPER):
         class_name = class_name.replace(distributed, "")
     return "DataParallel" in class_name or "DP" in _WORDS.findall(class_name)
+
+
+def unwrapped_after_loading(node: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """`net = nn.DataParallel(net)`, `net.load_state_dict(ckpt)`, then `net = net.module` in the same
+    function: the wrapper is there to read a checkpoint whose keys a DataParallel prefixed with
+    `module.`, and nothing else (no forward pass, not passed on) uses it before it is unwrapped."""
+    parent = ancestors[-2] if len(ancestors) >= 2 else None
+    function = next((n for n in reversed(ancestors) if isinstance(n, cst.FunctionDef)), None)
+    if function is None or not (isinstance(parent, cst.Assign) and len(parent.targets) == 1):
+        return False
+    name = dotted_name(parent.targets[0].target)
+    if name is None:
+        return False
+    after = False
+    for statement in small_statements(scope_body(function)):
+        if statement is parent:
+            after = True
+        elif after and _unwraps(statement, name):
+            return True
+        elif (
+            after
+            and first(statement, lambda n: _names(n, name)) is not None
+            and not _loads_into(statement, name)
+        ):
+            return False
+    return False
+
+
+def _names(node: cst.CSTNode, name: str) -> bool:
+    return isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) == name
+
+
+def _unwraps(statement: cst.BaseSmallStatement, name: str) -> bool:
+    """`net = net.module`."""
+    return (
+        isinstance(statement, cst.Assign)
+        and len(statement.targets) == 1
+        and dotted_name(statement.targets[0].target) == name
+        and isinstance(statement.value, cst.Attribute)
+        and statement.value.attr.value == "module"
+        and dotted_name(statement.value.value) == name
+    )
+
+
+def _loads_into(statement: cst.BaseSmallStatement, name: str) -> bool:
+    """`net.load_state_dict(...)` as a statement, `net` used nowhere else in it."""
+    call = statement.value if isinstance(statement, cst.Expr) else None
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Attribute)
+        and call.func.attr.value == "load_state_dict"
+        and _names(call.func.value, name)
+        and all(first(arg, lambda n: _names(n, name)) is None for arg in call.args)
+    )
