@@ -72,6 +72,24 @@ def test_unpinned_loader_passed_on_is_reported_at_the_dataloader(tmp_path: Path)
     assert _findings(tmp_path, "TDL204", "main.py") == ["main.py:7 TDL204"]  # the others unchecked
 
 
+def test_a_helper_that_prepares_the_loader_and_moves_its_batches(tmp_path: Path) -> None:
+    """A library that places the batches (`accelerator.prepare`) still copies them from the
+    loader's memory: the helper moving them counts, as one moving plain batches does."""
+    engine = """
+        def train_one_epoch(model, loader, device, accelerator):
+            for images, targets in accelerator.prepare(loader):
+                model(images.to(device)).backward()
+    """
+    train = """
+        from engine import train_one_epoch
+
+        def fit(model, train_loader, device):
+            train_one_epoch(model, train_loader, device, accelerator=None)
+    """
+    _write(tmp_path, {"engine.py": engine, "train.py": train, "main.py": _main("")})
+    assert _findings(tmp_path, "TDL204") == ["main.py:7 TDL204"]
+
+
 def test_pinned_through_keywords_and_a_third_call(tmp_path: Path) -> None:
     train = """
         import engine

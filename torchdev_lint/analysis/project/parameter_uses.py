@@ -89,7 +89,7 @@ class ParameterUses:
         if move is not None and move.to_accelerator:
             source = batch_source(move, ancestors, scope)
             origin = None if source is None else loader_origin(source, scope)
-            if origin is not None and not origin.placed:
+            if origin is not None:  # also a loader a library placed: it copied the batch as the move would
                 for moved in origin.parameters:
                     _note(self.batches, moved)
         elif resolve(node.func, scope) == "torch.save":
