@@ -101,7 +101,7 @@ def run_check(project: Project, jobs: int) -> list[Finding]:
     return [
         Finding(
             project.label,
-            str(Path(item["path"]).resolve().relative_to(project.root)),
+            notebook_site(str(Path(item["path"]).resolve().relative_to(project.root)), item.get("cell")),
             item["line"],
             item["end_line"],
             item["code"],
@@ -111,8 +111,20 @@ def run_check(project: Project, jobs: int) -> list[Finding]:
     ]
 
 
+def notebook_site(path: str, cell_number: int | None) -> str:
+    """A notebook finding's path names its cell too (`demo.ipynb:cell 3`), as `check` prints it:
+    its line counts within that cell."""
+    return path if cell_number is None else f"{path}:cell {cell_number}"
+
+
 def source_line(root: Path, path: str, line: int) -> str:
-    lines = (root / path).read_text(encoding="utf-8", errors="replace").splitlines()
+    file, _, number = path.partition(":cell ")
+    if number:  # a notebook's cell, 1-based among all cells
+        cells = json.loads((root / file).read_text(encoding="utf-8")).get("cells", [])
+        source = cells[int(number) - 1].get("source", "") if 0 < int(number) <= len(cells) else ""
+        lines = ("".join(source) if isinstance(source, list) else source).splitlines()
+    else:
+        lines = (root / path).read_text(encoding="utf-8", errors="replace").splitlines()
     return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
