@@ -37,7 +37,9 @@ class CreateThenMove(Rule):
         arithmetic with Python numbers made on the CPU on the way: `torch.zeros(n).long().cuda()`,
         `torch.arange(n).float().to(d)`, `(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)` (a
         number: a literal, `len(...)`, `x.size(0)`, `x.shape[1]`, `.item()`, a parameter annotated
-        `int`/`float`, a name bound only to one). Not flagged: casts to a dtype only, arithmetic with a tensor
+        `int`/`float`, a name bound only to one), and after views and reshapes that keep the values (`view`,
+        `reshape`, `unsqueeze`, `squeeze`, `flatten`, `permute`, `transpose`, `t`, `expand`, `contiguous`:
+        `torch.arange(n).unsqueeze(0).to(d)`). Not flagged: casts to a dtype only, arithmetic with a tensor
         or an operand not known to be a number (`(torch.arange(n) + x).cuda()`), moves to another tensor
         (`.to(other)`), moves to the CPU, factories already given `device=`, `torch.from_numpy(a).to(d)` (it
         has no `device=`), a factory drawing from an explicit `generator=` (a CPU generator cannot fill device
@@ -132,6 +134,28 @@ class CreateThenMove(Rule):
         GPU does not), and arithmetic in half precision or in a dtype the code does not show.
         """
     invalid = (
+        # Reshaped on the CPU on the way: the same values in another shape, still copied.
+        Invalid(
+            """
+            import torch
+
+
+            def length_mask(lengths, device):
+                longest = int(lengths.max())
+                ids = torch.arange(longest).unsqueeze(0).expand(len(lengths), -1).to(device)
+                return ids < lengths.unsqueeze(1)
+            """,
+            lines=(6,),
+            fixed="""
+            import torch
+
+
+            def length_mask(lengths, device):
+                longest = int(lengths.max())
+                ids = torch.arange(longest, device=device).unsqueeze(0).expand(len(lengths), -1)
+                return ids < lengths.unsqueeze(1)
+            """,
+        ),
         Invalid(
             # Casts and arithmetic with Python numbers on the way (unsafe: `odd`, from an `arange`
             # of no integer dtype, and `frac`, a division); a cast after the move.
@@ -607,7 +631,8 @@ class CreateThenMove(Rule):
             return  # made only to see whether the device works (or to wake it): nothing is kept
         if not factory_creates_on_cpu(chain.factory, chain.name, move.device_node, self.ctx):
             return
-        message = _FROM_DATA_MESSAGE if chain.name == "tensor" else _CHAIN_MESSAGE if chain.steps else None
+        computed = any(not step.shape for step in chain.steps)
+        message = _FROM_DATA_MESSAGE if chain.name == "tensor" else _CHAIN_MESSAGE if computed else None
         fixed = on_device(node, chain, self.ctx.scope, self.ctx.string, self.ctx.parent())
         # Safe where the device-created tensor equals the moved one bit for bit, and is still not a leaf.
         risk = fix_risk(chain, self.ctx.scope)

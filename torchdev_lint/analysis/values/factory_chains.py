@@ -1,8 +1,8 @@
-"""A tensor factory whose result is cast, or combined with Python numbers, before a move (TDL203).
+"""A tensor factory whose result is cast, reshaped, or combined with Python numbers, before a move (TDL203).
 
 `torch.zeros(n).long().cuda()`, `torch.arange(n, dtype=torch.int32).float().to(device)`,
-`(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)`: the tensor is made on the CPU,
-cast or computed there, and copied; `device=` on the factory makes it where it is used. A tensor
+`(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)`, `torch.tensor(s).view(-1, 4).to(d)`:
+the tensor is made on the CPU, cast, reshaped or computed there, and copied; `device=` on the factory makes it where it is used. A tensor
 operand (`torch.arange(n) + x`) is no such chain: it may live anywhere.
 
 - `factory_chain(receiver, scope)`: the factory under a move's receiver, with the casts and
@@ -10,7 +10,7 @@ operand (`torch.arange(n) + x`) is no such chain: it may live anywhere.
 - `chain_difference(chain, scope)`: why computing the steps on the device may give other values
   than on the CPU (`Difference`), or None where they are the same bit for bit: a cast is the
   same conversion on every device; `+`, `-`, `*` of an integer, float32 or float64 tensor and a
-  Python number are one exactly rounded operation (the number converted to the tensor's dtype
+  Python number are one exactly rounded operation; a view or reshape keeps the values (the number converted to the tensor's dtype
   the same way); `//` and `%` of an integer tensor by a non-zero integer literal are exact.
   Not so: `/` (a device divides by a number as a multiplication by its reciprocal), `**`, `//`
   and `%` of floats (other kernels), an integer `//`/`%` by what may be zero (the CPU raises, a
@@ -74,6 +74,21 @@ _OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
 }
 _DEFAULT_FLOAT = frozenset({"zeros", "ones", "empty", "eye", "rand", "randn", "linspace", "logspace"})
 _INTEGER_FACTORIES = frozenset({"randint", "randperm"})
+# Methods giving the same values in another shape or layout, bit for bit on any device.
+_SHAPE_METHODS = frozenset(
+    {
+        "view",
+        "reshape",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "permute",
+        "transpose",
+        "t",
+        "expand",
+        "contiguous",
+    }
+)
 
 # Why the steps may compute other values on the device: "division", "kernel" (`**`, `//` and
 # `%` of floats), "zero-divisor" (an integer `//`/`%` by what may be 0), "precision".
@@ -104,6 +119,7 @@ class Step:
     dtype: str | None = None
     number: cst.BaseExpression | None = None
     kind: NumberKind | None = None
+    shape: bool = False  # a view or reshape (`.view(-1, 4)`, `.unsqueeze(0)`): the same values anywhere
 
 
 @dataclass(frozen=True)
@@ -128,7 +144,7 @@ def factory_chain(receiver: cst.BaseExpression, scope: Scope) -> Chain | None:
                 if name == "torch.as_tensor" or keyword(node, "device") or keyword(node, "generator"):
                     return None
                 return Chain(node, name[6:], tuple(reversed(steps)))
-            cast = _cast(node, scope)
+            cast = _cast(node, scope) or _reshape(node)
             if cast is None:
                 return None
             steps.append(cast)
@@ -143,6 +159,14 @@ def factory_chain(receiver: cst.BaseExpression, scope: Scope) -> Chain | None:
             node = node.left if right else node.right
         else:
             return None
+
+
+def _reshape(call: cst.Call) -> Step | None:
+    """`.view(-1, 4)`, `.unsqueeze(0)`, `.t()`: a step that changes the shape, not the values."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _SHAPE_METHODS:
+        return Step(call, shape=True)
+    return None
 
 
 def _cast(call: cst.Call, scope: Scope) -> Step | None:
@@ -170,6 +194,8 @@ def chain_difference(chain: Chain, scope: Scope) -> Difference | None:
     """Why the chain's steps computed on the device may differ from the CPU's (see the module doc)."""
     dtype = _factory_dtype(chain, scope)
     for step in chain.steps:
+        if step.shape:
+            continue
         if isinstance(step.node, cst.Call):
             if (
                 step.dtype in _INTEGERS - {"bool"}
@@ -273,7 +299,7 @@ def _folded(
     string: Callable[[str, cst.CSTNode], cst.SimpleString | None],
 ) -> cst.BaseExpression | None:
     """`torch.zeros(n).long().cuda()` as `torch.zeros(n, dtype=torch.long, device="cuda")`."""
-    if any(isinstance(step.node, cst.BinaryOperation) for step in chain.steps):
+    if any(isinstance(step.node, cst.BinaryOperation) or step.shape for step in chain.steps):
         return None
     if dtype is None:
         last = chain.steps[-1].node
