@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from project_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gen_docs.py"
-
-
-def _gen_docs():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gen_docs", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_generated_docs_are_fresh() -> None:
@@ -38,7 +30,7 @@ def test_every_rule_has_a_page_and_a_row() -> None:
 
 
 def test_check_detects_staleness(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    gen = _gen_docs()
+    gen = load_script("gen_docs")
     (tmp_path / "docs" / "rules").mkdir(parents=True)
     (tmp_path / "README.md").write_text(f"# x\n\n{gen.START}\nold\n{gen.END}\n\nafter\n")
     monkeypatch.setattr(gen, "ROOT", tmp_path)

@@ -3,22 +3,10 @@ findings of two cells on the same line are two sites a reader can find (session 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "precision_sample.py"
-
-
-def _harness():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("precision_sample", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from project_scripts import load_script
 
 
 def _notebook(path: Path, cells: list[tuple[str, str]]) -> None:
@@ -40,7 +28,7 @@ def _notebook(path: Path, cells: list[tuple[str, str]]) -> None:
 
 
 def test_notebook_findings_name_their_cells(tmp_path: Path) -> None:
-    harness = _harness()
+    harness = load_script("precision_sample")
     root = tmp_path / "demo-1.0"
     root.mkdir()
     _notebook(

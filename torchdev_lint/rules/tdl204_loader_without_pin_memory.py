@@ -16,10 +16,9 @@ from torchdev_lint.analysis.data.loaders import (
     is_loader,
     loader_fate,
     loader_origin,
-    places_on_device,
 )
 from torchdev_lint.analysis.data.pinning import Residency
-from torchdev_lint.analysis.knowledge.devices import Move, as_move
+from torchdev_lint.analysis.knowledge.devices import Move, as_move, places_on_device
 from torchdev_lint.analysis.syntax.loops import innermost_loop
 from torchdev_lint.rule import Fix, Invalid, Rule, Valid
 from torchdev_lint.syntax import argument, has_star, with_keyword
@@ -65,8 +64,8 @@ class LoaderWithoutPinMemory(Rule):
         itself (`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`, also unpacked: `self.net,
         self.dl = acc.prepare(net, dl)`) whose batches the file does not move itself (one whose batches it
         also moves is flagged: the library copies each batch from the loader's memory as the move would)
-        and, in a file that does so, moves of loaders of unknown origin; loaders over data already on a device (a `TensorDataset` of
-        tensors moved or created there, a dataset class of the file or a `collate_fn` that moves data to a
+        and, in a file that does so, moves of loaders of unknown origin; loaders over data already on a
+        device (a `TensorDataset` of tensors moved or created there, a dataset class of the file or a `collate_fn` that moves data to a
         device or makes it there, `torch.randn(16, device=self.device)`), where pinning would raise.
 
         ## Why it matters
@@ -779,7 +778,9 @@ class LoaderWithoutPinMemory(Rule):
             return True
         fate = loader.fate
         if fate.delegated or self.delegates:
-            return False  # the library puts the batches on the device: the file's moves are no-ops
+            # Handed to a library that places batches, and not seen moved here; or the moves of
+            # loaders of unknown origin may be those of the loaders the file hands to one.
+            return False
         if pinning.handed_to_mover(fate, self.ctx.project):
             return True
         return fate.escapes and self.untraced_moves

@@ -17,7 +17,13 @@ from typing import TypeGuard
 import libcst as cst
 
 from torchdev_lint.analysis.context.availability import is_availability_call
-from torchdev_lint.analysis.knowledge.devices import VARIABLE, as_move, device_argument, literal_device
+from torchdev_lint.analysis.knowledge.devices import (
+    VARIABLE,
+    as_move,
+    device_argument,
+    literal_device,
+    places_on_device,
+)
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.project.parameters import Parameter, parameter_of
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, dotted_name, resolve
@@ -70,15 +76,6 @@ def named_like_batches(node: cst.BaseExpression) -> bool:
     """`batches`, `batch_iter`, `data_iter`: names that say they hold batches."""
     last = _last_part(node)
     return last is not None and bool(_BATCH_NAME.search(last))
-
-
-def places_on_device(node: cst.CSTNode) -> TypeGuard[cst.Call]:
-    """`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`: batches come out on the device."""
-    return (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value in apis(Fact.PLACES_BATCHES)
-    )
 
 
 def _wrapped(node: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:

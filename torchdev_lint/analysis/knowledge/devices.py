@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import libcst as cst
 
+from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.scopes import Scope, assigned_values, last_name, resolve
 from torchdev_lint.syntax import keyword
 
@@ -253,3 +255,13 @@ def as_move(call: cst.Call, scope: Scope) -> Move | None:
         return None
     device = device_argument(first, scope)
     return None if device is None else Move(call, func.value, device, first)
+
+
+def places_on_device(node: cst.CSTNode) -> TypeGuard[cst.Call]:
+    """`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`: a library call that hands back its
+    arguments, in order, placed on its device (the library models' `PLACES_BATCHES`)."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in apis(Fact.PLACES_BATCHES)
+    )

@@ -1,17 +1,18 @@
 """A tensor factory whose result is cast, reshaped, or combined with Python numbers, before a move (TDL203).
 
 `torch.zeros(n).long().cuda()`, `torch.arange(n, dtype=torch.int32).float().to(device)`,
-`(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)`, `torch.tensor(s).view(-1, 4).to(d)`:
-the tensor is made on the CPU, cast, reshaped or computed there, and copied; `device=` on the factory makes it where it is used. A tensor
-operand (`torch.arange(n) + x`) is no such chain: it may live anywhere.
+`(torch.arange(n) + offset).cuda()`, `(torch.ones(n) * 0.5).to(d)`, `torch.arange(n).unsqueeze(0).to(d)`:
+the tensor is made on the CPU, cast, reshaped or computed there, and copied; `device=` on the
+factory makes it where it is used. A tensor operand (`torch.arange(n) + x`) is no such chain: it may live anywhere.
 
 - `factory_chain(receiver, scope)`: the factory under a move's receiver, with the casts and
   arithmetic (`Step`s) between them, or None.
 - `chain_difference(chain, scope)`: why computing the steps on the device may give other values
   than on the CPU (`Difference`), or None where they are the same bit for bit: a cast is the
   same conversion on every device; `+`, `-`, `*` of an integer, float32 or float64 tensor and a
-  Python number are one exactly rounded operation; a view or reshape keeps the values (the number converted to the tensor's dtype
-  the same way); `//` and `%` of an integer tensor by a non-zero integer literal are exact.
+  Python number are one exactly rounded operation (the number converted to the tensor's dtype
+  the same way); `//` and `%` of an integer tensor by a non-zero integer literal are exact; a
+  view or reshape keeps the values.
   Not so: `/` (a device divides by a number as a multiplication by its reciprocal), `**`, `//`
   and `%` of floats (other kernels), an integer `//`/`%` by what may be zero (the CPU raises, a
   device does not), arithmetic in half precision or an unknown dtype, and a cast of floats (or

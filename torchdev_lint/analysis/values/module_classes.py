@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from torchdev_lint.analysis.knowledge.devices import places_on_device
 from torchdev_lint.analysis.knowledge.library_models import Fact, apis
 from torchdev_lint.analysis.syntax.scopes import Scope, block_statements, resolve
 from torchdev_lint.analysis.syntax.units import definition_owners, imported_roots, remember
@@ -169,9 +170,7 @@ def _handed_back(value: cst.BaseExpression | None, count: int) -> list[cst.BaseE
     library hands back each argument, in order, placed on its device. A part that gets back the
     attribute it is assigned to (`self.dl, ... = prepare(self.dl, ...)`) keeps its other values."""
     if not (
-        isinstance(value, cst.Call)
-        and isinstance(value.func, cst.Attribute)
-        and value.func.attr.value in apis(Fact.PLACES_BATCHES)
+        places_on_device(value)
         and len(value.args) == count
         and all(arg.keyword is None and not arg.star for arg in value.args)
     ):
