@@ -257,7 +257,7 @@ def as_move(call: cst.Call, scope: Scope) -> Move | None:
     return None if device is None else Move(call, func.value, device, first)
 
 
-def places_on_device(node: cst.CSTNode) -> TypeGuard[cst.Call]:
+def places_on_device(node: cst.CSTNode | None) -> TypeGuard[cst.Call]:
     """`accelerator.prepare(...)`, `fabric.setup_dataloaders(...)`: a library call that hands back its
     arguments, in order, placed on its device (the library models' `PLACES_BATCHES`)."""
     return (
