@@ -691,6 +691,20 @@ TDL203 = [
             return x, y, f"{(torch.zeros(2) + 1).cuda()}", f'{torch.zeros(2).long().cuda()}'
 
 
+        def case_reshaped():  # views and reshapes keep the values and strides: the factory decides
+            n = 3
+            return (
+                torch.zeros(n, 4).unsqueeze(0).to(device),  # safe-fix
+                torch.ones(2, 3).t().contiguous().cuda(),  # safe-fix
+                torch.ones(2, 3).t().cuda(),  # safe-fix
+                torch.eye(3).view(-1).long().to(device),  # safe-fix
+                torch.full((2, 3), 7).reshape(3, 2).float().cuda(),  # safe-fix
+                torch.zeros(2, 3).permute(1, 0).flatten().to(device),  # safe-fix
+                torch.arange(6).view(2, 3).to(device),  # not-safe
+                torch.zeros(2, 3).expand(4, 2, 3).to(device),  # not-safe
+            )
+
+
         def case_cast_after_move():
             return torch.zeros(3).cuda().long(), torch.arange(4, dtype=torch.int32).to(device).float()  # safe-fix
 

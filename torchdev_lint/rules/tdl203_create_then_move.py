@@ -132,6 +132,11 @@ class CreateThenMove(Rule):
         (CUDA divides by a number as a multiplication by its reciprocal), `**` and floating `//`
         and `%` (other kernels), an integer `//` or `%` by what may be zero (the CPU raises, a
         GPU does not), and arithmetic in half precision or in a dtype the code does not show.
+        Views and reshapes (`view`, `reshape`, `unsqueeze`, `squeeze`, `flatten`, `permute`,
+        `transpose`, `t`, `contiguous`) stay after the factory too and give the same values and strides
+        (a move copies a dense tensor with its strides): safe where the rest is. Unsafe after `expand`:
+        made on the device it stays a view whose elements share memory (writing into it raises), where
+        the move made a copy with memory of its own.
         """
     invalid = (
         # Reshaped on the CPU on the way: the same values in another shape, still copied.

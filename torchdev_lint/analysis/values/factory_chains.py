@@ -12,7 +12,8 @@ factory makes it where it is used. A tensor operand (`torch.arange(n) + x`) is n
   same conversion on every device; `+`, `-`, `*` of an integer, float32 or float64 tensor and a
   Python number are one exactly rounded operation (the number converted to the tensor's dtype
   the same way); `//` and `%` of an integer tensor by a non-zero integer literal are exact; a
-  view or reshape keeps the values.
+  view or reshape keeps the values and, but for `expand` (a view sharing its elements where the
+  move made a copy), the strides.
   Not so: `/` (a device divides by a number as a multiplication by its reciprocal), `**`, `//`
   and `%` of floats (other kernels), an integer `//`/`%` by what may be zero (the CPU raises, a
   device does not), arithmetic in half precision or an unknown dtype, and a cast of floats (or
@@ -75,7 +76,9 @@ _OPERATORS: dict[type[cst.BaseBinaryOp], str] = {
 }
 _DEFAULT_FLOAT = frozenset({"zeros", "ones", "empty", "eye", "rand", "randn", "linspace", "logspace"})
 _INTEGER_FACTORIES = frozenset({"randint", "randperm"})
-# Methods giving the same values in another shape or layout, bit for bit on any device.
+# Methods giving the same values in another shape or layout, bit for bit on any device. A move
+# copies an `expand`ed view into memory of its own, where the view made on the device shares its
+# elements (strides of 0: writing into it raises): that fix is unsafe ("expanded").
 _SHAPE_METHODS = frozenset(
     {
         "view",
@@ -92,8 +95,9 @@ _SHAPE_METHODS = frozenset(
 )
 
 # Why the steps may compute other values on the device: "division", "kernel" (`**`, `//` and
-# `%` of floats), "zero-divisor" (an integer `//`/`%` by what may be 0), "precision".
-Difference = Literal["division", "kernel", "zero-divisor", "precision", "integer-cast"]
+# `%` of floats), "zero-divisor" (an integer `//`/`%` by what may be 0), "precision", "integer-cast";
+# or give another tensor than the move did: "expanded".
+Difference = Literal["division", "kernel", "zero-divisor", "precision", "integer-cast", "expanded"]
 # What may change where a fix passing `device=` is unsafe (TDL203's "Fix safety"), by the reason.
 _RISKS: dict[DeviceDifference | Difference, str] = {
     "random": "the numbers are drawn from the device's generator, not the CPU's: other random values",
@@ -103,6 +107,10 @@ _RISKS: dict[DeviceDifference | Difference, str] = {
     "kernel": "the device computes `**`, `//` or `%` with its own kernels: the last bits may differ from the CPU's",
     "zero-divisor": "an integer division by zero raises on the CPU but gives a number on the device",
     "precision": "arithmetic in half precision or in a dtype not known here may round differently on the device",
+    "expanded": (
+        "`expand` made on the device stays a view whose elements share memory (writing into it raises); "
+        "the moved tensor was a copy with memory of its own"
+    ),
     "integer-cast": (
         "a cast of floats to integers is done on the device: infinities, NaN and values out of range "
         "convert to other integers there than on the CPU"
@@ -164,10 +172,11 @@ def factory_chain(receiver: cst.BaseExpression, scope: Scope) -> Chain | None:
 
 def _reshape(call: cst.Call) -> Step | None:
     """`.view(-1, 4)`, `.unsqueeze(0)`, `.t()`: a step that changes the shape, not the values."""
-    func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value in _SHAPE_METHODS:
-        return Step(call, shape=True)
-    return None
+    return Step(call, shape=True) if _method(call) in _SHAPE_METHODS else None
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
 def _cast(call: cst.Call, scope: Scope) -> Step | None:
@@ -196,6 +205,8 @@ def chain_difference(chain: Chain, scope: Scope) -> Difference | None:
     dtype = _factory_dtype(chain, scope)
     for step in chain.steps:
         if step.shape:
+            if isinstance(step.node, cst.Call) and _method(step.node) == "expand":
+                return "expanded"
             continue
         if isinstance(step.node, cst.Call):
             if (
